@@ -1,0 +1,288 @@
+"""Pydantic models of the v1 wire contract (DESIGN.md, "The wire contract").
+
+Every model forbids unknown fields, so a typo in a field name is an error that
+names the field instead of a silently missing signal. Floats must be finite.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from service.contracts import limits as L
+
+EventType = Literal["trace", "feedback", "release", "label"]
+EVENT_TYPES: tuple[str, ...] = ("trace", "feedback", "release", "label")
+
+# Identifiers travel into Redis keys and Kafka keys: printable, no whitespace.
+Identifier = Annotated[
+    str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN, pattern=r"^[A-Za-z0-9._:/@#+=-]+$")
+]
+# Names become Prometheus label values (after the closed-set mapping): lower-case slugs.
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+]
+StageName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z][a-z0-9_]*$")]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+TokenCount = Annotated[int, Field(ge=0, le=L.MAX_TOKENS)]
+MetaKey = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_METADATA_KEY_LEN)]
+MetaScalar = bool | int | FiniteFloat | Annotated[str, StringConstraints(max_length=L.MAX_METADATA_STR_LEN)]
+MetaValue = MetaScalar | Annotated[list[MetaScalar], Field(max_length=L.MAX_METADATA_LIST_LEN)] | None
+Metadata = Annotated[dict[MetaKey, MetaValue], Field(max_length=L.MAX_METADATA_KEYS)]
+
+PREDICATE_OPS = ("eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists")
+PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"]
+FEEDBACK_KINDS = ("thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit")
+FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
+FEEDBACK_REASONS = ("wrong", "incomplete", "off_topic", "harmful", "slow", "other")
+FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", "other"]
+TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank")
+TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, str_strip_whitespace=False)
+
+
+class Document(Strict):
+    id: Identifier
+    text: Annotated[str, StringConstraints(max_length=L.MAX_DOCUMENT_CHARS)]
+    score: FiniteFloat | None = None
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class Candidate(Strict):
+    """A document retrieved for the query under the entitlement filters alone."""
+
+    id: Identifier
+    score: FiniteFloat | None = None
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class Predicate(Strict):
+    """One filter predicate: `metadata[field] <op> value`.
+
+    Ordering operators take numbers, or RFC 3339 dates/timestamps compared as
+    instants; `in`/`not_in` take a list; `exists` takes true/false (default true).
+    """
+
+    field: MetaKey
+    op: PredicateOp
+    value: MetaValue = None
+
+    @model_validator(mode="after")
+    def _value_fits_op(self) -> Predicate:
+        v = self.value
+        if self.op in ("in", "not_in"):
+            if not isinstance(v, list):
+                raise ValueError(f"op '{self.op}' needs a list value")
+        elif self.op in ("gt", "gte", "lt", "lte"):
+            if isinstance(v, bool) or not isinstance(v, int | float | str):
+                raise ValueError(f"op '{self.op}' needs a number or an RFC 3339 date value")
+            if isinstance(v, str) and parse_instant(v) is None:
+                raise ValueError(f"op '{self.op}' value {v!r} is neither a number nor an RFC 3339 date")
+        elif self.op == "exists":
+            if v is not None and not isinstance(v, bool):
+                raise ValueError("op 'exists' takes true, false or no value")
+        elif isinstance(v, list):
+            raise ValueError(f"op '{self.op}' compares one value, not a list (use 'in')")
+        return self
+
+
+def parse_instant(value: str) -> datetime | None:
+    """Parse an RFC 3339 date or timestamp; a bare date is midnight UTC."""
+    text = value.strip()
+    if len(text) < 10:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        from datetime import UTC
+
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed
+
+
+class Filters(Strict):
+    entitlement: Annotated[list[Predicate], Field(max_length=L.MAX_PREDICATES)] = Field(default_factory=list)
+    relevance: Annotated[list[Predicate], Field(max_length=L.MAX_PREDICATES)] = Field(default_factory=list)
+
+
+class ExclusionSample(Strict):
+    candidates: Annotated[list[Candidate], Field(max_length=L.MAX_CANDIDATES)]
+    gold_ids: Annotated[list[Identifier], Field(max_length=L.MAX_GOLD_IDS)] | None = None
+
+
+class Retrieval(Strict):
+    documents: Annotated[list[Document], Field(max_length=L.MAX_DOCUMENTS)] = Field(default_factory=list)
+    filters: Filters = Field(default_factory=Filters)
+    exclusion_sample: ExclusionSample | None = None
+
+
+class Query(Strict):
+    text: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_QUERY_CHARS)]
+    embedding: Annotated[list[FiniteFloat], Field(min_length=1, max_length=L.MAX_EMBEDDING_DIM)] | None = None
+    embedding_model: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN)] | None = None
+
+    @model_validator(mode="after")
+    def _embedding_names_its_model(self) -> Query:
+        if self.embedding is not None and self.embedding_model is None:
+            raise ValueError("embedding_model is required with embedding: vectors of different models are never compared")
+        return self
+
+
+class Answer(Strict):
+    text: Annotated[str, StringConstraints(max_length=L.MAX_ANSWER_CHARS)] = ""
+    refused: bool = False
+    citations: Annotated[list[Identifier], Field(max_length=L.MAX_CITATIONS)] = Field(default_factory=list)
+
+
+def _check_timings(value: dict[str, float]) -> dict[str, float]:
+    if len(value) > L.MAX_TIMING_STAGES:
+        raise ValueError(f"at most {L.MAX_TIMING_STAGES} stages")
+    for stage, ms in value.items():
+        if ms > L.MAX_TIMING_MS:
+            raise ValueError(f"stage '{stage}' lasted {ms} ms, over the {L.MAX_TIMING_MS:.0f} ms limit")
+    return value
+
+
+Timings = Annotated[dict[StageName, NonNegFloat], AfterValidator(_check_timings)]
+
+
+class Usage(Strict):
+    model: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN)] | None = None
+    tokens: dict[TokenKind, TokenCount] = Field(default_factory=dict)
+    cost_usd: Annotated[float, Field(ge=0, le=L.MAX_COST_USD, allow_inf_nan=False)] | None = None
+
+
+class TraceBody(Strict):
+    trace_id: Identifier
+    request_id: Identifier
+    variant: Name = "production"
+    release: Identifier | None = None
+    sample_rate: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    session_id: Identifier | None = None
+    intent: Name | None = None
+    query: Query
+    retrieval: Retrieval = Field(default_factory=Retrieval)
+    answer: Answer = Field(default_factory=Answer)
+    timings: Timings = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+
+
+class FeedbackBody(Strict):
+    trace_id: Identifier
+    kind: FeedbackKind
+    value: bool | Annotated[float, Field(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE, allow_inf_nan=False)] | None = None
+    reason: FeedbackReason | None = None
+    document_id: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _value_fits_kind(self) -> FeedbackBody:
+        v = self.value
+        if self.kind == "thumbs" and not (isinstance(v, bool) or v in (1, -1, 1.0, -1.0)):
+            raise ValueError("thumbs feedback needs value true/false or 1/-1")
+        if self.kind == "dwell" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+            raise ValueError("dwell feedback needs a non-negative number of seconds as value")
+        return self
+
+    @property
+    def thumbs_up(self) -> bool | None:
+        if self.kind != "thumbs":
+            return None
+        return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
+
+
+class ReleaseBody(Strict):
+    release: Identifier
+    variant: Name = "production"
+    description: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
+
+
+class LabelBody(Strict):
+    trace_id: Identifier
+    gold_ids: Annotated[list[Identifier], Field(max_length=L.MAX_GOLD_IDS)] | None = None
+    faithful: bool | None = None
+    answerable: bool | None = None
+    reviewer: Identifier | None = None
+    note: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> LabelBody:
+        if self.gold_ids is None and self.faithful is None and self.answerable is None:
+            raise ValueError("a label needs at least one of gold_ids, faithful, answerable")
+        return self
+
+
+BODY_MODELS: dict[str, type[Strict]] = {
+    "trace": TraceBody,
+    "feedback": FeedbackBody,
+    "release": ReleaseBody,
+    "label": LabelBody,
+}
+
+
+class EventEnvelope(Strict):
+    """One event as the client sends it; `body` is validated by its type's model."""
+
+    type: EventType
+    id: UUID
+    timestamp: datetime
+    body: dict[str, Any]
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timezone_required(cls, v: datetime) -> datetime:
+        if v.tzinfo is None:
+            raise ValueError("timestamp needs a timezone offset (RFC 3339), e.g. 2026-01-01T12:00:00Z")
+        return v
+
+
+class IngestEvent(Strict):
+    """Documentation model of one event in POST /v1/events (the API validates per event)."""
+
+    type: EventType
+    id: UUID
+    timestamp: datetime
+    body: TraceBody | FeedbackBody | ReleaseBody | LabelBody
+
+
+class IngestBatch(Strict):
+    events: Annotated[list[IngestEvent], Field(min_length=1, max_length=L.MAX_EVENTS_PER_BATCH)]
+
+
+class StoredEvent(Strict):
+    """The Kafka record value: a validated, redacted event plus what the API added.
+
+    `tenant` comes from the API key, `received_at` from the API's clock.
+    """
+
+    schema_version: Literal[1] = 1
+    id: UUID
+    type: EventType
+    tenant: Name
+    timestamp: datetime
+    received_at: datetime
+    body: dict[str, Any]
+
+    def parsed_body(self) -> Strict:
+        return BODY_MODELS[self.type].model_validate(self.body)
+
+
+def is_finite_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)

@@ -1,0 +1,27 @@
+"""Settings every ragmon process shares: where Kafka and Redis are."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.contracts.topics import Topics
+
+
+class CommonSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RAGMON_", extra="ignore")
+
+    kafka_bootstrap_servers: str = Field(
+        "127.0.0.1:9092", description="host:port[,host:port] of the Kafka-protocol brokers"
+    )
+    kafka_topic_prefix: str = Field("ragmon", pattern=r"^[A-Za-z0-9._-]+$")
+    kafka_partitions: int = Field(4, ge=1, le=1024, description="partitions per topic when ragmon creates them")
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis for dedupe keys, joins and windows")
+
+    @property
+    def topics(self) -> Topics:
+        return Topics(self.kafka_topic_prefix)
+
+    @property
+    def bootstrap_list(self) -> list[str]:
+        return [s.strip() for s in self.kafka_bootstrap_servers.split(",") if s.strip()]

@@ -1,0 +1,79 @@
+"""Kafka topic names, record keys and header names shared by the API and the workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Record headers. Everything a consumer needs to route or dead-letter a record
+# without decoding its value travels here.
+H_EVENT_ID = "ragmon-event-id"
+H_EVENT_TYPE = "ragmon-event-type"
+H_TENANT = "ragmon-tenant"
+H_SCHEMA = "ragmon-schema"
+H_DLQ_REASON = "ragmon-dlq-reason"
+H_DLQ_DETAIL = "ragmon-dlq-detail"
+H_DLQ_TOPIC = "ragmon-dlq-source-topic"
+H_DLQ_PARTITION = "ragmon-dlq-source-partition"
+H_DLQ_OFFSET = "ragmon-dlq-source-offset"
+H_DLQ_WORKER = "ragmon-dlq-worker"
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Topic names under one prefix: one topic per event type, plus dead letters and scores."""
+
+    prefix: str = "ragmon"
+
+    @property
+    def traces(self) -> str:
+        return f"{self.prefix}.traces"
+
+    @property
+    def feedback(self) -> str:
+        return f"{self.prefix}.feedback"
+
+    @property
+    def releases(self) -> str:
+        return f"{self.prefix}.releases"
+
+    @property
+    def labels(self) -> str:
+        return f"{self.prefix}.labels"
+
+    @property
+    def dlq(self) -> str:
+        return f"{self.prefix}.dlq"
+
+    @property
+    def scores(self) -> str:
+        return f"{self.prefix}.scores"
+
+    def for_event(self, event_type: str) -> str:
+        return {
+            "trace": self.traces,
+            "feedback": self.feedback,
+            "release": self.releases,
+            "label": self.labels,
+        }[event_type]
+
+    def all(self) -> list[str]:
+        return [self.traces, self.feedback, self.releases, self.labels, self.dlq, self.scores]
+
+
+def record_key(event_type: str, tenant: str, body: dict[str, Any]) -> bytes:
+    """Partition key: everything about one request lands on one partition.
+
+    Traces are keyed by request id, so a production trace and its shadow twins
+    are consumed by the same worker in order. Feedback and labels only know the
+    trace id, so they are keyed by it (their join with the trace goes through
+    Redis and does not depend on co-partitioning). Releases are keyed by
+    variant so markers of one variant stay ordered.
+    """
+    if event_type == "trace":
+        part = body["request_id"]
+    elif event_type in ("feedback", "label"):
+        part = body["trace_id"]
+    else:
+        part = body.get("variant", "production")
+    return f"{tenant}/{part}".encode()

@@ -1,0 +1,59 @@
+"""Session-wide real servers: a Tansu broker and a private redis-server.
+
+Both are started once per test session on free ports and stopped by PID at the
+end. Tests that need to stop/restart them (broker down, Redis down) start
+their own instances with the same helpers instead of touching these.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from service.embedded import ChildProcess, start_broker, start_redis
+
+LOG_DIR = Path(os.environ.get("RAGMON_TEST_LOGS", tempfile.gettempdir())) / "ragmon-test-logs"
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[ChildProcess]:
+    child = start_broker(log_dir=LOG_DIR)
+    yield child
+    child.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(broker: ChildProcess) -> str:
+    return f"127.0.0.1:{broker.port}"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[ChildProcess]:
+    child = start_redis(log_dir=LOG_DIR)
+    yield child
+    child.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server: ChildProcess) -> str:
+    return f"redis://127.0.0.1:{redis_server.port}/0"
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def topic_prefix() -> str:
+    """A fresh topic prefix per test, so tests sharing the broker never see each other's records."""
+    return f"t{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,1 @@
+"""The consumer runtime shared by every worker: decode, dedupe, process, emit, commit."""

@@ -1,0 +1,102 @@
+"""What the consumer runtime hands a worker's processor, and what it expects back.
+
+A processor is pure domain logic around a batch: it gets decoded, validated
+events that no earlier delivery finished (dedupe already applied), applies its
+effects, and returns the events it rejects as invalid (they go to the
+dead-letter topic). It raises for outages (Redis down, model timeout): the
+runtime retries the whole batch with backoff and never dead-letters them, so
+every effect a processor keeps in Redis must be idempotent by event id
+(SET/HSET/ZADD keyed by id, or a SET NX guard).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from service.contracts import StoredEvent
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    timestamp_ms: int
+
+
+@dataclass
+class Event:
+    """One decoded record: the stored envelope, its parsed body and where it came from."""
+
+    source: SourceRecord
+    stored: StoredEvent
+    body: Any  # TraceBody | FeedbackBody | ReleaseBody | LabelBody
+    traceparent: str | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.stored.id)
+
+    @property
+    def type(self) -> str:
+        return self.stored.type
+
+    @property
+    def tenant(self) -> str:
+        return self.stored.tenant
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """An event the processor refuses as invalid: it goes to the dead-letter topic."""
+
+    event: Event
+    reason: str  # a short closed-set slug, used as a metric label
+    detail: str = ""  # human-readable, names the field and rule
+
+
+@dataclass
+class Readiness:
+    ready: bool
+    reason: str = ""
+
+
+class InvalidEvent(Exception):
+    """Raised by pure domain code for input it cannot interpret (never for outages)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Processor(Protocol):
+    """The worker-specific part. One instance per worker process."""
+
+    name: str  # worker name; the consumer group is "ragmon-<name>"
+    event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
+
+    def readiness(self) -> Readiness:
+        """Not ready (e.g. a model that did not load) means: do not consume, retry later."""
+        ...
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        """Apply effects for a batch. Raise on outages; return rejections for bad input."""
+        ...
+
+    def tick(self, now: float) -> None:
+        """Called every loop iteration (at least once a second) for time-driven work."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+@dataclass
+class BatchResult:
+    processed: int = 0
+    duplicates: int = 0
+    dead_lettered: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
