@@ -72,6 +72,14 @@ class InvalidEvent(Exception):
         self.detail = detail
 
 
+class Emitter(Protocol):
+    """Produces derived records (e.g. score events). The runtime flushes it and
+    waits for every acknowledgement before it commits the batch's offsets."""
+
+    def emit(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+        ...
+
+
 class Processor(Protocol):
     """The worker-specific part. One instance per worker process."""
 
