@@ -1,0 +1,117 @@
+"""create_app(settings): the ingestion API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from prometheus_client import CollectorRegistry
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from service.api import routes_events, routes_health
+from service.api.auth import KeyStore
+from service.api.ingest import BatchPreparer
+from service.api.metrics import ApiMetrics
+from service.api.producer import EventProducer, supervise
+from service.api.ratelimit import RateLimiter
+from service.api.redaction import Redactor
+from service.api.schemas import batch_schema_components
+from service.api.state import ApiState
+from service.config import ApiSettings
+from service.telemetry import setup_tracing
+
+
+class RequestMetricsMiddleware:
+    """Counts requests by route template (never the raw path) and status."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = [500]
+        started = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "GET")
+            self.metrics.requests.labels(template, method, str(status[0])).inc()
+            self.metrics.request_seconds.labels(template, method).observe(time.perf_counter() - started)
+
+
+def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None) -> ApiState:
+    entries = settings.key_entries()
+    if not entries:
+        raise RuntimeError(
+            "no API keys configured: set RAGMON_API_KEYS (JSON list of {tenant, key_sha256}), "
+            "RAGMON_API_KEYS_FILE, or RAGMON_DEV_API_KEY for local use; `ragmon keys hash KEY` prints a digest"
+        )
+    metrics = ApiMetrics(registry or CollectorRegistry())
+    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    redactor = Redactor(settings.redaction.kinds) if settings.redaction.enabled else None
+    return ApiState(
+        settings=settings,
+        keys=KeyStore(entries),
+        metrics=metrics,
+        producer=EventProducer(settings, compression=settings.kafka_compression,
+                               idempotence=settings.kafka_idempotence,
+                               delivery_timeout_s=max(1.0, settings.produce_timeout_s - 1)),
+        redis=client,
+        limiter=RateLimiter(client),
+        preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
+    )
+
+
+def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry | None = None) -> FastAPI:
+    settings = settings or ApiSettings()
+    setup_tracing("ragmon-api")
+    state = build_state(settings, registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(state.producer.start)
+        supervisor = asyncio.create_task(supervise(state.producer))
+        try:
+            yield
+        finally:
+            supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await supervisor
+            await asyncio.to_thread(state.producer.close)
+            await state.redis.aclose()
+
+    app = FastAPI(title="ragmon ingestion API", version="1", lifespan=lifespan)
+    app.state.ragmon = state
+    app.include_router(routes_events.router)
+    app.include_router(routes_health.router)
+    app.add_middleware(RequestMetricsMiddleware, metrics=state.metrics)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            _, defs = batch_schema_components()
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(defs)
+            schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            schema["security"] = [{"bearer": []}]
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

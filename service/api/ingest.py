@@ -1,0 +1,221 @@
+"""The ingestion pipeline of POST /v1/events, free of HTTP and Kafka.
+
+Body bytes -> decompress (capped) -> JSON -> envelope checks -> per-event
+validation, time window, duplicate ids -> PII redaction -> Kafka records.
+Every refusal names the field and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from service.api.producer import OutgoingRecord
+from service.api.redaction import Redactor
+from service.contracts import BODY_MODELS, EventEnvelope
+from service.contracts import topics as T
+from service.contracts.topics import Topics, record_key
+
+
+class IngestError(Exception):
+    """A whole-request refusal: status plus a message naming the field and the rule."""
+
+    def __init__(self, status: int, message: str, *, field: str | None = None, rule: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.rule = rule
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.message}
+        if self.field:
+            out["field"] = self.field
+        if self.rule:
+            out["rule"] = self.rule
+        return out
+
+
+def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """Undo Content-Encoding gzip, never inflating more than `limit` bytes (gzip bombs)."""
+    enc = (encoding or "identity").strip().lower()
+    if enc in ("identity", ""):
+        return raw
+    if enc != "gzip":
+        raise IngestError(415, f"Content-Encoding '{enc}' is not supported; send gzip or no encoding",
+                          field="Content-Encoding", rule="gzip_or_identity")
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise IngestError(400, f"body is not valid gzip: {exc}", field="body", rule="gzip") from exc
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise IngestError(413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes")
+    if not inflater.eof:
+        raise IngestError(400, "gzip body is truncated", field="body", rule="gzip")
+    return out
+
+
+def _nan_tolerant_loads(data: bytes) -> Any:
+    # orjson rejects NaN/Infinity as invalid JSON; parse them here so the
+    # error can name the field holding them instead of a byte offset.
+    return json.loads(data, parse_constant=lambda c: float(c.replace("Infinity", "inf")))
+
+
+def parse_envelope(data: bytes, max_events: int) -> list[Any]:
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        try:
+            doc = _nan_tolerant_loads(data)
+        except (ValueError, RecursionError):
+            raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
+    if not isinstance(doc, dict):
+        raise IngestError(400, "body must be a JSON object with an 'events' list", field="body", rule="object")
+    extra = sorted(set(doc) - {"events"})
+    if extra:
+        raise IngestError(400, f"unknown top-level field '{extra[0]}'; only 'events' is allowed",
+                          field=extra[0], rule="extra_forbidden")
+    events = doc.get("events")
+    if not isinstance(events, list):
+        raise IngestError(400, "'events' must be a list of events", field="events", rule="list")
+    if not events:
+        raise IngestError(400, "'events' is empty; send at least one event", field="events", rule="min_length")
+    if len(events) > max_events:
+        raise IngestError(413, f"{len(events)} events in one batch; at most {max_events}",
+                          field="events", rule="max_length")
+    return events
+
+
+def check_tenant_fields(events: list[Any], tenant: str) -> None:
+    """The tenant comes from the key: a body naming another tenant is refused outright."""
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            continue
+        for where, holder in (("", ev), (".body", ev.get("body"))):
+            if isinstance(holder, dict) and "tenant" in holder:
+                named = holder["tenant"]
+                if named != tenant:
+                    raise IngestError(
+                        403, f"events[{i}]{where}.tenant names tenant {named!r} but the API key belongs to "
+                        f"{tenant!r}; the tenant is taken from the key", field=f"events[{i}]{where}.tenant",
+                        rule="tenant_from_key")
+                del holder["tenant"]
+
+
+def format_errors(prefix: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False)[:5]:
+        loc = prefix
+        for p in err["loc"]:
+            loc += f"[{p}]" if isinstance(p, int) else f".{p}"
+        parts.append(f"{loc}: {err['msg']} ({err['type']})")
+    more = exc.error_count() - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+@dataclass
+class EventResult:
+    index: int
+    id: str | None
+    type: str
+    status: str = "accepted"
+    error: str | None = None
+    reason: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "id": self.id, "status": self.status, "error": self.error}
+
+
+@dataclass
+class PreparedBatch:
+    results: list[EventResult]
+    records: list[OutgoingRecord]
+    redactions: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def rejected(self) -> list[EventResult]:
+        return [r for r in self.results if r.status == "rejected"]
+
+
+_TEXT_PATHS = {
+    "trace": lambda b: [b.get("query"), *((b.get("retrieval") or {}).get("documents") or []), b.get("answer")],
+    "label": lambda b: [b],
+    "release": lambda b: [b],
+    "feedback": lambda b: [],
+}
+_TEXT_KEYS = ("text", "note", "description")
+
+
+def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str]) -> None:
+    for holder in _TEXT_PATHS[event_type](body):
+        if isinstance(holder, dict):
+            for k in _TEXT_KEYS:
+                if isinstance(holder.get(k), str):
+                    holder[k] = redactor.redact(holder[k], counts)
+
+
+class BatchPreparer:
+    def __init__(self, topics: Topics, redactor: Redactor | None, max_age_s: float, max_skew_s: float) -> None:
+        self.topics = topics
+        self.redactor = redactor
+        self.max_age = timedelta(seconds=max_age_s)
+        self.max_skew = timedelta(seconds=max_skew_s)
+
+    def prepare(self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None) -> PreparedBatch:
+        now = now or datetime.now(UTC)
+        received_at = now.isoformat()
+        batch = PreparedBatch([], [])
+        seen: dict[str, int] = {}
+        for i, raw in enumerate(events):
+            result, record = self._prepare_one(i, raw, tenant, now, received_at, seen, batch.redactions, traceparent)
+            batch.results.append(result)
+            if record is not None:
+                batch.records.append(record)
+        return batch
+
+    def _prepare_one(self, i: int, raw: Any, tenant: str, now: datetime, received_at: str, seen: dict[str, int],
+                     redactions: Counter[str], traceparent: bytes | None) -> tuple[EventResult, OutgoingRecord | None]:
+        etype = raw.get("type") if isinstance(raw, dict) else None
+        label = etype if etype in BODY_MODELS else "unknown"
+        if not isinstance(raw, dict):
+            return EventResult(i, None, label, "rejected", f"events[{i}]: must be an object (type)", "invalid"), None
+        raw_id = raw.get("id") if isinstance(raw.get("id"), str) else None
+        try:
+            env = EventEnvelope.model_validate(raw)
+        except ValidationError as exc:
+            reason = "unknown_type" if any(e["loc"] == ("type",) for e in exc.errors()) else "invalid"
+            return EventResult(i, raw_id, label, "rejected", format_errors(f"events[{i}]", exc), reason), None
+        event_id = str(env.id)
+        try:
+            BODY_MODELS[env.type].model_validate(env.body)
+        except ValidationError as exc:
+            return EventResult(i, event_id, label, "rejected", format_errors(f"events[{i}].body", exc), "invalid"), None
+        ts = env.timestamp
+        if ts < now - self.max_age or ts > now + self.max_skew:
+            msg = (f"events[{i}].timestamp: {ts.isoformat()} is outside the accepted window "
+                   f"[now - {self.max_age}, now + {self.max_skew}] (timestamp_window)")
+            return EventResult(i, event_id, label, "rejected", msg, "timestamp_out_of_window"), None
+        if event_id in seen:
+            msg = f"events[{i}].id: duplicates events[{seen[event_id]}].id in this batch (unique_id)"
+            return EventResult(i, event_id, label, "rejected", msg, "duplicate_id"), None
+        seen[event_id] = i
+        body = env.body
+        if self.redactor is not None:
+            redact_body(env.type, body, self.redactor, redactions)
+        stored = {"schema_version": 1, "id": event_id, "type": env.type, "tenant": tenant,
+                  "timestamp": ts.isoformat(), "received_at": received_at, "body": body}
+        headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, env.type.encode()),
+                   (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
+        if traceparent:
+            headers.append(("traceparent", traceparent))
+        record = OutgoingRecord(self.topics.for_event(env.type), record_key(env.type, tenant, body),
+                                orjson.dumps(stored), headers)
+        return EventResult(i, event_id, env.type), record

@@ -1,0 +1,257 @@
+"""Durable producing for the API: a 2xx only after the broker acknowledged every record.
+
+kafka-python's producer is thread-based: `send` serialises into an
+accumulator and a sender thread talks to the broker. Each batch's sends run
+in a worker thread (so a metadata wait never blocks the event loop), and the
+acknowledgement futures are bridged to asyncio.
+
+When a produce fails the producer is marked down and requests fail fast with
+503 until a probe sees the broker again; then topics are re-ensured (a
+memory-only broker comes back empty and would auto-create them with the wrong
+partition count) and a fresh producer replaces the old one, whose metadata and
+producer state belong to the broker that went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import NewTopic
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+from service.contracts.settings import CommonSettings
+
+log = logging.getLogger("ragmon.api.producer")
+
+
+@dataclass(frozen=True)
+class OutgoingRecord:
+    topic: str
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+class BrokerUnavailable(Exception):
+    """The broker could not acknowledge; the client should retry later."""
+
+
+def ensure_topics(settings: CommonSettings, timeout_s: float = 10.0) -> None:
+    """Create every ragmon topic with the configured partitions (existing ones are kept)."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=settings.bootstrap_list,
+        request_timeout_ms=int(timeout_s * 1000),
+        client_id="ragmon-admin",
+    )
+    try:
+        existing = set(admin.list_topics())
+        missing = [
+            NewTopic(t, settings.kafka_partitions, 1) for t in settings.topics.all() if t not in existing
+        ]
+        if missing:
+            try:
+                admin.create_topics(missing, timeout_ms=int(timeout_s * 1000))
+            except TopicAlreadyExistsError:
+                pass
+    finally:
+        admin.close()
+
+
+def broker_reachable(settings: CommonSettings, timeout_s: float = 1.0) -> bool:
+    for server in settings.bootstrap_list:
+        host, _, port = server.rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+class _AckTracker:
+    """Counts acknowledgements in the sender thread; wakes the event loop once.
+
+    One wake-up per batch instead of one per record keeps the event loop free
+    for requests at thousands of records a second.
+    """
+
+    def __init__(self, pending: int, loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+        self._pending = pending
+        self._loop = loop
+        self._done = done
+        self._lock = threading.Lock()
+        self._woken = False
+        self.error: BaseException | None = None
+
+    def _wake(self) -> None:
+        if not self._woken:
+            self._woken = True
+            self._loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        if not self._done.done():
+            self._done.set_result(None)
+
+    def ack(self, _metadata: object) -> None:
+        with self._lock:
+            self._pending -= 1
+            if self._pending == 0:
+                self._wake()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.error is None:
+                self.error = exc
+            self._wake()
+
+
+class EventProducer:
+    def __init__(self, settings: CommonSettings, *, compression: str = "lz4", idempotence: bool = False,
+                 delivery_timeout_s: float = 8.0) -> None:
+        self._settings = settings
+        self._compression = None if compression == "none" else compression
+        self._idempotence = idempotence
+        self._delivery_timeout_ms = int(delivery_timeout_s * 1000)
+        self._lock = threading.Lock()
+        self._producer: KafkaProducer | None = None
+        self.up = False
+        self.last_error = "not started"
+        # Set while down, so requests waiting for acknowledgements give up at
+        # once instead of waiting out the delivery timeout.
+        self._down: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def bind_loop(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._down = asyncio.Event()
+        if not self.up:
+            self._down.set()
+
+    def _signal(self, down: bool) -> None:
+        if self._loop is None or self._down is None:
+            return
+        self._loop.call_soon_threadsafe(self._down.set if down else self._down.clear)
+
+    def _new_producer(self) -> KafkaProducer:
+        return KafkaProducer(
+            bootstrap_servers=self._settings.bootstrap_list,
+            client_id="ragmon-api",
+            acks="all",
+            enable_idempotence=self._idempotence,
+            compression_type=self._compression,
+            linger_ms=2,
+            batch_size=512 * 1024,
+            max_request_size=16 * 1024 * 1024,
+            max_block_ms=2000,
+            request_timeout_ms=max(1000, self._delivery_timeout_ms // 2),
+            delivery_timeout_ms=self._delivery_timeout_ms,
+            retries=5,
+            retry_backoff_ms=100,
+            reconnect_backoff_max_ms=1000,
+        )
+
+    def start(self) -> None:
+        """Ensure topics and connect; stays down (and keeps probing) if the broker is not there yet."""
+        self.try_recover()
+
+    def try_recover(self) -> bool:
+        if not broker_reachable(self._settings):
+            self._mark_down("broker not reachable at " + self._settings.kafka_bootstrap_servers)
+            return False
+        try:
+            ensure_topics(self._settings)
+            fresh = self._new_producer()
+        except KafkaError as exc:
+            self._mark_down(f"broker reachable but not ready: {exc}")
+            return False
+        with self._lock:
+            old, self._producer = self._producer, fresh
+            self.up = True
+            self.last_error = ""
+        self._signal(down=False)
+        if old is not None:
+            threading.Thread(target=old.close, kwargs={"timeout": 1}, daemon=True).start()
+        log.info("producer connected to %s", self._settings.kafka_bootstrap_servers)
+        return True
+
+    def _mark_down(self, reason: str) -> None:
+        if self.up:
+            log.warning("producer down: %s", reason)
+        self.up = False
+        self.last_error = reason
+        self._signal(down=True)
+
+    def check_broker(self) -> None:
+        """Probe while up: a broker that stopped answering marks the producer down at once."""
+        if self.up and not broker_reachable(self._settings):
+            self._mark_down("broker stopped accepting connections at " + self._settings.kafka_bootstrap_servers)
+
+    def _send_all(self, records: list[OutgoingRecord]) -> list[object]:
+        producer = self._producer
+        if producer is None:
+            raise BrokerUnavailable(self.last_error or "producer not started")
+        return [producer.send(r.topic, key=r.key, value=r.value, headers=r.headers) for r in records]
+
+    async def produce(self, records: list[OutgoingRecord], timeout_s: float) -> None:
+        """Return once every record is acknowledged (acks=all); raise BrokerUnavailable otherwise."""
+        if not self.up:
+            raise BrokerUnavailable(self.last_error)
+        loop = asyncio.get_running_loop()
+        try:
+            futures = await asyncio.to_thread(self._send_all, records)
+        except KafkaError as exc:
+            self._mark_down(f"send failed: {exc}")
+            raise BrokerUnavailable(str(exc)) from exc
+        if not futures:
+            return
+        done = loop.create_future()
+        tracker = _AckTracker(len(futures), loop, done)
+        for fut in futures:
+            fut.add_callback(tracker.ack)  # type: ignore[attr-defined]
+            fut.add_errback(tracker.fail)  # type: ignore[attr-defined]
+        waiter = asyncio.ensure_future(self._down.wait()) if self._down is not None else None
+        waiting = {done} if waiter is None else {done, waiter}
+        try:
+            finished, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+        if done not in finished:
+            if waiter is not None and waiter in finished:
+                raise BrokerUnavailable(f"broker went away while waiting for acknowledgement: {self.last_error}")
+            self._mark_down(f"no acknowledgement within {timeout_s:.1f}s")
+            raise BrokerUnavailable("broker did not acknowledge in time")
+        if tracker.error is not None:
+            self._mark_down(f"produce failed: {tracker.error}")
+            raise BrokerUnavailable(str(tracker.error))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        with self._lock:
+            producer, self._producer = self._producer, None
+            self.up = False
+        if producer is not None:
+            try:
+                producer.flush(timeout=timeout_s)
+            except KafkaError:
+                log.warning("records still unacknowledged at shutdown")
+            producer.close(timeout=timeout_s)
+
+
+async def supervise(producer: EventProducer, interval_s: float = 1.0) -> None:
+    """Background task: while the producer is down, probe the broker and recover."""
+    producer.bind_loop()
+    while True:
+        await asyncio.sleep(interval_s)
+        if producer.up:
+            await asyncio.to_thread(producer.check_broker)
+        if not producer.up:
+            started = time.monotonic()
+            recovered = await asyncio.to_thread(producer.try_recover)
+            if recovered:
+                log.info("broker back after probe of %.2fs", time.monotonic() - started)

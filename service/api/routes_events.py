@@ -1,0 +1,143 @@
+"""POST /v1/events: the native batch endpoint (status semantics in DESIGN.md)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from opentelemetry import trace
+from redis.exceptions import RedisError
+
+from service.api.auth import AuthError, Principal
+from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
+from service.api.producer import BrokerUnavailable
+from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
+from service.api.state import ApiState
+from service.telemetry import current_traceparent, extract_context
+
+log = logging.getLogger("ragmon.api.events")
+router = APIRouter()
+tracer = trace.get_tracer("ragmon.api")
+
+
+def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise IngestError(413, f"body of {declared} bytes exceeds {limit} bytes", field="body", rule="max_body_bytes")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > limit:
+            raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _check_content_type(request: Request) -> None:
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise IngestError(415, f"Content-Type must be application/json, got {ctype or 'none'!r}",
+                          field="Content-Type", rule="application/json")
+
+
+async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSONResponse | None:
+    s = state.settings
+    rate = principal.rate_limit_eps or s.rate_limit_eps
+    burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    try:
+        decision = await state.limiter.take(principal.tenant, events, rate, burst)
+    except (RedisError, OSError) as exc:
+        # Fail open: losing the limiter must not lose the tenant's data; /readyz reports Redis down.
+        log.warning("rate limiter unavailable, admitting: %s", exc)
+        state.metrics.redis_up.set(0)
+        return None
+    if decision.allowed:
+        return None
+    state.metrics.rate_limited.labels(principal.tenant).inc()
+    return _error(429, {"error": f"tenant '{principal.tenant}' is over its rate of {rate:g} events/s "
+                        f"(burst {burst}); retry after {decision.retry_after_s}s", "rule": "rate_limit"},
+                  {"Retry-After": str(decision.retry_after_s)})
+
+
+def _count_rejections(state: ApiState, batch: PreparedBatch) -> None:
+    for r in batch.rejected:
+        state.metrics.events_rejected.labels(r.type, r.reason or "invalid").inc()
+    for kind, n in batch.redactions.items():
+        state.metrics.redactions.labels(kind).inc(n)
+
+
+async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) -> JSONResponse | None:
+    s = state.settings
+    n = len(batch.records)
+    retry = {"Retry-After": str(s.retry_after_s)}
+    if not state.producer.up:
+        state.metrics.shed.labels("broker_down").inc()
+        return _error(503, {"error": f"broker unavailable ({state.producer.last_error}); nothing was accepted, "
+                            "retry the whole batch", "rule": "broker_ack"}, retry)
+    if state.inflight_events + n > s.max_inflight_events:
+        state.metrics.shed.labels("overloaded").inc()
+        return _error(503, {"error": f"{state.inflight_events} events await acknowledgement; over the "
+                            f"limit of {s.max_inflight_events}; retry", "rule": "backpressure"}, retry)
+    state.inflight_events += n
+    state.metrics.inflight_events.set(state.inflight_events)
+    started = time.perf_counter()
+    try:
+        with tracer.start_as_current_span("kafka.produce", attributes={"messaging.batch.message_count": n}):
+            await state.producer.produce(batch.records, s.produce_timeout_s)
+    except BrokerUnavailable as exc:
+        state.metrics.shed.labels("broker_down").inc()
+        return _error(503, {"error": f"broker did not acknowledge ({exc}); retry the whole batch: "
+                            "event ids make the retry safe", "rule": "broker_ack"}, retry)
+    finally:
+        state.inflight_events -= n
+        state.metrics.inflight_events.set(state.inflight_events)
+    state.metrics.produce_seconds.observe(time.perf_counter() - started)
+    for r in batch.results:
+        if r.status == "accepted":
+            state.metrics.events_accepted.labels(principal.tenant, r.type).inc()
+    return None
+
+
+@router.post("/v1/events", status_code=202, summary="Ingest a batch of trace, feedback, release and label events",
+             responses=INGEST_RESPONSES, openapi_extra=ingest_openapi_extra())
+async def ingest_events(request: Request) -> JSONResponse:
+    state: ApiState = request.app.state.ragmon
+    with tracer.start_as_current_span("ingest.events", context=extract_context(dict(request.headers))) as span:
+        try:
+            principal = state.keys.authenticate(request.headers.get("authorization"))
+            span.set_attribute("ragmon.tenant", principal.tenant)
+            _check_content_type(request)
+            raw = await _read_body(request, state.settings.max_body_bytes)
+            data = decompress(raw, request.headers.get("content-encoding"), state.settings.max_decompressed_bytes)
+            events = parse_envelope(data, state.settings.max_events_per_batch)
+            check_tenant_fields(events, principal.tenant)
+        except AuthError as exc:
+            return _error(exc.status, {"error": exc.message, "rule": "api_key"})
+        except IngestError as exc:
+            return _error(exc.status, exc.body())
+        limited = await _rate_limit(state, principal, len(events))
+        if limited is not None:
+            return limited
+        batch = state.preparer.prepare(events, principal.tenant, current_traceparent())
+        _count_rejections(state, batch)
+        results = [r.as_dict() for r in batch.results]
+        if not batch.records:
+            return _error(400, {"error": "no event in the batch is valid; see results", "accepted": 0,
+                                "rejected": len(results), "results": results})
+        failed = await _produce(state, principal, batch)
+        if failed is not None:
+            return failed
+        accepted = len(batch.records)
+        span.set_attribute("ragmon.events.accepted", accepted)
+        if accepted == len(events):
+            return JSONResponse({"accepted": accepted}, status_code=202)
+        return JSONResponse({"accepted": accepted, "rejected": len(events) - accepted, "results": results},
+                            status_code=207)

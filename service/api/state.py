@@ -1,0 +1,26 @@
+"""What one API process holds: settings, keys, the limiter, the producer, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from service.api.auth import KeyStore
+from service.api.ingest import BatchPreparer
+from service.api.metrics import ApiMetrics
+from service.api.producer import EventProducer
+from service.api.ratelimit import RateLimiter
+from service.config import ApiSettings
+
+
+@dataclass
+class ApiState:
+    settings: ApiSettings
+    keys: KeyStore
+    metrics: ApiMetrics
+    producer: EventProducer
+    redis: aioredis.Redis
+    limiter: RateLimiter
+    preparer: BatchPreparer
+    inflight_events: int = 0

@@ -1,0 +1,86 @@
+"""Settings of the ingestion API process (one pydantic-settings class, validated at start)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from service.contracts import limits as L
+from service.contracts.settings import CommonSettings
+
+
+class ApiKeyEntry(BaseModel):
+    """One API key, stored as the SHA-256 hex digest of the key (never the key itself)."""
+
+    tenant: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", max_length=L.MAX_NAME_LEN)]
+    key_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    scopes: list[str] = Field(default_factory=lambda: ["ingest"])
+    rate_limit_eps: float | None = Field(None, gt=0, description="events/s for this tenant; default from settings")
+    burst: int | None = Field(None, ge=1)
+    name: str = ""
+
+
+class RedactionSettings(BaseModel):
+    enabled: bool = True
+    kinds: list[str] = Field(default_factory=lambda: ["email", "phone", "card", "ip"])
+
+    @field_validator("kinds")
+    @classmethod
+    def _known_kinds(cls, v: list[str]) -> list[str]:
+        known = {"email", "phone", "card", "ip"}
+        bad = [k for k in v if k not in known]
+        if bad:
+            raise ValueError(f"unknown redaction kinds {bad}; known: {sorted(known)}")
+        return v
+
+
+class ApiSettings(CommonSettings):
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(8000, ge=1, le=65535)
+    api_keys: list[ApiKeyEntry] = Field(default_factory=list, description="JSON list of ApiKeyEntry")
+    api_keys_file: Path | None = Field(None, description="YAML/JSON file with a list of ApiKeyEntry")
+    dev_api_key: str | None = Field(None, description="a plain key for local use, hashed at start")
+    dev_tenant: str = "demo"
+    rate_limit_eps: float = Field(20_000.0, gt=0, description="default per-tenant events/s")
+    rate_limit_burst: int = Field(40_000, ge=L.MAX_EVENTS_PER_BATCH)
+    max_body_bytes: int = Field(L.MAX_BODY_BYTES, ge=1024)
+    max_decompressed_bytes: int = Field(L.MAX_DECOMPRESSED_BYTES, ge=1024)
+    max_events_per_batch: int = Field(L.MAX_EVENTS_PER_BATCH, ge=1, le=L.MAX_EVENTS_PER_BATCH)
+    max_event_age_s: float = Field(L.MAX_EVENT_AGE_S, gt=0)
+    max_clock_skew_s: float = Field(L.MAX_CLOCK_SKEW_S, ge=0)
+    max_inflight_events: int = Field(50_000, ge=L.MAX_EVENTS_PER_BATCH, description="shed with 503 beyond this")
+    produce_timeout_s: float = Field(5.0, gt=0, description="longest wait for broker acknowledgements")
+    retry_after_s: int = Field(2, ge=1)
+    kafka_idempotence: bool = Field(
+        False,
+        description="idempotent producer; off by default because a memory-only broker that restarts "
+        "forgets producer ids and kafka-python then never recovers (event ids dedupe downstream anyway)",
+    )
+    kafka_compression: str = Field("lz4", pattern=r"^(none|gzip|lz4|zstd)$")
+    redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+
+    @model_validator(mode="after")
+    def _load_key_file(self) -> ApiSettings:
+        if self.api_keys_file is not None:
+            if not self.api_keys_file.is_file():
+                raise ValueError(f"RAGMON_API_KEYS_FILE={self.api_keys_file}: no such file")
+            raw = yaml.safe_load(self.api_keys_file.read_text()) or []
+            if isinstance(raw, dict):
+                raw = raw.get("api_keys", [])
+            self.api_keys = [*self.api_keys, *[ApiKeyEntry.model_validate(e) for e in raw]]
+        return self
+
+    def key_entries(self) -> list[ApiKeyEntry]:
+        from service.api.auth import hash_key
+
+        entries = list(self.api_keys)
+        if self.dev_api_key:
+            entries.append(ApiKeyEntry(tenant=self.dev_tenant, key_sha256=hash_key(self.dev_api_key), name="dev"))
+        return entries
+
+    def dump_keys_json(self) -> str:
+        return json.dumps([e.model_dump() for e in self.api_keys])

@@ -1,0 +1,221 @@
+"""The simulated RAG application: one user request in, one trace per variant out."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from service.simulate.corpus import Corpus, Doc, TenantCorpus, User
+from service.simulate.encoder import FakeEncoder
+from service.simulate.generation import compose_answer, completion_tokens, stage_timings, token_usage
+from service.simulate.incidents import STAGES, Active, release_at
+from service.simulate.records import TraceFacts, event_id
+from service.simulate.retrieval import (
+    Scored,
+    candidate_payload,
+    entitlement_filters,
+    exclusion_truth,
+    passes_all,
+    relevance_filters,
+    retrieve_candidates,
+)
+from service.simulate.scenario import CandidateConfig, ModelConfig, Scenario
+from service.simulate.topics import (
+    INTENTS,
+    OFF_TOPIC_INTENT,
+    OFF_TOPIC_QUERIES,
+    OFF_TOPIC_SLOTS,
+    QUERY_CLOSERS,
+    QUERY_OPENERS,
+    TOPICS_BY_INTENT,
+    Topic,
+)
+
+SESSION_IDLE_S = 600.0
+SESSION_CONTINUE = 0.7
+MIN_RETRIEVAL_DEPTH = 20
+
+
+@dataclass
+class Request:
+    at_s: float
+    tenant: TenantCorpus
+    user: User
+    session_id: str
+    request_id: str
+    active: Active
+    release: str
+    intent: str
+    topic: Topic | None
+    product: str
+    query: str
+    gold: list[Doc]
+    embedding: list[float] | None
+    embedding_model: str | None
+
+
+@dataclass
+class Served:
+    body: dict[str, Any]
+    facts: TraceFacts
+
+
+class RagApp:
+    def __init__(self, scenario: Scenario, corpus: Corpus, today: date) -> None:
+        self.scenario = scenario
+        self.corpus = corpus
+        self.future = (today + timedelta(days=30)).isoformat()
+        self.tenant_names = [t.name for t in scenario.tenants]
+        self.tenant_weights = [t.weight for t in scenario.tenants]
+        self.sample_rates = {t.name: t.sample_rate or scenario.sampling.sample_rate for t in scenario.tenants}
+        weights = scenario.intents or dict.fromkeys(INTENTS, 1.0)
+        self.intents = [i for i in INTENTS if weights.get(i, 0) > 0]
+        self.intent_weights = [weights[i] for i in self.intents]
+        self.models = {m.name: m for m in scenario.models}
+        self.model_weights = [m.weight for m in scenario.models]
+        self.encoders: dict[tuple[str, int], FakeEncoder] = {}
+        self.sessions: dict[str, tuple[str, float]] = {}
+
+    def plan(self, rng: random.Random, at_s: float) -> Request:
+        """Who asks what: the part of a request every variant shares."""
+        tenant = rng.choices(self.tenant_names, self.tenant_weights)[0]
+        tc = self.corpus.tenants[tenant]
+        user = rng.choice(tc.users)
+        active = Active.at(self.scenario.incidents, at_s, tenant)
+        release = release_at(self.scenario.incidents, self.scenario.release, at_s, tenant)
+        session_id = self._session(rng, user, at_s)
+        request_id = f"req-{rng.getrandbits(64):016x}"
+        if rng.random() < active.topic_shift_share():
+            template = rng.randrange(len(OFF_TOPIC_QUERIES))
+            slots = {k: rng.choice(v) for k, v in OFF_TOPIC_SLOTS.items()}
+            query, topic, intent, gold = OFF_TOPIC_QUERIES[template].format(**slots), None, OFF_TOPIC_INTENT, []
+            topic_key, product = f"off-topic/{template}", user.products[0]
+        else:
+            intent = rng.choices(self.intents, self.intent_weights)[0]
+            topic = rng.choice(TOPICS_BY_INTENT[intent])
+            product = rng.choice(user.products)
+            template = rng.choice(topic.queries).format(product=product)
+            query = rng.choice(QUERY_OPENERS) + template + rng.choice(QUERY_CLOSERS)
+            gold = self.corpus.gold(tenant, product, topic.name, user.locale)
+            topic_key = topic.name
+        embedding, model = self._embed(rng, active, topic_key)
+        return Request(at_s, tc, user, session_id, request_id, active, release, intent, topic, product, query,
+                       gold, embedding, model)
+
+    def _session(self, rng: random.Random, user: User, at_s: float) -> str:
+        current = self.sessions.get(user.id)
+        if current and at_s - current[1] < SESSION_IDLE_S and rng.random() < SESSION_CONTINUE:
+            session_id = current[0]
+        else:
+            session_id = f"sess-{rng.getrandbits(48):012x}"
+        self.sessions[user.id] = (session_id, at_s)
+        return session_id
+
+    def _embed(self, rng: random.Random, active: Active, topic_key: str) -> tuple[list[float] | None, str | None]:
+        cfg = self.scenario.embedding
+        if rng.random() >= self.scenario.sampling.embedding:
+            return None, None
+        change = active.embedding_change()
+        model, dim = (change.model, change.dim) if change else (cfg.model, cfg.dim)
+        encoder = self.encoders.get((model, dim))
+        if encoder is None:
+            encoder = self.encoders[(model, dim)] = FakeEncoder(model, dim, cfg.noise)
+        return encoder.encode(topic_key, rng.getrandbits(63)), model
+
+    def serve(self, rng: random.Random, req: Request, candidate: CandidateConfig | None) -> Served:
+        """One variant's answer to the request (production when `candidate` is None)."""
+        variant = candidate.name if candidate else "production"
+        sampling = self.scenario.sampling
+        relevance = relevance_filters(rng, req.user, req.intent, self.corpus.recency_cutoff, self.future,
+                                      req.active.filter_break(variant))
+        gold_ids = {d.id for d in req.gold}
+        depth = max(sampling.exclusion_candidates, MIN_RETRIEVAL_DEPTH)
+        candidates = retrieve_candidates(rng, req.tenant, req.user, req.product, req.topic, gold_ids, depth)
+        context = [c for c in candidates if passes_all(relevance, c.doc.metadata)][: sampling.context_docs]
+        leak = rng.random() < req.active.leak_share(variant)
+        if leak:
+            context = [Scored(self._leaked_doc(rng, req), round(rng.uniform(0.6, 0.75), 4)), *context]
+        shown = candidates[: sampling.exclusion_candidates]
+        truth = exclusion_truth(shown, req.gold, req.user, relevance)
+        unfaithful = rng.random() < max(req.active.unfaithful_share(variant), candidate.unfaithful_rate if candidate else 0.0)
+        answer = compose_answer(rng, context, gold_ids, req.product, self._refuses(rng, req, context, gold_ids, candidate),
+                                unfaithful)
+        model = self._model(rng, candidate)
+        usage = token_usage(model, req.query, context, answer.body["text"], req.active.cost_factor(variant))
+        factors = {stage: req.active.stage_factor(variant, stage) for stage in STAGES}
+        timings = stage_timings(rng, completion_tokens(answer.body["text"]), factors,
+                                candidate.latency_factor if candidate else 1.0)
+        body: dict[str, Any] = {
+            "trace_id": f"{rng.getrandbits(128):032x}",
+            "request_id": req.request_id,
+            "variant": variant,
+            "release": candidate.release if candidate else req.release,
+            "sample_rate": self.sample_rates[req.tenant.name],
+            "session_id": req.session_id,
+            "intent": req.intent,
+            "query": {"text": req.query},
+            "retrieval": {
+                "documents": [{"id": c.doc.id, "text": c.doc.text, "score": c.score, "metadata": c.doc.metadata}
+                              for c in context],
+                "filters": {"entitlement": entitlement_filters(req.user), "relevance": relevance},
+            },
+            "answer": answer.body,
+            "timings": timings,
+            "usage": usage.body,
+        }
+        if req.embedding is not None:
+            body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
+        sampled = rng.random() < sampling.exclusion_sample
+        gold_in_sample = sampled and rng.random() < sampling.gold_ids_in_sample
+        if sampled:
+            sample: dict[str, Any] = {"candidates": candidate_payload(shown)}
+            if gold_in_sample:
+                sample["gold_ids"] = sorted(gold_ids)
+            body["retrieval"]["exclusion_sample"] = sample
+        facts = TraceFacts(
+            event_id=event_id(rng.getrandbits(128)), trace_id=body["trace_id"], request_id=req.request_id,
+            tenant=req.tenant.name, variant=variant, release=body["release"], intent=req.intent,
+            phase=req.active.phase, at_s=req.at_s, sample_rate=body["sample_rate"], model=model.name,
+            tokens=usage.tokens, cost_usd=usage.cost_usd, timings=timings, refused=answer.refused,
+            faithful=answer.faithful, gold_in_context=answer.gold_in_context, off_topic=req.topic is None,
+            leak=leak, cited=bool(answer.body["citations"]), exclusion=truth, sampled=sampled,
+            gold_in_sample=gold_in_sample, embedding_model=req.embedding_model,
+            embedding_dim=len(req.embedding) if req.embedding is not None else None,
+        )
+        return Served(body, facts)
+
+    def _refuses(
+        self, rng: random.Random, req: Request, context: list[Scored], gold_ids: set[str], candidate: CandidateConfig | None
+    ) -> bool:
+        if not context:
+            p = 0.9
+        elif req.topic is None:
+            p = 0.6
+        elif not any(c.doc.id in gold_ids for c in context):
+            p = 0.5  # the right document was filtered out: the model often says it does not know
+        else:
+            p = candidate.refusal_rate if candidate else self.scenario.sampling.refusal_rate
+        return rng.random() < p
+
+    def _model(self, rng: random.Random, candidate: CandidateConfig | None) -> ModelConfig:
+        if candidate and candidate.model:
+            return self.models[candidate.model]
+        return rng.choices(self.scenario.models, self.model_weights)[0]
+
+    def _leaked_doc(self, rng: random.Random, req: Request) -> Doc:
+        """Another tenant's document on the same topic, or a staff note for a non-staff user."""
+        others = [t for name, t in self.corpus.tenants.items() if name != req.tenant.name]
+        if "staff" not in req.user.groups:
+            notes = [d for d in req.tenant.docs if d.access_group == "staff"]
+            if notes and (not others or rng.random() < 0.5):
+                return rng.choice(notes)
+        if not others:
+            # One tenant and a staff user: nothing in this corpus is off-limits to them, so invent a foreign doc.
+            doc = rng.choice(req.tenant.docs)
+            return Doc(f"foreign-{doc.id}", "foreign", doc.product, doc.topic, doc.intent, doc.locale, "public",
+                       doc.updated_at, doc.text)
+        other = rng.choice(others)
+        same_topic = [d for d in other.docs if req.topic is not None and d.topic == req.topic.name]
+        return rng.choice(same_topic or other.docs)

@@ -1,0 +1,71 @@
+"""Builders for the exclusion worker's tests and benchmark: events as the runtime hands them."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from service.contracts import LabelBody, StoredEvent, TraceBody
+from workers.runtime.types import Event, SourceRecord
+
+_offsets = itertools.count()
+ACME = {"field": "tenant", "op": "eq", "value": "acme"}
+EN_US = {"field": "locale", "op": "eq", "value": "en-US"}
+
+
+def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme", event_id: str | None = None) -> Event:
+    now = datetime.now(UTC)
+    stored = StoredEvent(
+        id=uuid.UUID(event_id) if event_id else uuid.uuid4(),
+        type=event_type,  # type: ignore[arg-type]
+        tenant=tenant,
+        timestamp=now,
+        received_at=now,
+        body=body,
+    )
+    model = TraceBody if event_type == "trace" else LabelBody
+    source = SourceRecord(f"test.{event_type}s", 0, next(_offsets), None, 0)
+    return Event(source=source, stored=stored, body=model.model_validate(body) if event_type in ("trace", "label") else body)
+
+
+def candidate(doc_id: str, locale: str, score: float = 0.5, tenant: str = "acme") -> dict[str, Any]:
+    return {"id": doc_id, "score": score, "metadata": {"tenant": tenant, "locale": locale}}
+
+
+def trace_body(
+    trace_id: str,
+    candidates: list[dict[str, Any]] | None = None,
+    gold_ids: list[str] | None = None,
+    relevance: list[dict[str, Any]] | None = None,
+    documents: list[dict[str, Any]] | None = None,
+    variant: str = "production",
+    intent: str | None = "billing",
+) -> dict[str, Any]:
+    retrieval: dict[str, Any] = {
+        "documents": documents or [],
+        "filters": {"entitlement": [ACME], "relevance": [EN_US] if relevance is None else relevance},
+    }
+    if candidates is not None:
+        retrieval["exclusion_sample"] = {"candidates": candidates, "gold_ids": gold_ids}
+    return {
+        "trace_id": trace_id,
+        "request_id": f"req-{trace_id}",
+        "variant": variant,
+        "intent": intent,
+        "query": {"text": "how do I pay?"},
+        "retrieval": retrieval,
+    }
+
+
+def trace(trace_id: str, **kwargs: Any) -> Event:
+    tenant = kwargs.pop("tenant", "acme")
+    return make_event("trace", trace_body(trace_id, **kwargs), tenant=tenant)
+
+
+def label(trace_id: str, gold_ids: list[str] | None, tenant: str = "acme") -> Event:
+    body: dict[str, Any] = {"trace_id": trace_id, "gold_ids": gold_ids}
+    if gold_ids is None:
+        body["faithful"] = True
+    return make_event("label", body, tenant=tenant)

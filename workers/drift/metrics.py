@@ -1,0 +1,98 @@
+"""Every Prometheus metric of the drift worker.
+
+Per-signal series are labelled (tenant, signal, intent, model): tenants come
+from the API-key configuration, signal is 'encoder' or 'app', intent is 'all'
+or one of the configured intents, and model is a configured model name with
+its dimension ('all-minilm-l6-v2/384') or 'other'. Test results are shared
+through Redis, so every replica exports the same values for a signal (alert
+rules aggregate with max by those labels); counters count this replica's work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+SIGNAL_LABELS = ("tenant", "signal", "intent", "model")
+WINDOWS = ("reference", "current")
+
+
+class DriftMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        s = SIGNAL_LABELS
+        self.mmd2 = Gauge(
+            "ragmon_drift_mmd2_statistic", "Unbiased MMD² between the reference and current windows", s, registry=registry
+        )
+        self.p_value = Gauge(
+            "ragmon_drift_p_value_ratio", "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)", s,
+            registry=registry,
+        )
+        self.threshold = Gauge(
+            "ragmon_drift_mmd2_threshold_statistic",
+            "MMD² the last test had to exceed to flag drift at the configured alpha (from its permutations)",
+            s, registry=registry,
+        )
+        self.detected = Gauge("ragmon_drift_detected_bool", "1 when the last test's p-value was <= alpha", s, registry=registry)
+        self.window_size = Gauge(
+            "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window"), registry=registry
+        )
+        self.last_test = Gauge(
+            "ragmon_drift_last_test_timestamp_seconds", "Unix time of the last drift test", s, registry=registry
+        )
+        self.tests = Counter("ragmon_drift_tests_total", "Drift tests run by this replica", s, registry=registry)
+        self.test_duration = Histogram(
+            "ragmon_drift_test_duration_seconds", "Time to read the windows and run one test", s[:2],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=registry,
+        )
+        self.model_resets = Counter(
+            "ragmon_drift_model_resets_total",
+            "A new embedding model or dimension replaced the previous one of a stream: new reference, no comparison",
+            ("tenant", "signal", "intent", "from_model", "to_model"), registry=registry,
+        )
+        self.embeddings = Counter(
+            "ragmon_drift_embeddings_total", "Query embeddings offered to the windows, by where they went",
+            ("tenant", "signal", "outcome"), registry=registry,
+        )
+        self.lease_busy = Counter(
+            "ragmon_drift_lease_busy_total", "Due tests left to the replica that held the signal's lease", s[:2],
+            registry=registry,
+        )
+        self.encoder_ready = Gauge(
+            "ragmon_drift_encoder_ready_bool", "1 when the pinned encoder is loaded", registry=registry
+        )
+        self.encoder_duration = Histogram(
+            "ragmon_drift_encoder_batch_duration_seconds", "Time to embed one batch of query texts",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=registry,
+        )
+        self._published: set[tuple[str, ...]] = set()
+
+    def publish(self, labels: tuple[str, ...], result: Mapping[str, float], reference: int, current: int) -> None:
+        """Export one signal's windows and, once it has been tested, its last result."""
+        self.window_size.labels(*labels, "reference").set(reference)
+        self.window_size.labels(*labels, "current").set(current)
+        self._published.add(labels)
+        if "mmd2" not in result:
+            return  # no drift value before the first test of a full reference
+        self.mmd2.labels(*labels).set(result["mmd2"])
+        self.p_value.labels(*labels).set(result["p_value"])
+        self.threshold.labels(*labels).set(result["threshold"])
+        self.detected.labels(*labels).set(result["drift"])
+        self.last_test.labels(*labels).set(result["tested_at"])
+
+    def published(self) -> set[tuple[str, ...]]:
+        return set(self._published)
+
+    def withdraw(self, labels: tuple[str, ...]) -> None:
+        """Stop exporting a retired signal (its gauges would otherwise freeze at old values)."""
+        for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
+            try:
+                gauge.remove(*labels)
+            except KeyError:
+                pass
+        for window in WINDOWS:
+            try:
+                self.window_size.remove(*labels, window)
+            except KeyError:
+                pass
+        self._published.discard(labels)

@@ -1,0 +1,239 @@
+"""Reference and current windows of one signal, kept in Redis and shared by replicas.
+
+Per signal (all keys share one hash tag, so each Lua script touches one slot):
+  ref    ZSET event id -> received_at   the first N queries, or a frozen sample
+  cur    ZSET event id -> received_at   the last N queries, bounded by age at test time
+  vec    HASH event id -> float32 bytes the embeddings of both windows
+  meta   HASH pending (new current queries since the last test), last_test, frozen
+  result HASH the last test's outcome, read by every replica for its metrics
+  lease  STRING the replica running the test now (SET NX PX)
+Per stream (tenant, signal, intent): `models` ZSET of signal keys by last sighting,
+which is how a new model or dimension is noticed. Globally: `index` ZSET of every
+live signal key by last sighting, which is what tick() walks and retires.
+
+Every write is idempotent by event id: an id already in either window is a no-op.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis
+
+from workers.drift.signals import SignalKey
+
+_ADD = """
+local id = ARGV[1]
+if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id) then return 0 end
+if redis.call('HGET', KEYS[4], 'frozen') ~= '1' and redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[4]) then
+  redis.call('ZADD', KEYS[1], ARGV[2], id)
+  redis.call('HSET', KEYS[3], id, ARGV[3])
+  return 1
+end
+redis.call('ZADD', KEYS[2], ARGV[2], id)
+redis.call('HSET', KEYS[3], id, ARGV[3])
+local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if extra > 0 then
+  local old = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
+  for i = 1, #old, 1000 do redis.call('HDEL', KEYS[3], unpack(old, i, math.min(i + 999, #old))) end
+end
+if redis.call('ZSCORE', KEYS[2], id) then
+  redis.call('HINCRBY', KEYS[4], 'pending', 1)
+  return 2
+end
+return 3
+"""
+
+# Returns false for a known model, '' for the first model of a stream, else the
+# previously most recent model: the one this model replaces.
+_REGISTER_MODEL = """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[2], ARGV[1])
+  return false
+end
+local top = redis.call('ZREVRANGE', KEYS[1], 0, 0)
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if #top > 0 then return top[1] end
+return ''
+"""
+
+_TRIM = """
+local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
+if #old > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
+  for i = 1, #old, 1000 do redis.call('HDEL', KEYS[2], unpack(old, i, math.min(i + 999, #old))) end
+end
+return #old
+"""
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+ADDED_DUPLICATE, ADDED_REFERENCE, ADDED_CURRENT, ADDED_TOO_OLD = 0, 1, 2, 3
+OUTCOMES = {ADDED_DUPLICATE: "duplicate", ADDED_REFERENCE: "reference", ADDED_CURRENT: "current", ADDED_TOO_OLD: "too_old"}
+
+
+@dataclass(frozen=True)
+class Observation:
+    key: SignalKey
+    event_id: str
+    received_at: float
+    vector: np.ndarray  # float32, shape (key.dim,)
+
+
+@dataclass(frozen=True)
+class WindowStatus:
+    reference: int
+    current: int
+    pending: int
+    last_test: float  # 0 when never tested
+    frozen: bool
+    forced: bool  # a new frozen reference asks for a test without waiting for K or T
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    key: SignalKey
+    previous: SignalKey
+
+
+class WindowStore:
+    def __init__(self, client: redis.Redis, prefix: str, reference_size: int, current_size: int) -> None:
+        self.redis = client
+        self.prefix = prefix
+        self.reference_size = reference_size
+        self.current_size = current_size
+        self._add = client.register_script(_ADD)
+        self._register = client.register_script(_REGISTER_MODEL)
+        self._trim = client.register_script(_TRIM)
+        self._release = client.register_script(_RELEASE)
+
+    def key(self, sig: SignalKey, part: str) -> str:
+        return f"{self.prefix}:{{{sig.id}}}:{part}"
+
+    def _models_key(self, sig: SignalKey) -> str:
+        return f"{self.prefix}:{{{sig.stream}}}:models"
+
+    @property
+    def index_key(self) -> str:
+        return f"{self.prefix}:index"
+
+    def add(self, observations: list[Observation]) -> tuple[list[str], list[ModelChange]]:
+        """Register models, then add each observation; one round trip for the batch."""
+        latest: dict[SignalKey, float] = {}
+        for obs in observations:
+            latest[obs.key] = max(latest.get(obs.key, 0.0), obs.received_at)
+        pipe = self.redis.pipeline(transaction=False)
+        for sig, seen in latest.items():
+            self._register(keys=[self._models_key(sig)], args=[sig.encode(), seen], client=pipe)
+            pipe.zadd(self.index_key, {sig.encode(): seen}, gt=True)
+        for obs in observations:
+            keys = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
+            args = [obs.event_id, obs.received_at, obs.vector.astype("<f4").tobytes(), self.reference_size, self.current_size]
+            self._add(keys=keys, args=args, client=pipe)
+        replies = pipe.execute()
+        changes = []
+        for i, sig in enumerate(latest):
+            previous = replies[2 * i]
+            if previous:  # neither None (known) nor b'' (first model of the stream)
+                changes.append(ModelChange(sig, SignalKey.decode(previous)))
+        outcomes = [OUTCOMES[int(r)] for r in replies[2 * len(latest) :]]
+        return outcomes, changes
+
+    def signals(self) -> list[tuple[SignalKey, float]]:
+        return [(SignalKey.decode(m), float(s)) for m, s in self.redis.zrange(self.index_key, 0, -1, withscores=True)]
+
+    def statuses(self, keys: list[SignalKey]) -> list[WindowStatus]:
+        pipe = self.redis.pipeline(transaction=False)
+        for sig in keys:
+            pipe.zcard(self.key(sig, "ref"))
+            pipe.zcard(self.key(sig, "cur"))
+            pipe.hmget(self.key(sig, "meta"), ["pending", "last_test", "frozen", "forced"])
+        replies = pipe.execute()
+        out = []
+        for i in range(len(keys)):
+            ref, cur, (pending, last_test, frozen, forced) = replies[3 * i : 3 * i + 3]
+            out.append(
+                WindowStatus(
+                    int(ref), int(cur), int(pending or 0), float(last_test or 0.0), frozen == b"1", forced == b"1"
+                )
+            )
+        return out
+
+    def trim_current(self, sig: SignalKey, cutoff: float) -> int:
+        return int(self._trim(keys=[self.key(sig, "cur"), self.key(sig, "vec")], args=[cutoff]))
+
+    def read(self, sig: SignalKey) -> tuple[np.ndarray, np.ndarray]:
+        """(reference, current) as float32 matrices, oldest first."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zrange(self.key(sig, "ref"), 0, -1)
+        pipe.zrange(self.key(sig, "cur"), 0, -1)
+        ref_ids, cur_ids = pipe.execute()
+        vectors = self.redis.hmget(self.key(sig, "vec"), ref_ids + cur_ids) if ref_ids or cur_ids else []
+        return self._matrix(vectors[: len(ref_ids)], sig.dim), self._matrix(vectors[len(ref_ids) :], sig.dim)
+
+    @staticmethod
+    def _matrix(raw: list[Any], dim: int) -> np.ndarray:
+        rows = [np.frombuffer(v, dtype="<f4") for v in raw if v is not None and len(v) == 4 * dim]
+        return np.stack(rows).astype(np.float32) if rows else np.empty((0, dim), dtype=np.float32)
+
+    def acquire_lease(self, sig: SignalKey, lease_s: float) -> str | None:
+        token = uuid.uuid4().hex
+        ok = self.redis.set(self.key(sig, "lease"), token, nx=True, px=max(1, int(lease_s * 1000)))
+        return token if ok else None
+
+    def release_lease(self, sig: SignalKey, token: str) -> None:
+        self._release(keys=[self.key(sig, "lease")], args=[token])
+
+    def record_test(self, sig: SignalKey, result: dict[str, float], tested_at: float, consumed: int) -> None:
+        """Store the outcome and take the queries it covered off the pending count."""
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(self.key(sig, "result"))
+        pipe.hset(self.key(sig, "result"), mapping={**result, "tested_at": tested_at})
+        pipe.hset(self.key(sig, "meta"), "last_test", tested_at)
+        pipe.hdel(self.key(sig, "meta"), "forced")
+        pipe.hincrby(self.key(sig, "meta"), "pending", -consumed)
+        pipe.execute()
+
+    def results(self, keys: list[SignalKey]) -> list[dict[str, float]]:
+        pipe = self.redis.pipeline(transaction=False)
+        for sig in keys:
+            pipe.hgetall(self.key(sig, "result"))
+        return [{k.decode(): float(v) for k, v in r.items()} for r in pipe.execute()]
+
+    def freeze(self, sig: SignalKey, vectors: np.ndarray, stamp: float) -> int:
+        """Replace the reference with `vectors` and stop capturing it from traffic."""
+        if vectors.ndim != 2 or vectors.shape[1] != sig.dim:
+            raise ValueError(f"frozen reference must have shape (n, {sig.dim}), got {vectors.shape}")
+        old = self.redis.zrange(self.key(sig, "ref"), 0, -1)
+        ids = [f"frozen:{stamp:.6f}:{i}" for i in range(len(vectors))]
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.delete(self.key(sig, "ref"), self.key(sig, "result"))
+        if old:
+            pipe.hdel(self.key(sig, "vec"), *old)
+        if ids:
+            pipe.zadd(self.key(sig, "ref"), {i: stamp for i in ids})
+            pipe.hset(self.key(sig, "vec"), mapping={i: v.astype("<f4").tobytes() for i, v in zip(ids, vectors, strict=True)})
+        pipe.hset(self.key(sig, "meta"), mapping={"frozen": 1, "forced": 1})
+        pipe.zadd(self.index_key, {sig.encode(): stamp}, gt=True)
+        pipe.zadd(self._models_key(sig), {sig.encode(): stamp}, gt=True)
+        pipe.execute()
+        return len(ids)
+
+    def reset(self, sig: SignalKey) -> None:
+        """Drop both windows: the next N queries become the reference again."""
+        self.redis.delete(*(self.key(sig, p) for p in ("ref", "cur", "vec", "meta", "result", "lease")))
+
+    def retire(self, sig: SignalKey) -> bool:
+        """Forget a signal not seen for a while; True for the one replica that removed it."""
+        if not self.redis.zrem(self.index_key, sig.encode()):
+            return False
+        self.redis.zrem(self._models_key(sig), sig.encode())
+        self.reset(sig)
+        return True

@@ -1,0 +1,1 @@
+"""Exclusion worker: metadata-filter false exclusions from production samples, with the cause attributed."""

@@ -1,0 +1,45 @@
+"""The `exclusion` section of the ragmon config file (validated at start)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from service.contracts import limits as L
+from service.contracts.config import load_section
+
+IntentName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+FieldName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_METADATA_KEY_LEN)]
+
+
+class ExclusionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proxy_score_threshold: float = Field(
+        0.8,
+        allow_inf_nan=False,
+        description="without labels, candidates scoring at least this are proxy gold; retriever scores are "
+        "not comparable across apps (cosine, BM25, RRF), so calibrate it on a labelled sample",
+    )
+    proxy_top_k: int = Field(3, ge=1, le=L.MAX_GOLD_IDS, description="at most this many proxy gold documents")
+    label_wait_ttl_s: int = Field(
+        86_400,
+        ge=60,
+        le=L.MAX_EVENT_AGE_S,
+        description="how long a trace's evaluation waits in Redis for a late label (about 1 KiB per sampled "
+        "trace with 50 candidates), and a label for its trace",
+    )
+    intents: list[IntentName] = Field(default_factory=list, description="intent label values; others are 'other'")
+    predicate_fields: list[FieldName] = Field(
+        default_factory=list, description="metadata fields always kept as the `field` label of attributions"
+    )
+    max_extra_predicate_fields: int = Field(
+        16, ge=0, le=256, description="further fields kept per tenant, first seen first kept; the rest are 'other'"
+    )
+    max_variants: int = Field(8, ge=1, le=64, description="variant label values per tenant besides production")
+
+
+def load_exclusion_config(path: str | os.PathLike[str] | None = None) -> ExclusionConfig:
+    return load_section("exclusion", ExclusionConfig, path)

@@ -1,0 +1,107 @@
+"""Prometheus metrics of the exclusion worker.
+
+The rates are derived in PromQL so they aggregate across worker processes:
+
+    sum by (tenant, source) (rate(ragmon_exclusion_falsely_excluded_queries_total[1h]))
+      / (sum by (tenant, source) (rate(ragmon_exclusion_eligible_queries_total[1h])) > 0)
+
+The `> 0` filter keeps a window without eligible queries absent (no data)
+rather than NaN or 0. Whenever a label set's denominator series is created
+its numerator series is created with it at 0, so a healthy filter reads 0%
+rather than no data.
+
+Every label comes from a closed set: tenants from the API key
+configuration, intents from the configured list, variants and predicate
+fields capped per tenant (first seen, first kept), sources, kinds, reasons
+and operators fixed in code.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from workers.exclusion.config import ExclusionConfig
+from workers.exclusion.evaluate import QueryOutcome
+from workers.runtime.labels import ClosedSet, FirstSeenCap
+
+QUERY_LABELS = ("tenant", "variant", "source", "intent")
+LEAK_KINDS = ("candidate", "context")
+LABEL_OUTCOMES = ("applied", "waiting", "duplicate", "no_gold_ids")
+
+
+class ExclusionMetrics:
+    def __init__(self, registry: CollectorRegistry, config: ExclusionConfig) -> None:
+        self._intent = ClosedSet(config.intents)
+        self._variant = FirstSeenCap(config.max_variants)
+        self._field = FirstSeenCap(config.max_extra_predicate_fields, always=config.predicate_fields)
+
+        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
+            return Counter(f"ragmon_exclusion_{name}", doc, labels, registry=registry)
+
+        self.samples = counter("samples", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS)
+        self.eligible_queries = counter(
+            "eligible_queries", "Evaluated queries with at least one entitled gold document", QUERY_LABELS
+        )
+        self.excluded_queries = counter(
+            "falsely_excluded_queries", "Queries whose entitled gold was all removed by relevance filters", QUERY_LABELS
+        )
+        self.eligible_gold = counter("eligible_gold_documents", "Entitled gold documents evaluated", QUERY_LABELS)
+        self.excluded_gold = counter(
+            "excluded_gold_documents", "Entitled gold documents removed by relevance filters", QUERY_LABELS
+        )
+        self.predicate_exclusions = counter(
+            "predicate_exclusions",
+            "Excluded gold documents by a relevance predicate they fail (one per document and predicate); "
+            "intent is left out to bound field x op x intent cardinality",
+            ("tenant", "variant", "source", "field", "op"),
+        )
+        self.ineligible_gold = counter(
+            "ineligible_gold_documents",
+            "Gold ids left out of both rates: reason not_entitled (violates entitlement) or not_in_sample",
+            ("tenant", "source", "reason"),
+        )
+        self.leaks = counter(
+            "leaks", "Documents that violate an entitlement predicate (security event)", ("tenant", "kind")
+        )
+        self.unverified = counter(
+            "unverified_documents",
+            "Documents whose metadata lacks an entitlement predicate's field, so no leak check was possible",
+            ("tenant", "kind"),
+        )
+        self.labels = counter("labels", "Label events by what they did", ("tenant", "outcome"))
+        self._tenants_seen: set[str] = set()
+
+    def touch_tenant(self, tenant: str) -> None:
+        """Create the tenant's leak series at 0: an alert on increase() only sees a
+        counter's first increment when the series existed before it."""
+        if tenant not in self._tenants_seen:
+            self._tenants_seen.add(tenant)
+            for kind in LEAK_KINDS:
+                self.leaks.labels(tenant, kind)
+
+    def record_query(self, tenant: str, variant: str, intent: str | None, outcome: QueryOutcome) -> None:
+        variant_label = self._variant(tenant, variant)
+        labels = (tenant, variant_label, outcome.source, self._intent(intent))
+        self.samples.labels(*labels).inc()
+        if outcome.eligible:
+            self.eligible_queries.labels(*labels).inc()
+            self.excluded_queries.labels(*labels).inc(1 if outcome.falsely_excluded else 0)
+            self.eligible_gold.labels(*labels).inc(len(outcome.eligible_gold))
+            self.excluded_gold.labels(*labels).inc(len(outcome.excluded))
+        for predicates in outcome.excluded.values():
+            for ref in predicates:
+                field = self._field(tenant, ref.field)
+                self.predicate_exclusions.labels(tenant, variant_label, outcome.source, field, ref.op).inc()
+        if outcome.not_entitled:
+            self.ineligible_gold.labels(tenant, outcome.source, "not_entitled").inc(outcome.not_entitled)
+        if outcome.not_in_sample:
+            self.ineligible_gold.labels(tenant, outcome.source, "not_in_sample").inc(outcome.not_in_sample)
+
+    def record_documents(self, tenant: str, kind: str, leaks: int, unverified: int) -> None:
+        if leaks:
+            self.leaks.labels(tenant, kind).inc(leaks)
+        if unverified:
+            self.unverified.labels(tenant, kind).inc(unverified)
+
+    def record_label(self, tenant: str, outcome: str) -> None:
+        self.labels.labels(tenant, outcome).inc()

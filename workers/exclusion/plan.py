@@ -1,0 +1,90 @@
+"""Pure part of processing one event: what a trace or label asks the worker to do.
+
+Everything that can be decided without Redis happens here (predicate
+compilation, the entitlement check, evaluating the sample's candidates), so
+bad input is rejected before any effect and the Redis round trips carry only
+the outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from service.contracts import LabelBody, TraceBody
+from workers.exclusion.entitlement import count_verdicts
+from workers.exclusion.evaluate import PreparedSample, ProxyGold, prepare_sample
+from workers.exclusion.predicates import compile_predicates
+from workers.runtime.types import Event, InvalidEvent
+
+INVALID_BODY = "invalid_body"
+B = TypeVar("B", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    event_id: str
+    tenant: str
+    trace_id: str
+    variant: str
+    intent: str | None
+    sample: PreparedSample | None
+    sample_gold: list[str] | None  # gold ids sent with the sample: source `labels`
+    context_leaks: int
+    context_unverified: int
+
+    @property
+    def has_effects(self) -> bool:
+        return self.sample is not None or bool(self.context_leaks or self.context_unverified)
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    event_id: str
+    tenant: str
+    trace_id: str
+    gold_ids: list[str] | None  # None: a label about faithfulness only
+
+
+def event_body(event: Event, model: type[B]) -> B:
+    """The runtime hands parsed bodies; anything else is validated here, not trusted."""
+    if isinstance(event.body, model):
+        return event.body
+    try:
+        return model.model_validate(event.stored.body)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InvalidEvent(INVALID_BODY, f"body.{where}: {err['msg']}") from exc
+
+
+def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
+    body = event_body(event, TraceBody)
+    retrieval = body.retrieval
+    entitlement = compile_predicates(retrieval.filters.entitlement, "body.retrieval.filters.entitlement")
+    leaks, unverified = count_verdicts([d.metadata for d in retrieval.documents], entitlement)
+    sample = retrieval.exclusion_sample
+    prepared: PreparedSample | None = None
+    if sample is not None:
+        # Relevance predicates only matter to the sample; without one they are not read.
+        relevance = compile_predicates(retrieval.filters.relevance, "body.retrieval.filters.relevance")
+        prepared = prepare_sample(sample.candidates, entitlement, relevance, proxy)
+    return TracePlan(
+        event_id=event.id,
+        tenant=event.tenant,
+        trace_id=body.trace_id,
+        variant=body.variant,
+        intent=body.intent,
+        sample=prepared,
+        sample_gold=list(sample.gold_ids) if sample is not None and sample.gold_ids is not None else None,
+        context_leaks=leaks,
+        context_unverified=unverified,
+    )
+
+
+def plan_label(event: Event) -> LabelPlan:
+    body = event_body(event, LabelBody)
+    gold = list(body.gold_ids) if body.gold_ids is not None else None
+    return LabelPlan(event.id, event.tenant, body.trace_id, gold)

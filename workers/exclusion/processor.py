@@ -1,0 +1,229 @@
+"""The exclusion worker's processor: plan each event, claim its effects in Redis, count.
+
+A batch costs at most two Redis round trips (pipelines):
+
+1. every trace stores its evaluated sample for a late label and reads any
+   label that came first; every label stores its gold ids for a late trace
+   and reads the trace's sample; every trace claims its trace-level counts.
+   Each side writes before it reads, so whichever of a trace and its label
+   is consumed second sees the first, even across worker processes.
+2. the one evaluation with source `labels` is claimed per trace.
+
+Every sample that came without gold ids is evaluated with proxy gold; every
+trace whose gold becomes known (sent with the sample, or by a label event
+consumed before or after it) is also evaluated once with source `labels`.
+
+Metrics are incremented only after both round trips succeeded, so an outage
+raises before anything is counted and the runtime's retry counts it once: a
+claim holds the claiming event's id, and a retry recognises its own claim.
+The process remembers which claims it has already counted, so a batch that
+is processed again after it succeeded is not counted twice either.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from workers.exclusion.config import ExclusionConfig
+from workers.exclusion.evaluate import ProxyGold, evaluate
+from workers.exclusion.metrics import ExclusionMetrics
+from workers.exclusion.plan import LabelPlan, TracePlan, plan_label, plan_trace
+from workers.exclusion.state import (
+    StoredSample,
+    decode_label,
+    decode_sample,
+    encode_label,
+    encode_sample,
+    evaluated_key,
+    label_key,
+    labelled_key,
+    sample_key,
+)
+from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
+
+UNSUPPORTED_TYPE = "unsupported_event_type"
+
+
+class RecentKeys:
+    """The claims this process has counted, oldest forgotten first (bounded memory)."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._keys
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        if len(self._keys) > self._limit:
+            self._keys.popitem(last=False)
+
+
+@dataclass
+class _LabelClaim:
+    key: str
+    owner: str
+    tenant: str
+    stored: StoredSample
+    gold_ids: list[str]
+    label_event: str | None  # set when a label event (not the trace) asks for the evaluation
+
+
+@dataclass
+class _Round:
+    """Effects decided so far, applied only once every Redis call has succeeded."""
+
+    effects: list[tuple[str, Callable[[], None]]] = field(default_factory=list)
+    claims: list[_LabelClaim] = field(default_factory=list)
+
+
+class ExclusionProcessor:
+    name = "exclusion"
+    event_types: tuple[str, ...] = ("trace", "label")
+
+    def __init__(
+        self, client: redis.Redis, metrics: ExclusionMetrics, config: ExclusionConfig, recent_limit: int = 100_000
+    ) -> None:
+        self._redis = client
+        self._metrics = metrics
+        self._ttl = config.label_wait_ttl_s
+        self._proxy = ProxyGold(config.proxy_score_threshold, config.proxy_top_k)
+        self._counted = RecentKeys(recent_limit)
+
+    def readiness(self) -> Readiness:
+        # No model to load; Redis outages surface as exceptions from process().
+        return Readiness(True)
+
+    def tick(self, now: float) -> None:
+        """Nothing is time-driven: waiting samples and labels expire by their Redis TTL."""
+
+    def close(self) -> None:
+        """Nothing to release: the Redis client belongs to the runtime that passed it in."""
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        rejections: list[Rejection] = []
+        traces: list[TracePlan] = []
+        labels: list[LabelPlan] = []
+        for event in events:
+            try:
+                if event.type == "trace":
+                    traces.append(plan_trace(event, self._proxy))
+                elif event.type == "label":
+                    labels.append(plan_label(event))
+                else:
+                    detail = f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    rejections.append(Rejection(event, UNSUPPORTED_TYPE, detail))
+            except InvalidEvent as exc:
+                rejections.append(Rejection(event, exc.reason, exc.detail))
+        traces = [t for t in traces if t.has_effects]
+        work = _Round()
+        if traces or labels:
+            self._exchange(traces, labels, work)
+        if work.claims:
+            self._claim_labels(work)
+        for key, effect in work.effects:
+            if key not in self._counted:
+                effect()
+                self._counted.add(key)
+        return rejections
+
+    def _exchange(self, traces: list[TracePlan], labels: list[LabelPlan], work: _Round) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for t in traces:
+            if t.sample is not None:
+                pipe.set(sample_key(t.tenant, t.trace_id), encode_sample(t.variant, t.intent, t.sample), ex=self._ttl)
+                pipe.get(label_key(t.tenant, t.trace_id))
+            self._claim(pipe, evaluated_key(t.tenant, t.trace_id), t.event_id)
+        for lab in labels:
+            if lab.gold_ids is not None:
+                pipe.set(label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True, ex=self._ttl)
+                pipe.get(sample_key(lab.tenant, lab.trace_id))
+        replies = iter(pipe.execute())
+        for t in traces:
+            pending = None
+            if t.sample is not None:
+                next(replies)
+                pending = decode_label(next(replies))
+            next(replies)
+            if _owned(next(replies), t.event_id):
+                self._plan_trace_effects(t, pending, work)
+        for lab in labels:
+            self._plan_label_effects(lab, replies, work)
+
+    def _claim(self, pipe: Any, key: str, owner: str) -> None:
+        pipe.set(key, owner, nx=True, ex=self._ttl)
+        pipe.get(key)
+
+    def _plan_trace_effects(self, t: TracePlan, pending: list[str] | None, work: _Round) -> None:
+        metrics, key = self._metrics, evaluated_key(t.tenant, t.trace_id)
+        sample = t.sample
+        # Proxy evaluation depends only on the sample, never on whether a label
+        # happened to be consumed first: the proxy series stays one count per
+        # sample without gold of its own, whatever the partitions' timing.
+        proxy = sample is not None and t.sample_gold is None
+        # A reviewer's label event wins over gold sent with the sample: it is the later judgement.
+        gold = pending if pending is not None else t.sample_gold
+
+        def count_trace() -> None:
+            metrics.touch_tenant(t.tenant)
+            metrics.record_documents(t.tenant, "context", t.context_leaks, t.context_unverified)
+            if sample is not None:
+                metrics.record_documents(t.tenant, "candidate", sample.leaked, sample.unverified)
+            if proxy and sample is not None:
+                metrics.record_query(t.tenant, t.variant, t.intent, evaluate(sample, sample.proxy_gold, "proxy"))
+
+        work.effects.append((key, count_trace))
+        if sample is not None and gold is not None:
+            stored = StoredSample(t.variant, t.intent, sample)
+            claim_key = labelled_key(t.tenant, t.trace_id)
+            work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None))
+
+    def _plan_label_effects(self, lab: LabelPlan, replies: Any, work: _Round) -> None:
+        metrics, key = self._metrics, f"label-event:{lab.event_id}"
+        if lab.gold_ids is None:
+            work.effects.append((key, lambda: metrics.record_label(lab.tenant, "no_gold_ids")))
+            return
+        next(replies)
+        stored = decode_sample(next(replies))
+        if stored is None:
+            work.effects.append((key, lambda: metrics.record_label(lab.tenant, "waiting")))
+            return
+        claim_key = labelled_key(lab.tenant, lab.trace_id)
+        work.claims.append(_LabelClaim(claim_key, lab.event_id, lab.tenant, stored, lab.gold_ids, lab.event_id))
+
+    def _claim_labels(self, work: _Round) -> None:
+        pipe = self._redis.pipeline(transaction=False)
+        for claim in work.claims:
+            self._claim(pipe, claim.key, claim.owner)
+        replies = pipe.execute()
+        for i, claim in enumerate(work.claims):
+            owned = _owned(replies[2 * i + 1], claim.owner)
+            if owned:
+                work.effects.append((claim.key, self._labels_effect(claim)))
+            elif claim.label_event is not None:
+                tenant = claim.tenant
+                key = f"label-event:{claim.label_event}"
+                work.effects.append((key, lambda tenant=tenant: self._metrics.record_label(tenant, "duplicate")))
+
+    def _labels_effect(self, claim: _LabelClaim) -> Callable[[], None]:
+        def count_labels() -> None:
+            stored = claim.stored
+            outcome = evaluate(stored.sample, claim.gold_ids, "labels")
+            self._metrics.record_query(claim.tenant, stored.variant, stored.intent, outcome)
+            if claim.label_event is not None:
+                self._metrics.record_label(claim.tenant, "applied")
+
+        return count_labels
+
+
+def _owned(reply: bytes | str | None, owner: str) -> bool:
+    # The runtime's client may or may not decode responses.
+    if isinstance(reply, bytes):
+        reply = reply.decode()
+    return reply == owner
