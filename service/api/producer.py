@@ -21,10 +21,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from kafka import KafkaAdminClient, KafkaProducer
-from kafka.admin import NewTopic
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka import KafkaProducer
+from kafka.errors import KafkaError
 
+from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
 log = logging.getLogger("ragmon.api.producer")
@@ -40,27 +40,6 @@ class OutgoingRecord:
 
 class BrokerUnavailable(Exception):
     """The broker could not acknowledge; the client should retry later."""
-
-
-def ensure_topics(settings: CommonSettings, timeout_s: float = 10.0) -> None:
-    """Create every ragmon topic with the configured partitions (existing ones are kept)."""
-    admin = KafkaAdminClient(
-        bootstrap_servers=settings.bootstrap_list,
-        request_timeout_ms=int(timeout_s * 1000),
-        client_id="ragmon-admin",
-    )
-    try:
-        existing = set(admin.list_topics())
-        missing = [
-            NewTopic(t, settings.kafka_partitions, 1) for t in settings.topics.all() if t not in existing
-        ]
-        if missing:
-            try:
-                admin.create_topics(missing, timeout_ms=int(timeout_s * 1000))
-            except TopicAlreadyExistsError:
-                pass
-    finally:
-        admin.close()
 
 
 def broker_reachable(settings: CommonSettings, timeout_s: float = 1.0) -> bool:

@@ -148,6 +148,11 @@ Incident = Annotated[
     Field(discriminator="kind"),
 ]
 
+INCIDENT_KINDS: tuple[str, ...] = (
+    "filter_regression", "slow_stage", "unfaithful_answers", "topic_shift", "cost_spike", "entitlement_leak",
+    "embedding_model_change",
+)
+
 
 @dataclass(frozen=True)
 class Active:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from service.simulate.incidents import Incident
+from service.simulate.incidents import INCIDENT_KINDS, Incident
 from service.simulate.topics import INTENTS, LOCALES, PRODUCTS
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -177,9 +177,11 @@ class Scenario(Strict):
 
     def with_overrides(self, **changes: Any) -> Scenario:
         """A copy with top-level fields replaced (CLI --seed/--duration/--rate), re-validated."""
+        if not changes:
+            return self
         data = self.model_dump(by_alias=True)
-        data.update({k: v for k, v in changes.items() if v is not None})
-        return parse_scenario(data, source="overrides")
+        data.update(changes)
+        return parse_scenario(data, source=f"{self.name} with {sorted(changes)} overridden")
 
 
 def _unique(names: list[str], field: str, what: str) -> None:
@@ -196,8 +198,13 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 
 
 def _describe(err: Any) -> str:
-    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "tagged-union")))
-    return f"{loc or '(top level)'}: {err['msg']}"
+    parts = [p for p in err["loc"] if not str(p).startswith(("function-", "tagged-union"))]
+    # Drop the union tag pydantic inserts after a list index: the file says incidents.1.factor.
+    kept = [p for i, p in enumerate(parts) if not (p in INCIDENT_KINDS and i and isinstance(parts[i - 1], int))]
+    loc = ".".join(str(p) for p in kept)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    # Cross-field checks name their own field path in the message.
+    return f"{loc}: {msg}" if loc else msg
 
 
 def resolve_path(name_or_path: str) -> Path:

@@ -169,6 +169,12 @@ class WindowStore:
     def trim_current(self, sig: SignalKey, cutoff: float) -> int:
         return int(self._trim(keys=[self.key(sig, "cur"), self.key(sig, "vec")], args=[cutoff]))
 
+    def trim_all(self, keys: list[SignalKey], cutoff: float) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for sig in keys:
+            self._trim(keys=[self.key(sig, "cur"), self.key(sig, "vec")], args=[cutoff], client=pipe)
+        pipe.execute()
+
     def read(self, sig: SignalKey) -> tuple[np.ndarray, np.ndarray]:
         """(reference, current) as float32 matrices, oldest first."""
         pipe = self.redis.pipeline(transaction=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from workers.exclusion.config import load_exclusion_config
@@ -23,7 +24,7 @@ def main() -> None:
     # Imported here: the runtime is a separate package that the pure parts do not need.
     from workers.runtime.app import run_worker
 
-    run_worker("exclusion", build)
+    sys.exit(run_worker("exclusion", build))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from service.contracts import limits as L
 from service.contracts.config import load_section
 
-IntentName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+IntentName = Annotated[
+    str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+]
 FieldName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_METADATA_KEY_LEN)]
 
 
@@ -31,14 +33,21 @@ class ExclusionConfig(BaseModel):
         description="how long a trace's evaluation waits in Redis for a late label (about 1 KiB per sampled "
         "trace with 50 candidates), and a label for its trace",
     )
-    intents: list[IntentName] = Field(default_factory=list, description="intent label values; others are 'other'")
+    intents: list[IntentName] = Field(
+        default_factory=list, description="intent label values; others are 'other'"
+    )
     predicate_fields: list[FieldName] = Field(
         default_factory=list, description="metadata fields always kept as the `field` label of attributions"
     )
     max_extra_predicate_fields: int = Field(
-        16, ge=0, le=256, description="further fields kept per tenant, first seen first kept; the rest are 'other'"
+        16,
+        ge=0,
+        le=256,
+        description="further fields kept per tenant, first seen first kept; the rest are 'other'",
     )
-    max_variants: int = Field(8, ge=1, le=64, description="variant label values per tenant besides production")
+    max_variants: int = Field(
+        8, ge=1, le=64, description="variant label values per tenant besides production"
+    )
 
 
 def load_exclusion_config(path: str | os.PathLike[str] | None = None) -> ExclusionConfig:

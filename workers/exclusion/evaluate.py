@@ -72,7 +72,6 @@ def prepare_sample(
     not_entitled: set[str] = set()
     scored: list[tuple[float, str]] = []
     leaked = unverified = 0
-    indexed = tuple(enumerate(relevance))
     for candidate in candidates:
         doc_id, metadata = candidate.id, candidate.metadata
         if entitlement:
@@ -84,7 +83,7 @@ def prepare_sample(
             unverified += verdict == UNVERIFIED
         if doc_id in failures:
             continue  # a repeated id keeps its first occurrence, as a ranked list would
-        failures[doc_id] = tuple(i for i, p in indexed if not p.matches(metadata))
+        failures[doc_id] = failing_predicates(metadata, relevance)
         if candidate.score is not None:
             scored.append((candidate.score, doc_id))
     return PreparedSample(
@@ -95,6 +94,20 @@ def prepare_sample(
         leaked=leaked,
         unverified=unverified,
     )
+
+
+def failing_predicates(metadata: Mapping[str, Any], predicates: Sequence[CompiledPredicate]) -> tuple[int, ...]:
+    """Indexes of the predicates the metadata fails (CompiledPredicate.matches, inlined:
+    this is the worker's innermost loop, candidates x predicates per sample)."""
+    failed: list[int] = []
+    for i, predicate in enumerate(predicates):
+        value = metadata.get(predicate.field)
+        if value is None or value == []:
+            if not predicate.if_missing:
+                failed.append(i)
+        elif not predicate.test(value):
+            failed.append(i)
+    return tuple(failed)
 
 
 @dataclass(frozen=True)

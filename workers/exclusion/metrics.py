@@ -18,6 +18,8 @@ and operators fixed in code.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter
 
 from workers.exclusion.config import ExclusionConfig
@@ -38,14 +40,20 @@ class ExclusionMetrics:
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
             return Counter(f"ragmon_exclusion_{name}", doc, labels, registry=registry)
 
-        self.samples = counter("samples", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS)
+        self.samples = counter(
+            "samples", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS
+        )
         self.eligible_queries = counter(
             "eligible_queries", "Evaluated queries with at least one entitled gold document", QUERY_LABELS
         )
         self.excluded_queries = counter(
-            "falsely_excluded_queries", "Queries whose entitled gold was all removed by relevance filters", QUERY_LABELS
+            "falsely_excluded_queries",
+            "Queries whose entitled gold was all removed by relevance filters",
+            QUERY_LABELS,
         )
-        self.eligible_gold = counter("eligible_gold_documents", "Entitled gold documents evaluated", QUERY_LABELS)
+        self.eligible_gold = counter(
+            "eligible_gold_documents", "Entitled gold documents evaluated", QUERY_LABELS
+        )
         self.excluded_gold = counter(
             "excluded_gold_documents", "Entitled gold documents removed by relevance filters", QUERY_LABELS
         )
@@ -70,6 +78,7 @@ class ExclusionMetrics:
         )
         self.labels = counter("labels", "Label events by what they did", ("tenant", "outcome"))
         self._tenants_seen: set[str] = set()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
     def touch_tenant(self, tenant: str) -> None:
         """Create the tenant's leak series at 0: an alert on increase() only sees a
@@ -82,20 +91,31 @@ class ExclusionMetrics:
     def record_query(self, tenant: str, variant: str, intent: str | None, outcome: QueryOutcome) -> None:
         variant_label = self._variant(tenant, variant)
         labels = (tenant, variant_label, outcome.source, self._intent(intent))
-        self.samples.labels(*labels).inc()
+        self._child(self.samples, labels).inc()
         if outcome.eligible:
-            self.eligible_queries.labels(*labels).inc()
-            self.excluded_queries.labels(*labels).inc(1 if outcome.falsely_excluded else 0)
-            self.eligible_gold.labels(*labels).inc(len(outcome.eligible_gold))
-            self.excluded_gold.labels(*labels).inc(len(outcome.excluded))
+            # The numerators are touched with the denominator, so their series exist (at 0).
+            self._child(self.eligible_queries, labels).inc()
+            self._child(self.excluded_queries, labels).inc(1 if outcome.falsely_excluded else 0)
+            self._child(self.eligible_gold, labels).inc(len(outcome.eligible_gold))
+            self._child(self.excluded_gold, labels).inc(len(outcome.excluded))
         for predicates in outcome.excluded.values():
             for ref in predicates:
                 field = self._field(tenant, ref.field)
-                self.predicate_exclusions.labels(tenant, variant_label, outcome.source, field, ref.op).inc()
+                attribution = (tenant, variant_label, outcome.source, field, ref.op)
+                self._child(self.predicate_exclusions, attribution).inc()
         if outcome.not_entitled:
             self.ineligible_gold.labels(tenant, outcome.source, "not_entitled").inc(outcome.not_entitled)
         if outcome.not_in_sample:
             self.ineligible_gold.labels(tenant, outcome.source, "not_in_sample").inc(outcome.not_in_sample)
+
+    def _child(self, counter: Counter, labels: tuple[str, ...]) -> Any:
+        # Counter.labels() validates and locks on every call; one sample touches
+        # several counters, so the children are kept (label sets are closed).
+        key = (id(counter), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = counter.labels(*labels)
+        return child
 
     def record_documents(self, tenant: str, kind: str, leaks: int, unverified: int) -> None:
         if leaks:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import redis
@@ -88,7 +89,11 @@ class ExclusionProcessor:
     event_types: tuple[str, ...] = ("trace", "label")
 
     def __init__(
-        self, client: redis.Redis, metrics: ExclusionMetrics, config: ExclusionConfig, recent_limit: int = 100_000
+        self,
+        client: redis.Redis,
+        metrics: ExclusionMetrics,
+        config: ExclusionConfig,
+        recent_limit: int = 100_000,
     ) -> None:
         self._redis = client
         self._metrics = metrics
@@ -117,10 +122,14 @@ class ExclusionProcessor:
                 elif event.type == "label":
                     labels.append(plan_label(event))
                 else:
-                    detail = f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    detail = (
+                        f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    )
                     rejections.append(Rejection(event, UNSUPPORTED_TYPE, detail))
             except InvalidEvent as exc:
                 rejections.append(Rejection(event, exc.reason, exc.detail))
+        for t in traces:
+            self._metrics.touch_tenant(t.tenant)
         traces = [t for t in traces if t.has_effects]
         work = _Round()
         if traces or labels:
@@ -137,12 +146,18 @@ class ExclusionProcessor:
         pipe = self._redis.pipeline(transaction=False)
         for t in traces:
             if t.sample is not None:
-                pipe.set(sample_key(t.tenant, t.trace_id), encode_sample(t.variant, t.intent, t.sample), ex=self._ttl)
+                pipe.set(
+                    sample_key(t.tenant, t.trace_id),
+                    encode_sample(t.variant, t.intent, t.sample),
+                    ex=self._ttl,
+                )
                 pipe.get(label_key(t.tenant, t.trace_id))
             self._claim(pipe, evaluated_key(t.tenant, t.trace_id), t.event_id)
         for lab in labels:
             if lab.gold_ids is not None:
-                pipe.set(label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True, ex=self._ttl)
+                pipe.set(
+                    label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True, ex=self._ttl
+                )
                 pipe.get(sample_key(lab.tenant, lab.trace_id))
         replies = iter(pipe.execute())
         for t in traces:
@@ -171,12 +186,13 @@ class ExclusionProcessor:
         gold = pending if pending is not None else t.sample_gold
 
         def count_trace() -> None:
-            metrics.touch_tenant(t.tenant)
             metrics.record_documents(t.tenant, "context", t.context_leaks, t.context_unverified)
             if sample is not None:
                 metrics.record_documents(t.tenant, "candidate", sample.leaked, sample.unverified)
             if proxy and sample is not None:
-                metrics.record_query(t.tenant, t.variant, t.intent, evaluate(sample, sample.proxy_gold, "proxy"))
+                metrics.record_query(
+                    t.tenant, t.variant, t.intent, evaluate(sample, sample.proxy_gold, "proxy")
+                )
 
         work.effects.append((key, count_trace))
         if sample is not None and gold is not None:
@@ -187,15 +203,17 @@ class ExclusionProcessor:
     def _plan_label_effects(self, lab: LabelPlan, replies: Any, work: _Round) -> None:
         metrics, key = self._metrics, f"label-event:{lab.event_id}"
         if lab.gold_ids is None:
-            work.effects.append((key, lambda: metrics.record_label(lab.tenant, "no_gold_ids")))
+            work.effects.append((key, partial(metrics.record_label, lab.tenant, "no_gold_ids")))
             return
         next(replies)
         stored = decode_sample(next(replies))
         if stored is None:
-            work.effects.append((key, lambda: metrics.record_label(lab.tenant, "waiting")))
+            work.effects.append((key, partial(metrics.record_label, lab.tenant, "waiting")))
             return
         claim_key = labelled_key(lab.tenant, lab.trace_id)
-        work.claims.append(_LabelClaim(claim_key, lab.event_id, lab.tenant, stored, lab.gold_ids, lab.event_id))
+        work.claims.append(
+            _LabelClaim(claim_key, lab.event_id, lab.tenant, stored, lab.gold_ids, lab.event_id)
+        )
 
     def _claim_labels(self, work: _Round) -> None:
         pipe = self._redis.pipeline(transaction=False)
@@ -207,9 +225,8 @@ class ExclusionProcessor:
             if owned:
                 work.effects.append((claim.key, self._labels_effect(claim)))
             elif claim.label_event is not None:
-                tenant = claim.tenant
                 key = f"label-event:{claim.label_event}"
-                work.effects.append((key, lambda tenant=tenant: self._metrics.record_label(tenant, "duplicate")))
+                work.effects.append((key, partial(self._metrics.record_label, claim.tenant, "duplicate")))
 
     def _labels_effect(self, claim: _LabelClaim) -> Callable[[], None]:
         def count_labels() -> None:

@@ -34,6 +34,8 @@ class Event:
     stored: StoredEvent
     body: Any  # TraceBody | FeedbackBody | ReleaseBody | LabelBody
     traceparent: str | None = None
+    raw: bytes | None = None  # the record value as consumed, for dead-lettering it unchanged
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
 
     @property
     def id(self) -> str:

@@ -1,0 +1,135 @@
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from service.contracts.discovery import worker_names
+
+
+def _cmd_api(args: argparse.Namespace) -> int:
+    import prometheus_client
+    import uvicorn
+
+    from service.api.app import create_app
+    from service.config import ApiSettings
+
+    prometheus_client.disable_created_metrics()
+    settings = ApiSettings()
+    host = args.host or settings.api_host
+    port = args.port or settings.api_port
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level,
+                timeout_graceful_shutdown=10)
+    return 0
+
+
+def _exec_module(module: str, argv: list[str]) -> int:
+    """Workers run as their own process; `service` never imports `workers`."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *argv])
+    return 0  # pragma: no cover - execv does not return
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    names = worker_names()
+    if args.name not in names:
+        print(f"unknown worker {args.name!r}; available: {', '.join(names) or 'none'}", file=sys.stderr)
+        return 2
+    return _exec_module(f"workers.{args.name}", [])
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from service.simulate.cli import main as simulate_main
+
+    return simulate_main(args.rest)
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from service.contracts import IngestBatch
+
+    text = json.dumps(IngestBatch.model_json_schema(), indent=2, sort_keys=True)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def _cmd_keys(args: argparse.Namespace) -> int:
+    from service.api.auth import hash_key
+
+    key = args.key or f"rgm_{secrets.token_urlsafe(24)}"
+    entry = {"tenant": args.tenant, "key_sha256": hash_key(key), "scopes": ["ingest"]}
+    if not args.key:
+        print(f"# the key (shown once; store it in the app's secret store): {key}", file=sys.stderr)
+    print(json.dumps(entry))
+    return 0
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    from service.up import UpOptions, run_up
+
+    return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
+                            prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,
+                            workers=args.workers))
+
+
+def _cmd_drift(args: argparse.Namespace) -> int:
+    return _exec_module("workers.drift.cli", args.rest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragmon", description="Online monitoring for RAG applications")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="start the embedded default: broker, Redis, API, workers (+ Prometheus)")
+    up.add_argument("--demo", action="store_true", help="also run the traffic simulator")
+    up.add_argument("--scenario", default=None, help="simulator scenario (default: the demo scenario)")
+    up.add_argument("--workdir", default=".ragmon", help="logs and generated config go here")
+    up.add_argument("--config", default=None, help="ragmon YAML config (RAGMON_CONFIG)")
+    up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus even if installed")
+    up.add_argument("--api-port", type=int, default=8000)
+    up.add_argument("--workers", default=None, help="comma-separated workers to start (default: all)")
+    up.set_defaults(func=_cmd_up)
+
+    api = sub.add_parser("api", help="run the ingestion API (settings from RAGMON_* variables)")
+    api.add_argument("--host", default=None)
+    api.add_argument("--port", type=int, default=None)
+    api.add_argument("--log-level", default="info")
+    api.set_defaults(func=_cmd_api)
+
+    worker = sub.add_parser("worker", help="run one worker process")
+    worker.add_argument("name", help=f"one of: {', '.join(worker_names())}")
+    worker.set_defaults(func=_cmd_worker)
+
+    sim = sub.add_parser("simulate", help="generate realistic RAG traffic (see `ragmon simulate --help`)",
+                         add_help=False)
+    sim.add_argument("rest", nargs=argparse.REMAINDER)
+    sim.set_defaults(func=_cmd_simulate)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of POST /v1/events")
+    schema.add_argument("--out", default=None)
+    schema.set_defaults(func=_cmd_schema)
+
+    keys = sub.add_parser("keys", help="make an API key entry (tenant + SHA-256 digest)")
+    keys.add_argument("--tenant", required=True)
+    keys.add_argument("--key", default=None, help="hash this key instead of generating one")
+    keys.set_defaults(func=_cmd_keys)
+
+    drift = sub.add_parser("drift", help="drift tools: calibrate, freeze-reference", add_help=False)
+    drift.add_argument("rest", nargs=argparse.REMAINDER)
+    drift.set_defaults(func=_cmd_drift)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Delivering one batch to POST /v1/events and settling each event's outcome.
+
+202: all accepted. 207: per-event results, the listed rejections are
+rejected and the rest accepted. 429/503: wait Retry-After and resend the same
+bytes (event ids are idempotency keys, so a resend after a lost response is
+counted once downstream). Other 5xx and network errors: back off and resend.
+Other 4xx: the batch is rejected as a whole; resending cannot help.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import orjson
+
+from service.simulate.ledger import ACCEPTED, FAILED, REJECTED, Ledger
+from service.simulate.records import SimEvent
+
+DEFAULT_RETRY_AFTER_S = 1.0
+ACCEPTED_STATUSES = {"accepted", "ok", "created", "duplicate"}
+
+
+@dataclass
+class HttpStats:
+    requests: int = 0
+    by_status: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    retry_wait_s: float = 0.0
+    network_errors: int = 0
+    failed_batches: int = 0
+    rejected_batches: int = 0
+    inconsistent_207: int = 0  # the body's "accepted" disagreed with the per-event results
+    bytes_sent: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        with self.lock:
+            lat = sorted(self.latencies_ms)
+            pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
+            return {
+                "requests": self.requests, "by_status": dict(sorted(self.by_status.items())), "retries": self.retries,
+                "retry_wait_s": round(self.retry_wait_s, 3), "network_errors": self.network_errors,
+                "failed_batches": self.failed_batches, "rejected_batches": self.rejected_batches,
+                "inconsistent_207": self.inconsistent_207, "bytes_sent": self.bytes_sent,
+                "latency_ms": {"p50": pick(0.5), "p99": pick(0.99), "max": lat[-1] if lat else None},
+            }
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    url: str  # the full POST /v1/events URL
+    gzip: bool = False
+    max_retries: int = 5
+    max_retry_wait_s: float = 30.0
+    timeout_s: float = 10.0
+
+
+def retry_after_s(value: str | None, cap: float) -> float:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date)."""
+    if not value:
+        return DEFAULT_RETRY_AFTER_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            seconds = (parsedate_to_datetime(value) - datetime.now(parsedate_to_datetime(value).tzinfo)).total_seconds()
+        except (TypeError, ValueError):
+            seconds = DEFAULT_RETRY_AFTER_S
+    return min(max(seconds, 0.0), cap)
+
+
+def _is_accepted(status: Any) -> bool:
+    if isinstance(status, int) and not isinstance(status, bool):
+        return 200 <= status < 300
+    return str(status).lower() in ACCEPTED_STATUSES
+
+
+class Deliverer:
+    """One sender's HTTP client (keep-alive); settles outcomes in the ledger."""
+
+    def __init__(self, cfg: DeliveryConfig, ledger: Ledger, stats: HttpStats) -> None:
+        self.cfg = cfg
+        self.ledger = ledger
+        self.stats = stats
+        self.client = httpx.Client(timeout=cfg.timeout_s)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def deliver(self, api_key: str, batch: list[SimEvent], anchor: datetime) -> None:
+        payload = orjson.dumps({"events": [ev.envelope(anchor) for ev in batch]})
+        headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+        if self.cfg.gzip:
+            payload = gzip.compress(payload, compresslevel=1)
+            headers["Content-Encoding"] = "gzip"
+        for attempt in range(self.cfg.max_retries + 1):
+            wait = self._attempt(payload, headers, batch, attempt)
+            if wait is None:
+                return
+            with self.stats.lock:
+                self.stats.retries += 1
+                self.stats.retry_wait_s += wait
+            time.sleep(wait)
+
+    def _attempt(self, payload: bytes, headers: dict[str, str], batch: list[SimEvent], attempt: int) -> float | None:
+        """Send once; the delay before a retry, or None when every event is settled."""
+        last = attempt == self.cfg.max_retries
+        started = time.perf_counter()
+        try:
+            resp = self.client.post(self.cfg.url, content=payload, headers=headers)
+        except httpx.TransportError as exc:
+            with self.stats.lock:
+                self.stats.network_errors += 1
+            if last:
+                return self._give_up(batch, f"network: {type(exc).__name__}: {exc}")
+            return min(0.25 * 2**attempt, self.cfg.max_retry_wait_s)
+        with self.stats.lock:
+            self.stats.requests += 1
+            self.stats.by_status[str(resp.status_code)] += 1
+            self.stats.bytes_sent += len(payload)
+            self.stats.latencies_ms.append((time.perf_counter() - started) * 1000.0)
+        code = resp.status_code
+        if code == 202:
+            for ev in batch:
+                self.ledger.settle(ev.id, ACCEPTED)
+            return None
+        if code == 207:
+            self._settle_207(resp, batch)
+            return None
+        if code in (429, 503) or code >= 500:
+            if last:
+                return self._give_up(batch, f"HTTP {code} after {self.cfg.max_retries} retries")
+            return retry_after_s(resp.headers.get("Retry-After"), self.cfg.max_retry_wait_s)
+        with self.stats.lock:
+            self.stats.rejected_batches += 1
+        for ev in batch:
+            self.ledger.settle(ev.id, REJECTED, f"HTTP {code}: {resp.text[:300]}")
+        return None
+
+    def _give_up(self, batch: list[SimEvent], why: str) -> None:
+        with self.stats.lock:
+            self.stats.failed_batches += 1
+        for ev in batch:
+            self.ledger.settle(ev.id, FAILED, why)
+        return None
+
+    def _settle_207(self, resp: httpx.Response, batch: list[SimEvent]) -> None:
+        try:
+            data = resp.json()
+            results = {str(r["id"]): r for r in data["results"]}
+            claimed = data.get("accepted")
+        except (ValueError, TypeError, KeyError, AttributeError):
+            # Which events were kept is unknowable: none is counted as accepted.
+            self._give_up(batch, f"HTTP 207 without readable results: {resp.text[:200]}")
+            return
+        accepted = 0
+        for ev in batch:
+            result = results.get(ev.id)
+            if result is None or _is_accepted(result.get("status")):
+                self.ledger.settle(ev.id, ACCEPTED)
+                accepted += 1
+            else:
+                self.ledger.settle(ev.id, REJECTED, str(result.get("error") or result.get("status")))
+        if claimed != accepted:
+            with self.stats.lock:
+                self.stats.inconsistent_207 += 1

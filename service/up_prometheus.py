@@ -1,0 +1,78 @@
+"""Prometheus (and Alertmanager) for `ragmon up`, when their binaries are installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import yaml
+
+from service.embedded import ChildProcess, free_port, wait_for_port
+
+if TYPE_CHECKING:
+    from service.up import Stack
+
+REPO_DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+
+
+def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: list[str],
+                      alertmanager_port: int | None, interval: str = "5s") -> dict[str, object]:
+    config: dict[str, object] = {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": rule_files,
+        "scrape_configs": [
+            {"job_name": "ragmon-api", "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
+            *[{"job_name": f"ragmon-worker-{n}", "static_configs": [{"targets": [f"127.0.0.1:{p}"]}]}
+              for n, p in worker_ports.items()],
+        ],
+    }
+    if alertmanager_port:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
+    return config
+
+
+def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_ports: dict[str, int],
+                           env: dict[str, str]) -> str | None:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        print("prometheus not installed: skipping (apt-get install prometheus to see alerts fire)", flush=True)
+        return None
+    logs = workdir / "logs"
+    am_port = None
+    am_binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    am_config = REPO_DEPLOY.parent / "alertmanager.yml"
+    if am_binary and am_config.is_file():
+        am_port = free_port()
+        argv = [am_binary, f"--config.file={am_config}", f"--web.listen-address=127.0.0.1:{am_port}",
+                f"--storage.path={workdir / 'alertmanager'}", "--cluster.listen-address="]
+        stack.add(_spawn(argv, "alertmanager", logs, am_port))
+    rules = sorted(str(p) for p in REPO_DEPLOY.glob("*.rules.yml"))
+    config_path = workdir / "prometheus.yml"
+    config_path.write_text(yaml.safe_dump(prometheus_config(api_port, worker_ports, rules, am_port)))
+    port = 9090 if _free(9090) else free_port()
+    argv = [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.path={workdir / 'prometheus-data'}", "--storage.tsdb.retention.time=1d"]
+    child = stack.add(_spawn(argv, "prometheus", logs, port))
+    wait_for_port("127.0.0.1", port, 30, child.proc)
+    return f"http://127.0.0.1:{port}"
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _spawn(argv: list[str], name: str, logs: Path, port: int) -> ChildProcess:
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{name}.log"
+    out = open(log_path, "ab")  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return ChildProcess(name, proc, port, log_path)

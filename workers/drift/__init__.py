@@ -1,0 +1,1 @@
+"""Query and embedding drift: MMD² between a reference and a rolling current window."""

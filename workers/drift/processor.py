@@ -1,0 +1,155 @@
+"""The drift worker's processor: trace events in, query embeddings into shared windows.
+
+process() embeds each sampled trace's query (the pinned encoder on query.text,
+and the app's own query.embedding as a separate signal), files every embedding
+under its (tenant, signal, intent, model, dimension) key and reports a new
+model as a reset. tick() runs the tests that are due (see scheduler.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import redis
+from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
+
+from service.contracts import TraceBody
+from workers.drift import encoder as pinned
+from workers.drift.config import ALL_INTENTS, DriftConfig
+from workers.drift.encoder import EncoderSlot, EncoderUnavailable
+from workers.drift.metrics import DriftMetrics
+from workers.drift.scheduler import DriftScheduler
+from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
+from workers.drift.windows import ModelChange, Observation, WindowStore
+from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Query:
+    event: Event
+    body: TraceBody
+    intents: tuple[str, ...]
+    received_at: float
+
+
+class DriftProcessor:
+    name = "drift"
+    event_types: tuple[str, ...] = ("trace",)
+
+    def __init__(
+        self,
+        config: DriftConfig,
+        client: redis.Redis,
+        registry: CollectorRegistry,
+        encoder: EncoderSlot | None = None,
+    ) -> None:
+        if config.encoder.enabled and encoder is None:
+            raise ValueError("encoder.enabled is true but no encoder slot was given")
+        self.config = config
+        self.encoder = encoder if config.encoder.enabled else None
+        self.metrics = DriftMetrics(registry)
+        self.store = WindowStore(client, config.key_prefix, config.reference_size, config.current_size)
+        known = {m: m for m in config.app_embeddings.models}
+        if self.encoder is not None:
+            try:
+                known[pinned.pinned_model_name()] = pinned.LABEL
+            except EncoderUnavailable as exc:  # readiness() reports it; the labels are moot then
+                log.error("drift: %s", exc)
+        self.labels = ModelLabels(known)
+        self.scheduler = DriftScheduler(config, self.store, self.metrics, self.labels, np.random.default_rng(config.seed))
+        self._intents = frozenset(config.intents)
+
+    def readiness(self) -> Readiness:
+        if self.encoder is None:
+            return Readiness(True)
+        ready = self.encoder.get() is not None
+        self.metrics.encoder_ready.set(float(ready))
+        return Readiness(True) if ready else Readiness(False, self.encoder.error or "pinned encoder not loaded")
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        rejections: list[Rejection] = []
+        queries: list[_Query] = []
+        for event in events:
+            try:
+                body = self._trace_body(event)
+            except InvalidEvent as exc:
+                rejections.append(Rejection(event, exc.reason, exc.detail))
+                continue
+            if not sampled_in(event.id, self.config.sample):
+                continue
+            intents = (ALL_INTENTS, body.intent) if body.intent in self._intents else (ALL_INTENTS,)
+            queries.append(_Query(event, body, intents, event.stored.received_at.timestamp()))
+        observations = self._app_observations(queries) + self._encoder_observations(queries)
+        if observations:
+            outcomes, changes = self.store.add(observations)
+            for obs, outcome in zip(observations, outcomes, strict=True):
+                if obs.key.intent == ALL_INTENTS:
+                    self.metrics.embeddings.labels(obs.key.tenant, obs.key.signal, outcome).inc()
+            self._report_changes(changes)
+        return rejections
+
+    def tick(self, now: float) -> None:
+        self.scheduler.tick(now)
+
+    def close(self) -> None:
+        """Nothing to flush: windows and results live in Redis, the client belongs to the runtime."""
+
+    @staticmethod
+    def _trace_body(event: Event) -> TraceBody:
+        if event.type != "trace":
+            raise InvalidEvent("unexpected_type", f"type: the drift worker consumes trace events, got {event.type!r}")
+        if isinstance(event.body, TraceBody):
+            return event.body
+        try:
+            return TraceBody.model_validate(event.stored.body)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise InvalidEvent("invalid_trace", f"body.{where}: {err['msg']}") from exc
+
+    def _app_observations(self, queries: list[_Query]) -> list[Observation]:
+        if not self.config.app_embeddings.enabled:
+            return []
+        out = []
+        for q in queries:
+            emb, model = q.body.query.embedding, q.body.query.embedding_model
+            if emb is None or model is None:
+                continue
+            vector = np.asarray(emb, dtype=np.float32)
+            for intent in q.intents:
+                key = SignalKey(q.event.tenant, APP, intent, model, len(vector))
+                out.append(Observation(key, q.event.id, q.received_at, vector))
+        return out
+
+    def _encoder_observations(self, queries: list[_Query]) -> list[Observation]:
+        if self.encoder is None or not queries:
+            return []
+        model = self.encoder.get()
+        if model is None:  # an outage: the runtime retries the batch; readiness() says why
+            raise EncoderUnavailable(self.encoder.error or "pinned encoder not loaded")
+        started = time.perf_counter()
+        vectors = model.encode([q.body.query.text for q in queries])
+        self.metrics.encoder_duration.observe(time.perf_counter() - started)
+        out = []
+        for q, vector in zip(queries, vectors, strict=True):
+            for intent in q.intents:
+                key = SignalKey(q.event.tenant, ENCODER, intent, model.name, model.dim)
+                out.append(Observation(key, q.event.id, q.received_at, vector))
+        return out
+
+    def _report_changes(self, changes: list[ModelChange]) -> None:
+        for change in changes:
+            new, old = change.key, change.previous
+            self.metrics.model_resets.labels(
+                new.tenant, new.signal, new.intent, self.labels(old.model, old.dim), self.labels(new.model, new.dim)
+            ).inc()
+            log.warning(
+                "drift: %s switched from %s (dim %d) to %s (dim %d): new reference, no comparison across models",
+                new.stream, old.model, old.dim, new.model, new.dim,
+            )

@@ -1,0 +1,6 @@
+"""Faithfulness worker: HHEM-2.1-Open scores of sampled traces (DESIGN.md, "What the workers compute").
+
+loader/checkpoint/encoder read and run the model without trust_remote_code;
+premise/sentences shape the pairs; sampling and plan decide what is scored;
+scorer batches the pairs; processor counts (metrics) and emits (events).
+"""

@@ -1,0 +1,94 @@
+"""The score event the faithfulness worker writes to the scores topic (Topics.scores).
+
+One event per sampled trace with an outcome: `scored` (with its score) or
+`no_claims` (a refusal or empty answer: no score, by design). The shadow
+worker pairs production and candidate events by (tenant, request_id) — the
+record key, so twins share a partition — and Phoenix annotations can use the
+trace id. `event_id` is derived from the source trace event, the mode and the
+model revision, so a redelivered trace produces the same id and consumers can
+deduplicate.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_SCHEMA, H_TENANT, record_key
+
+SCORE_EVENT_TYPE = "faithfulness_score"
+# Fixed namespace for uuid5 ids of score events (any constant would do; it must never change).
+SCORE_EVENT_NAMESPACE = uuid.UUID("5b0c7a52-3c1e-4f43-9a56-6b8a0f0e7c21")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class UnsupportedSentence(_Strict):
+    index: int = Field(ge=0, description="position among the answer's sentences")
+    text: str
+    score: float = Field(ge=0.0, le=1.0)
+
+
+class TruncationRecord(_Strict):
+    documents_total: int = Field(ge=0)
+    documents_kept: int = Field(ge=0)
+    tokens_total: int = Field(ge=0)
+    tokens_kept: int = Field(ge=0)
+    truncated_tokens: int = Field(ge=0)
+    partial_document: bool
+
+
+class ModelRef(_Strict):
+    source: str = Field(description="directory or hub id the model was loaded from")
+    revision: str = Field(description="sha256 of the weight files")
+
+
+class FaithfulnessScoreEvent(_Strict):
+    schema_version: Literal[1] = 1
+    type: Literal["faithfulness_score"] = SCORE_EVENT_TYPE
+    event_id: uuid.UUID
+    source_event_id: uuid.UUID
+    tenant: str
+    trace_id: str
+    request_id: str
+    variant: str
+    release: str | None = None
+    intent: str | None = None
+    trace_timestamp: datetime
+    scored_at: datetime
+    outcome: Literal["scored", "no_claims"]
+    no_claims_reason: Literal["refused", "empty"] | None = None
+    mode: Literal["answer", "sentences"]
+    score: float | None = Field(
+        None, ge=0.0, le=1.0, description="answer: P(consistent); sentences: supported-sentence fraction"
+    )
+    threshold: float = Field(ge=0.0, le=1.0)
+    below_threshold: bool | None = None
+    sentences_total: int | None = Field(None, ge=0)
+    sentences_supported: int | None = Field(None, ge=0)
+    unsupported_sentences: list[UnsupportedSentence] = Field(default_factory=list)
+    truncation: TruncationRecord | None = None
+    model: ModelRef
+    app_sample_rate: float = Field(gt=0.0, le=1.0, description="how the app sampled the trace")
+    scorer_sample_rate: float = Field(ge=0.0, le=1.0, description="share of request ids this worker scores")
+
+
+def score_event_id(source_event_id: uuid.UUID, mode: str, revision: str) -> uuid.UUID:
+    return uuid.uuid5(SCORE_EVENT_NAMESPACE, f"{source_event_id}/{mode}/{revision}")
+
+
+def encode_record(event: FaithfulnessScoreEvent) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) for the scores topic; keyed like traces, by tenant and request id."""
+    key = record_key("trace", event.tenant, {"request_id": event.request_id})
+    headers = [
+        (H_EVENT_ID, str(event.event_id).encode()),
+        (H_EVENT_TYPE, SCORE_EVENT_TYPE.encode()),
+        (H_TENANT, event.tenant.encode()),
+        (H_SCHEMA, str(event.schema_version).encode()),
+    ]
+    return key, event.model_dump_json().encode(), headers

@@ -1,0 +1,113 @@
+"""Every Prometheus metric of the faithfulness worker.
+
+Coverage is read from counters, not from a ratio gauge, because ratios of
+several workers cannot be summed: coverage = rate(scored_total) /
+rate(eligible_total), and skipped_total{reason} says where the rest went.
+`tenant` and `variant` label values come from closed sets (configured tenants,
+first N variants per tenant); everything else is a fixed enum.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+TENANT_VARIANT = ("tenant", "variant")
+SKIP_REASONS = ("sampled_out", "over_budget", "no_context", "hypothesis_too_long")
+NO_CLAIMS_REASONS = ("refused", "empty")
+ERROR_STAGES = ("inference",)
+PAIR_SOURCES = ("model", "cache")
+# HHEM scores pile up near both ends; finer buckets there keep quantiles honest.
+SCORE_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 1.0)
+# One forward pass of flan-t5-base's encoder on CPU: tens of milliseconds for a short
+# pair, tens of seconds for a large padded batch of long premises.
+INFERENCE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
+# A trace's share of model time: one pair, or one pair per sentence.
+SCORING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+PREFIX = "ragmon_faithfulness_"
+
+
+class FaithfulnessMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str, labels: tuple[str, ...] = TENANT_VARIANT) -> Counter:
+            return Counter(PREFIX + name, doc, labels, registry=registry)
+
+        self.traces = counter("traces_total", "Trace events seen by the faithfulness worker")
+        self.eligible = counter("eligible_total", "Traces with claims (a non-empty, non-refused answer)")
+        self.no_claims = counter(
+            "no_claims_total", "Refused or empty answers: counted, never scored", (*TENANT_VARIANT, "reason")
+        )
+        self.skipped = counter(
+            "skipped_total", "Eligible traces not scored, by reason", (*TENANT_VARIANT, "reason")
+        )
+        self.scored = counter("scored_total", "Traces scored")
+        self.below_threshold = counter("below_threshold_total", "Scored traces below their tenant's threshold")
+        self.truncated = counter("truncated_total", "Scored traces whose premise was cut to the token budget")
+        self.truncated_tokens = counter("truncated_tokens_total", "Premise tokens cut by the budget")
+        self.scored_tokens = counter("scored_tokens_total", "Prompt tokens run through the model")
+        self.errors = counter(
+            "errors_total", "Traces in batches whose scoring failed (retried)", (*TENANT_VARIANT, "stage")
+        )
+        self.score = Histogram(
+            PREFIX + "score_ratio",
+            "Trace faithfulness: HHEM P(consistent) (answer mode) or supported-sentence fraction (sentences mode)",
+            TENANT_VARIANT,
+            buckets=SCORE_BUCKETS,
+            registry=registry,
+        )
+        self.scoring_seconds = Histogram(
+            PREFIX + "scoring_seconds",
+            "Model time attributed to one trace (its pairs' shares of their forward passes)",
+            TENANT_VARIANT,
+            buckets=SCORING_BUCKETS,
+            registry=registry,
+        )
+        self.inference_seconds = Histogram(
+            PREFIX + "inference_seconds",
+            "Duration of one forward pass (a micro-batch of pairs)",
+            buckets=INFERENCE_BUCKETS,
+            registry=registry,
+        )
+        self.padded_tokens = Counter(
+            PREFIX + "padded_tokens_total",
+            "Tokens computed by forward passes, padding included (compare with scored_tokens_total)",
+            registry=registry,
+        )
+        self.pairs = Counter(
+            PREFIX + "pairs_total", "(premise, hypothesis) pairs scored, by source", ("source",), registry=registry
+        )
+        self.scorer_up = Gauge(
+            PREFIX + "scorer_up", "1 when the HHEM model is loaded and scoring, 0 when it failed to load",
+            registry=registry,
+        )
+        self.model_load_failures = Counter(
+            PREFIX + "model_load_failures_total", "Failed attempts to load the HHEM model", registry=registry
+        )
+        self.model_info = Gauge(
+            PREFIX + "model_info", "The loaded model (value 1)", ("revision", "mode"), registry=registry
+        )
+        self.sample_rate = Gauge(
+            PREFIX + "sample_rate_ratio", "Configured share of request ids scored", ("tenant",), registry=registry
+        )
+        self.threshold = Gauge(
+            PREFIX + "threshold_ratio", "Configured score threshold", ("tenant",), registry=registry
+        )
+        self._initialise()
+
+    def _initialise(self) -> None:
+        # Series that exist from the start read as 0, not as "no data", in alert expressions.
+        for source in PAIR_SOURCES:
+            self.pairs.labels(source)
+        self.scorer_up.set(0)
+
+    def inference(self, seconds: float, padded_tokens: int) -> None:
+        self.inference_seconds.observe(seconds)
+        self.padded_tokens.inc(padded_tokens)
+
+    def model_loaded(self, revision: str, mode: str) -> None:
+        self.model_info.clear()
+        self.model_info.labels(revision, mode).set(1)
+        self.scorer_up.set(1)
+
+    def model_failed(self) -> None:
+        self.model_load_failures.inc()
+        self.scorer_up.set(0)

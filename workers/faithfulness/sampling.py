@@ -1,0 +1,68 @@
+"""Which traces get scored: a deterministic sample by request id, then a pairs-per-second budget.
+
+Sampling hashes (tenant, request id), never the trace id, so a production trace
+and its shadow twins (same request id) are in or out together, on every worker
+and after every restart; the shadow comparison then always has both sides.
+
+The budget is a token bucket of pairs per second per worker. It decides once
+per request id and remembers the decision for a while (bounded), so a twin
+arriving after its production trace gets the same answer even when the
+bucket has run dry in between: an admitted request's twins may overdraw the
+bucket, which the following quiet time pays back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+SAMPLE_SCALE = float(1 << 64)
+
+
+def sample_point(tenant: str, request_id: str) -> float:
+    """A uniform value in [0, 1) fixed by the request: traces of one request share it."""
+    digest = hashlib.blake2b(f"{tenant}\x00{request_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / SAMPLE_SCALE
+
+
+def sampled(tenant: str, request_id: str, rate: float) -> bool:
+    return sample_point(tenant, request_id) < rate
+
+
+class PairBudget:
+    """Token bucket of pairs, with one remembered decision per request."""
+
+    def __init__(self, pairs_per_second: float, burst_seconds: float, now: float, memory: int = 65_536) -> None:
+        self.rate = pairs_per_second
+        self.capacity = pairs_per_second * burst_seconds
+        self.tokens = self.capacity
+        self._updated = now
+        self._memory = memory
+        self._decisions: OrderedDict[tuple[str, str], bool] = OrderedDict()
+
+    def _refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self._updated)
+        self.tokens = min(self.capacity, self.tokens + elapsed * self.rate)
+        self._updated = max(self._updated, now)
+
+    def admit(self, tenant: str, request_id: str, pairs: int, now: float) -> bool:
+        """Whether `pairs` may be scored now for this request; consumes them when yes."""
+        self._refill(now)
+        key = (tenant, request_id)
+        decision = self._decisions.get(key)
+        if decision is None:
+            # A request needing more than the whole bucket still runs once the bucket is full,
+            # rather than never.
+            decision = self.tokens >= min(pairs, self.capacity)
+            self._remember(key, decision)
+        else:
+            self._decisions.move_to_end(key)
+        if decision:
+            # Twins of an admitted request may overdraw, but not without limit.
+            self.tokens = max(self.tokens - pairs, -self.capacity)
+        return decision
+
+    def _remember(self, key: tuple[str, str], decision: bool) -> None:
+        self._decisions[key] = decision
+        while len(self._decisions) > self._memory:
+            self._decisions.popitem(last=False)

@@ -1,0 +1,49 @@
+"""Section `metrics` of the ragmon config file."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field, field_validator
+
+from service.contracts import TOKEN_KINDS
+
+DEFAULT_STAGES = ["embedding", "retrieval", "rerank", "generation", "postprocess"]
+DEFAULT_INTENTS = ["billing", "troubleshooting", "product_info", "account", "policy"]
+
+
+class ModelPrice(BaseModel):
+    """USD per million tokens, by token kind; kinds without a price make the cost unknown."""
+
+    model_config = {"extra": "forbid"}
+    prompt: float | None = Field(None, ge=0)
+    completion: float | None = Field(None, ge=0)
+    cached_prompt: float | None = Field(None, ge=0)
+    reasoning: float | None = Field(None, ge=0)
+    embedding: float | None = Field(None, ge=0)
+    rerank: float | None = Field(None, ge=0)
+
+
+class MetricsConfig(BaseModel):
+    model_config = {"extra": "forbid"}
+    stages: list[str] = Field(default_factory=lambda: list(DEFAULT_STAGES))
+    intents: list[str] = Field(default_factory=lambda: list(DEFAULT_INTENTS))
+    max_variants_per_tenant: int = Field(8, ge=1, le=64)
+    max_releases_per_tenant: int = Field(20, ge=1, le=200)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    join_ttl_s: int = Field(24 * 3600, ge=60, description="how long a trace's join info waits for feedback")
+    park_s: int = Field(900, ge=1, description="how long feedback waits for its trace before it is unjoined")
+    release_refresh_s: float = Field(5.0, gt=0)
+
+    @field_validator("stages")
+    @classmethod
+    def _no_reserved(cls, v: list[str]) -> list[str]:
+        reserved = {"ttft", "total", "other"}
+        clash = reserved.intersection(v)
+        if clash:
+            raise ValueError(f"stage names {sorted(clash)} are reserved (ttft and total have their own series)")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _known_kinds(cls, v: dict[str, ModelPrice]) -> dict[str, ModelPrice]:
+        assert set(ModelPrice.model_fields) == set(TOKEN_KINDS)
+        return v

@@ -1,0 +1,276 @@
+"""The consumer loop: decode -> dedupe -> process -> emit -> mark done -> commit.
+
+Committing is the last step, so an offset is never committed for work that
+did not happen. Bad input goes to the dead-letter topic and processing goes
+on; an outage is retried with backoff on the same batch (partitions paused,
+group membership kept) and never dead-lettered. Memory is bounded by the
+poll size: nothing is fetched while a batch is in flight.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.errors import CommitFailedError, KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.dedupe import Dedupe
+from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
+from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.settings import WorkerSettings
+from workers.runtime.types import Emitter, Event, Processor, Rejection
+
+log = logging.getLogger("ragmon.worker")
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, runtime: ConsumerRuntime) -> None:
+        self.runtime = runtime
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        self.runtime.on_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        self.runtime.metrics.assigned.labels(self.runtime.name).set(len(self.runtime.consumer.assignment()))
+        log.info("%s assigned %s", self.runtime.name, sorted((tp.topic, tp.partition) for tp in assigned))
+
+
+class ConsumerRuntime:
+    def __init__(self, processor: Processor, settings: WorkerSettings, metrics: RuntimeMetrics,
+                 emitter: Emitter, redis_client: redis.Redis) -> None:
+        self.processor = processor
+        self.name = processor.name
+        self.settings = settings
+        self.metrics = metrics
+        self.emitter = emitter
+        self.dedupe = Dedupe(redis_client, self.name, settings.worker_dedupe_ttl_s)
+        self.dlq_limit = DlqLimit(settings.worker_dlq_max_ratio, settings.worker_dlq_window,
+                                  settings.worker_dlq_min_messages)
+        topics = settings.topics
+        self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
+        self.dlq_topic = topics.dlq
+        self.stopping = threading.Event()
+        self.halted: str | None = None
+        self._revoked = False
+        self._stop_requested_at: float | None = None
+        self._next_lag = 0.0
+        self.consumer = self._make_consumer()
+
+    def _make_consumer(self) -> KafkaConsumer:
+        s = self.settings
+        consumer = KafkaConsumer(
+            bootstrap_servers=s.bootstrap_list,
+            group_id=s.group_id(self.name),
+            client_id=f"ragmon-{self.name}-{s.worker_instance}",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_poll_records=s.worker_max_batch,
+            session_timeout_ms=s.worker_session_timeout_ms,
+            heartbeat_interval_ms=s.worker_heartbeat_interval_ms,
+            max_poll_interval_ms=s.worker_max_poll_interval_ms,
+            request_timeout_ms=max(30_000, s.worker_session_timeout_ms + 5000),
+        )
+        consumer.subscribe(sorted(self.type_by_topic), listener=_Rebalance(self))
+        return consumer
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def request_stop(self) -> None:
+        if not self.stopping.is_set():
+            self._stop_requested_at = time.monotonic()
+            self.stopping.set()
+
+    def on_revoked(self, revoked: list[TopicPartition]) -> None:
+        self._revoked = True
+        for tp in revoked:
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(self.name, tp.topic, str(tp.partition))
+
+    def run(self) -> int:
+        log.info("%s consuming %s as group %s", self.name, sorted(self.type_by_topic),
+                 self.settings.group_id(self.name))
+        try:
+            while not self.stopping.is_set():
+                self._step()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _shutdown(self) -> None:
+        self.metrics.ready.labels(self.name).set(0)
+        try:
+            self.consumer.close(autocommit=False)  # leaves the group: partitions move at once
+        except KafkaError as exc:
+            log.warning("closing the consumer: %s", exc)
+        self.processor.close()
+        log.info("%s stopped", self.name)
+
+    def _step(self) -> None:
+        now = time.time()
+        if self.halted is not None:
+            self._idle_poll(500)
+            return
+        readiness = self.processor.readiness()
+        if not readiness.ready:
+            self.metrics.ready.labels(self.name).set(0)
+            self._idle_poll(500)
+            self.processor.tick(now)
+            return
+        self.metrics.ready.labels(self.name).set(1)
+        self.consumer.resume(*self.consumer.assignment())
+        polled = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms,
+                                    max_records=self.settings.worker_max_batch)
+        if polled:
+            self.handle(polled)
+        self.processor.tick(time.time())
+        if now >= self._next_lag:
+            self._next_lag = now + self.settings.worker_lag_interval_s
+            self._measure_lag()
+
+    def _idle_poll(self, timeout_ms: int) -> None:
+        """Poll with every partition paused: keeps group membership, fetches nothing."""
+        self.consumer.pause(*self.consumer.assignment())
+        stray = self.consumer.poll(timeout_ms=timeout_ms)
+        if stray:  # partitions assigned during this poll were not paused yet
+            self._rewind(stray)
+            self.consumer.pause(*self.consumer.assignment())
+
+    def _rewind(self, polled: dict[TopicPartition, list[Any]]) -> None:
+        for tp, records in polled.items():
+            if records and tp in self.consumer.assignment():
+                self.consumer.seek(tp, records[0].offset)
+
+    # -- one batch ---------------------------------------------------------
+
+    def handle(self, polled: dict[TopicPartition, list[Any]]) -> bool:
+        """Process and commit one polled batch; False when it was abandoned (halt, rebalance, stop)."""
+        started = time.perf_counter()
+        events: list[Event] = []
+        dead: list[Undecodable] = []
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, records in polled.items():
+            expected = self.type_by_topic.get(tp.topic)
+            for rec in records:
+                decoded = decode_record(rec, expected)
+                (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
+            offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
+        try:
+            self.dlq_limit.check(len(events), len(dead))
+        except DlqLimitExceeded as exc:
+            self._halt("dead_letter_ratio", str(exc), polled)
+            return False
+        done = self._with_retries(lambda: self._apply(events, dead, offsets), polled)
+        if done:
+            self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
+        return done
+
+    def _apply(self, events: list[Event], dead: list[Undecodable],
+               offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        fresh, duplicates = self.dedupe.split_new(events)
+        rejections: list[Rejection] = self.processor.process(fresh) if fresh else []
+        for u in dead:
+            self.emitter.emit(self.dlq_topic, u.source.key, u.value or b"",
+                              dlq_headers(u.source, u.headers, u.reason, u.detail, self.name))
+        for r in rejections:
+            self.emitter.emit(self.dlq_topic, r.event.source.key, r.event.raw or b"",
+                              dlq_headers(r.event.source, r.event.headers, r.reason, r.detail, self.name))
+        self.emitter.wait()
+        self.dedupe.mark_done(fresh)
+        try:
+            self.consumer.commit(offsets=offsets)
+        except CommitFailedError as exc:
+            # The group rebalanced: another member redelivers these records, and
+            # their done-keys make that a no-op.
+            log.warning("%s commit refused after a rebalance: %s", self.name, exc)
+        self._account(fresh, duplicates, dead, rejections)
+
+    def _account(self, fresh: list[Event], duplicates: list[Event], dead: list[Undecodable],
+                 rejections: list[Rejection]) -> None:
+        m, w = self.metrics, self.name
+        rejected = {id(r.event) for r in rejections}
+        now = datetime.now(UTC)
+        for e in fresh:
+            outcome = "dead_letter" if id(e) in rejected else "processed"
+            m.events.labels(w, e.type, outcome).inc()
+            m.delay_seconds.labels(w).observe(max(0.0, (now - e.stored.received_at).total_seconds()))
+        for e in duplicates:
+            m.events.labels(w, e.type, "duplicate").inc()
+        if duplicates:
+            m.dedupe_hits.labels(w).inc(len(duplicates))
+        for u in dead:
+            m.events.labels(w, self.type_by_topic.get(u.source.topic, "unknown"), "dead_letter").inc()
+            m.dead_letters.labels(w, u.reason).inc()
+            log.warning("%s dead-lettered %s[%d]@%d: %s: %s", w, u.source.topic, u.source.partition,
+                        u.source.offset, u.reason, u.detail)
+        for r in rejections:
+            m.dead_letters.labels(w, r.reason).inc()
+        m.last_commit.labels(w).set(time.time())
+
+    def _with_retries(self, attempt: Callable[[], None], polled: dict[TopicPartition, list[Any]]) -> bool:
+        delay = self.settings.worker_retry_initial_s
+        self._revoked = False
+        while True:
+            try:
+                attempt()
+                return True
+            except Exception as exc:  # an outage: Redis, the broker, a model timing out
+                self.metrics.retries.labels(self.name, type(exc).__name__).inc()
+                self.metrics.ready.labels(self.name).set(0)
+                log.warning("%s batch failed (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, delay)
+            if not self._wait_keeping_membership(delay):
+                self._rewind(polled)
+                return False
+            delay = min(delay * 2, self.settings.worker_retry_max_s)
+
+    def _wait_keeping_membership(self, delay: float) -> bool:
+        """Sleep `delay` while heartbeating; False when the batch must be abandoned."""
+        deadline = time.monotonic() + delay
+        while time.monotonic() < deadline:
+            if self.stopping.is_set() and self._grace_over():
+                log.warning("%s stopping during an outage: the in-flight batch stays uncommitted", self.name)
+                return False
+            self._idle_poll(int(min(200, max(1, (deadline - time.monotonic()) * 1000))))
+            if self._revoked:
+                log.warning("%s partitions revoked during retries: batch abandoned, it will be redelivered",
+                            self.name)
+                self.consumer.resume(*self.consumer.assignment())
+                return False
+        self.consumer.resume(*self.consumer.assignment())
+        return True
+
+    def _grace_over(self) -> bool:
+        return (self._stop_requested_at is not None
+                and time.monotonic() - self._stop_requested_at > self.settings.worker_shutdown_grace_s)
+
+    def _halt(self, reason: str, message: str, polled: dict[TopicPartition, list[Any]]) -> None:
+        self.halted = reason
+        self._rewind(polled)
+        self.metrics.halted.labels(self.name, reason).set(1)
+        self.metrics.ready.labels(self.name).set(0)
+        log.error("%s HALTED: %s", self.name, message)
+
+    def _measure_lag(self) -> None:
+        assignment = list(self.consumer.assignment())
+        if not assignment:
+            return
+        try:
+            ends = self.consumer.end_offsets(assignment)
+        except KafkaError as exc:
+            log.debug("lag not measured: %s", exc)
+            return
+        for tp in assignment:
+            try:
+                position = self.consumer.position(tp)
+            except KafkaError:
+                continue
+            lag = max(0, ends.get(tp, position) - position)
+            self.metrics.lag.labels(self.name, tp.topic, str(tp.partition)).set(lag)
