@@ -96,7 +96,9 @@ def prepare_sample(
     )
 
 
-def failing_predicates(metadata: Mapping[str, Any], predicates: Sequence[CompiledPredicate]) -> tuple[int, ...]:
+def failing_predicates(
+    metadata: Mapping[str, Any], predicates: Sequence[CompiledPredicate]
+) -> tuple[int, ...]:
     """Indexes of the predicates the metadata fails (CompiledPredicate.matches, inlined:
     this is the worker's innermost loop, candidates x predicates per sample)."""
     failed: list[int] = []

@@ -28,6 +28,7 @@ path and the rule, never evaluated under a guessed meaning.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,10 +41,10 @@ from workers.runtime.types import InvalidEvent
 INVALID_PREDICATE = "invalid_predicate"
 ORDERING_OPS = ("gt", "gte", "lt", "lte")
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
-    "gt": lambda a, b: a > b,
-    "gte": lambda a, b: a >= b,
-    "lt": lambda a, b: a < b,
-    "lte": lambda a, b: a <= b,
+    "gt": operator.gt,
+    "gte": operator.ge,
+    "lt": operator.lt,
+    "lte": operator.le,
 }
 
 
@@ -150,9 +151,12 @@ def _ordering(op: str, value: Any, where: str) -> Callable[[Any], bool]:
     if _is_number(value):
 
         def number_test(v: Any) -> bool:
-            if isinstance(v, list):
+            kind = type(v)
+            if kind is int or kind is float:
+                return compare(v, value)
+            if kind is list:
                 return any(_is_number(x) and compare(x, value) for x in v)
-            return _is_number(v) and compare(v, value)
+            return False
 
         return number_test
     bound = _instant(value) if isinstance(value, str) else None
@@ -163,10 +167,11 @@ def _ordering(op: str, value: Any, where: str) -> Callable[[Any], bool]:
         )
 
     def instant_test(v: Any) -> bool:
-        for x in v if isinstance(v, list) else (v,):
-            at = _instant(x) if isinstance(x, str) else None
-            if at is not None and compare(at, bound):
-                return True
+        if type(v) is str:
+            at = _instant(v)
+            return at is not None and compare(at, bound)
+        if type(v) is list:
+            return any(instant_test(x) for x in v if type(x) is str)
         return False
 
     return instant_test

@@ -159,13 +159,13 @@ class ExclusionProcessor:
                     label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True, ex=self._ttl
                 )
                 pipe.get(sample_key(lab.tenant, lab.trace_id))
-        replies = iter(pipe.execute())
+        replies = iter(pipe.execute())  # read back in the order queued; SET replies are skipped
         for t in traces:
             pending = None
             if t.sample is not None:
                 next(replies)
                 pending = decode_label(next(replies))
-            next(replies)
+            next(replies)  # the claim's SET NX; its GET says who holds it
             if _owned(next(replies), t.event_id):
                 self._plan_trace_effects(t, pending, work)
         for lab in labels:

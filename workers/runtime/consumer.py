@@ -272,5 +272,8 @@ class ConsumerRuntime:
                 position = self.consumer.position(tp)
             except KafkaError:
                 continue
-            lag = max(0, ends.get(tp, position) - position)
+            # The fetch high watermark is exact; ListOffsets can lag behind it
+            # (Tansu answers the last batch's base offset + 1), so take the larger.
+            end = max(ends.get(tp) or 0, self.consumer.highwater(tp) or 0, position)
+            lag = end - position
             self.metrics.lag.labels(self.name, tp.topic, str(tp.partition)).set(lag)

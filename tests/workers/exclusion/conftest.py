@@ -21,9 +21,15 @@ def registry() -> CollectorRegistry:
 
 @pytest.fixture
 def config() -> ExclusionConfig:
-    return ExclusionConfig(
-        proxy_score_threshold=0.8, proxy_top_k=2, intents=["billing"], predicate_fields=["locale"],
-        max_extra_predicate_fields=1,
+    # As the config file would give it (`exclusion:` section); "locale" is always a field label.
+    return ExclusionConfig.model_validate(
+        {
+            "proxy_score_threshold": 0.8,
+            "proxy_top_k": 2,
+            "intents": ["billing"],
+            "predicate_fields": ["locale"],
+            "max_extra_predicate_fields": 1,
+        }
     )
 
 

@@ -1,4 +1,4 @@
-"""Builders for the exclusion worker's tests and benchmark: events as the runtime hands them."""
+"""Builders for the exclusion worker's processor tests: events as the runtime hands them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from service.contracts import LabelBody, StoredEvent, TraceBody
+from service.contracts import BODY_MODELS, StoredEvent
 from workers.runtime.types import Event, SourceRecord
 
 _offsets = itertools.count()
@@ -15,19 +15,19 @@ ACME = {"field": "tenant", "op": "eq", "value": "acme"}
 EN_US = {"field": "locale", "op": "eq", "value": "en-US"}
 
 
-def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme", event_id: str | None = None) -> Event:
+def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme") -> Event:
+    """An event as the runtime hands it: stored envelope plus the body parsed by its contract model."""
     now = datetime.now(UTC)
-    stored = StoredEvent(
-        id=uuid.UUID(event_id) if event_id else uuid.uuid4(),
-        type=event_type,  # type: ignore[arg-type]
-        tenant=tenant,
-        timestamp=now,
-        received_at=now,
-        body=body,
-    )
-    model = TraceBody if event_type == "trace" else LabelBody
+    envelope = {
+        "id": uuid.uuid4(),
+        "type": event_type,
+        "tenant": tenant,
+        "timestamp": now,
+        "received_at": now,
+    }
+    stored = StoredEvent.model_validate({**envelope, "body": body})
     source = SourceRecord(f"test.{event_type}s", 0, next(_offsets), None, 0)
-    return Event(source=source, stored=stored, body=model.model_validate(body) if event_type in ("trace", "label") else body)
+    return Event(source=source, stored=stored, body=BODY_MODELS[event_type].model_validate(body))
 
 
 def candidate(doc_id: str, locale: str, score: float = 0.5, tenant: str = "acme") -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -47,7 +47,9 @@ SEED_QUERIES = [  # (gold ids, relevance predicates), as in the seed
 UNAUTHORIZED_ONLY = ({"d3"}, relevance("locale", "en-US"))
 
 
-def seed_outcome(gold: set[str], predicates: list[Predicate], candidates: list[Candidate] = SEED_DOCS) -> QueryOutcome:
+def seed_outcome(
+    gold: set[str], predicates: list[Predicate], candidates: list[Candidate] = SEED_DOCS
+) -> QueryOutcome:
     sample = prepare_sample(candidates, ENTITLED, compile_predicates(predicates, "relevance"), NO_PROXY)
     return evaluate(sample, sorted(gold), "labels")
 
@@ -82,7 +84,9 @@ def test_no_eligible_queries_yields_no_rate(queries: list[tuple[set[str], list[P
         document_exclusion_rate(outcomes)
 
 
-def invalid_recall_over_filtered_gold(queries: list[tuple[set[str], Callable[[dict[str, Any]], bool]]]) -> float:
+def invalid_recall_over_filtered_gold(
+    queries: Sequence[tuple[set[str], Callable[[dict[str, Any]], Any]]],
+) -> float:
     """The seed's invalid evaluator: gold is rebuilt from the survivors, so the
     queries the filter broke drop out of the denominator."""
     eligible = [d for d in SEED_DOCS if d.metadata["tenant"] == "acme"]
@@ -96,9 +100,7 @@ def invalid_recall_over_filtered_gold(queries: list[tuple[set[str], Callable[[di
 
 
 def test_regression_guard_against_the_seed_invalid_evaluator() -> None:
-    as_lambdas = [
-        (gold, lambda m, p=preds[0]: m.get(p.field) == p.value) for gold, preds in SEED_QUERIES
-    ]
+    as_lambdas = [(gold, lambda m, p=preds[0]: m.get(p.field) == p.value) for gold, preds in SEED_QUERIES]
     assert invalid_recall_over_filtered_gold(as_lambdas) == 1.0  # the mistake, reproduced
     outcomes = [seed_outcome(gold, preds) for gold, preds in SEED_QUERIES]
     # Our denominator keeps the queries whose gold the filter removed...
@@ -154,7 +156,9 @@ def test_proxy_gold_is_chosen_before_filtering_and_capped() -> None:
         scored("f", None, "en-US"),
     ]
     proxy = ProxyGold(threshold=0.8, top_k=2)
-    sample = prepare_sample(candidates, ENTITLED, compile_predicates(relevance("locale", "en-US"), "r"), proxy)
+    sample = prepare_sample(
+        candidates, ENTITLED, compile_predicates(relevance("locale", "en-US"), "r"), proxy
+    )
     assert sample.proxy_gold == ("c", "a")  # the best two overall, not the best two survivors
     assert evaluate(sample, sample.proxy_gold, "proxy").falsely_excluded
     assert ProxyGold(threshold=0.99, top_k=3).select([(0.98, "x")]) == ()

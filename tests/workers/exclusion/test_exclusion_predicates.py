@@ -13,7 +13,9 @@ from workers.runtime.types import InvalidEvent
 
 
 def matches(op: str, value: Any, metadata: dict[str, Any], field: str = "f") -> bool:
-    return compile_predicate(Predicate(field=field, op=op, value=value), "p").matches(metadata)
+    return compile_predicate(
+        Predicate.model_validate({"field": field, "op": op, "value": value}), "p"
+    ).matches(metadata)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +125,9 @@ def test_other_fields_do_not_matter() -> None:
         ("", "eq", "a", "relevance[0].field", "non-empty"),
     ],
 )
-def test_malformed_predicates_are_invalid_not_guessed(field: str, op: str, value: Any, where: str, rule: str) -> None:
+def test_malformed_predicates_are_invalid_not_guessed(
+    field: str, op: str, value: Any, where: str, rule: str
+) -> None:
     # model_construct skips the contract's validation: the worker must defend on its own.
     predicate = Predicate.model_construct(field=field, op=op, value=value)
     with pytest.raises(InvalidEvent) as info:
@@ -139,7 +143,8 @@ def test_entitlement_needs_positive_evidence_for_a_leak() -> None:
     assert entitlement_verdict({"tenant": "globex"}, rules) == LEAK
     assert entitlement_verdict({}, rules) == UNVERIFIED  # cannot be checked, so it pages no one
     two = compile_predicates(
-        [Predicate(field="tenant", op="eq", value="acme"), Predicate(field="region", op="in", value=["eu"])], "e"
+        [Predicate(field="tenant", op="eq", value="acme"), Predicate(field="region", op="in", value=["eu"])],
+        "e",
     )
     assert entitlement_verdict({"region": "us"}, two) == LEAK  # one checkable violation is enough
     assert count_verdicts([{"tenant": "acme"}, {"tenant": "x"}, {}, {"tenant": "y"}], rules) == (2, 1)

@@ -1,0 +1,206 @@
+"""The drift processor over a real Redis: windows, scheduling, model changes, replicas."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import redis
+from drift_support import T0, app_config, build_processor, make_event, value
+from prometheus_client import CollectorRegistry
+
+from workers.drift.processor import DriftProcessor
+
+A = {"tenant": "acme", "signal": "app", "intent": "all", "model": "emb-a/8"}
+
+
+def feed(proc: DriftProcessor, vectors: np.ndarray, model: str = "emb-a", start: float = T0, **kw: object) -> None:
+    events = [make_event(embedding=v, model=model, received_at=start + i, **kw) for i, v in enumerate(vectors)]
+    assert proc.process(events) == []
+
+
+def gaussian(seed: int, rows: int, dim: int = 8, shift: float = 0.0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((rows, dim)) + shift
+
+
+def test_no_value_before_the_windows_fill_then_one_test_per_k_queries(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 20))
+    feed(proc, gaussian(2, 9), start=T0 + 100)
+    proc.tick(T0 + 200)
+    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is None
+    assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 20
+    assert value(registry, "ragmon_drift_window_size_queries", **A, window="current") == 9
+    feed(proc, gaussian(3, 1), start=T0 + 150)  # the 10th current query: K reached
+    proc.tick(T0 + 201)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    p = value(registry, "ragmon_drift_p_value_ratio", **A)
+    assert p is not None and 1 / 200 <= p <= 1
+    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is not None
+    assert value(registry, "ragmon_drift_mmd2_threshold_statistic", **A) is not None
+    assert value(registry, "ragmon_drift_detected_bool", **A) == 0
+    assert value(registry, "ragmon_drift_last_test_timestamp_seconds", **A) == T0 + 201
+    proc.tick(T0 + 202)  # nothing new: no second test
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+
+
+def test_t_seconds_trigger_a_test_when_anything_new_arrived(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 30))
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    feed(proc, gaussian(2, 1), start=T0 + 101)
+    proc.tick(T0 + 120)  # 20 s < T = 30 s and 1 < K = 10
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    proc.tick(T0 + 131)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 2
+    proc.tick(T0 + 200)  # T elapsed again but nothing new
+    assert value(registry, "ragmon_drift_tests_total", **A) == 2
+
+
+def test_a_shifted_current_window_is_flagged(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 20))
+    feed(proc, gaussian(2, 20, shift=2.0), start=T0 + 100)
+    proc.tick(T0 + 200)
+    assert value(registry, "ragmon_drift_detected_bool", **A) == 1
+    assert value(registry, "ragmon_drift_p_value_ratio", **A) == pytest.approx(1 / 200)
+    mmd2 = value(registry, "ragmon_drift_mmd2_statistic", **A)
+    threshold = value(registry, "ragmon_drift_mmd2_threshold_statistic", **A)
+    assert mmd2 is not None and threshold is not None and mmd2 > threshold
+
+
+def test_a_model_change_resets_the_reference_and_is_never_compared(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    proc = build_processor(app_config(test_every_seconds=10_000.0), redis_client, registry)
+    feed(proc, gaussian(1, 30))
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    # The app moves to emb-b (16 dims) while some emb-a traffic is still in flight.
+    mixed = [make_event(embedding=v, model="emb-b", received_at=T0 + 200 + i) for i, v in enumerate(gaussian(4, 19, 16))]
+    mixed += [make_event(embedding=v, model="emb-a", received_at=T0 + 250 + i) for i, v in enumerate(gaussian(5, 3))]
+    assert proc.process(mixed) == []
+    proc.tick(T0 + 300)
+    resets = {"tenant": "acme", "signal": "app", "intent": "all", "from_model": "emb-a/8", "to_model": "emb-b/16"}
+    assert value(registry, "ragmon_drift_model_resets_total", **resets) == 1
+    b = {**A, "model": "emb-b/16"}
+    assert value(registry, "ragmon_drift_window_size_queries", **b, window="reference") == 19
+    assert value(registry, "ragmon_drift_mmd2_statistic", **b) is None  # reference not full: no value
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1  # emb-a's 3 new queries: no test yet
+    feed(proc, gaussian(6, 11, 16), model="emb-b", start=T0 + 400)
+    proc.tick(T0 + 500)
+    assert value(registry, "ragmon_drift_tests_total", **b) == 1
+    assert value(registry, "ragmon_drift_mmd2_statistic", **b) is not None
+    # the same name with another dimension is another model too
+    feed(proc, gaussian(7, 2, 4), model="emb-b", start=T0 + 600)
+    proc.tick(T0 + 601)
+    again = {**resets, "from_model": "emb-b/16", "to_model": "emb-b/4"}
+    assert value(registry, "ragmon_drift_model_resets_total", **again) == 1
+
+
+def test_unknown_models_are_labelled_other(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 3), model="text-embedding-9000")
+    proc.tick(T0 + 10)
+    other = {**A, "model": "other"}
+    assert value(registry, "ragmon_drift_window_size_queries", **other, window="reference") == 3
+    assert value(registry, "ragmon_drift_embeddings_total", tenant="acme", signal="app", outcome="reference") == 3
+
+
+def test_replicas_sharing_redis_run_one_test_per_interval(redis_url: str, redis_client: redis.Redis) -> None:
+    """Two processors tick at the same instants, in threads released together by a barrier."""
+    config = app_config(test_every_queries=10_000, test_every_seconds=10.0)
+    registries = [CollectorRegistry(), CollectorRegistry()]
+    clients = [redis.Redis.from_url(redis_url) for _ in registries]
+    procs = [build_processor(config, c, r) for c, r in zip(clients, registries, strict=True)]
+    feed(procs[0], gaussian(1, 40))
+    steps = 60
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            for t in range(steps):
+                now = T0 + 1000 + t
+                if t % 2 == index:  # new traffic keeps arriving, split between the replicas
+                    feed(procs[index], gaussian(100 + t, 1), start=now)
+                barrier.wait(timeout=10)
+                procs[index].tick(now)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    for c in clients:
+        c.close()
+    assert not errors, errors
+    tests = [value(r, "ragmon_drift_tests_total", **A) or 0.0 for r in registries]
+    assert sum(tests) == steps // 10, tests  # t = 0, 10, ..., 50
+    # and both replicas export the shared result, whoever ran it
+    procs[0].tick(T0 + 1000 + steps + 5)
+    procs[1].tick(T0 + 1000 + steps + 5)
+    mmd2 = [value(r, "ragmon_drift_mmd2_statistic", **A) for r in registries]
+    assert mmd2[0] is not None and mmd2[0] == mmd2[1]
+
+
+def test_per_intent_windows_for_configured_intents_only(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(intents=["billing"]), redis_client, registry)
+    feed(proc, gaussian(1, 4), intent="billing")
+    feed(proc, gaussian(2, 3), intent="shipping", start=T0 + 50)
+    proc.tick(T0 + 60)
+    assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 7
+    billing = {**A, "intent": "billing"}
+    assert value(registry, "ragmon_drift_window_size_queries", **billing, window="reference") == 4
+    assert value(registry, "ragmon_drift_window_size_queries", **{**A, "intent": "shipping"}, window="reference") is None
+
+
+def test_a_signal_not_seen_for_a_while_is_retired(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(retire_after_s=600.0), redis_client, registry)
+    feed(proc, gaussian(1, 30))
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is not None
+    proc.tick(T0 + 30 + 601)
+    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is None
+    assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") is None
+    assert proc.store.signals() == []
+
+
+def test_a_frozen_reference_is_tested_against_live_traffic(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 30))
+    proc.tick(T0 + 100)
+    key = proc.store.signals()[0][0]
+    proc.store.freeze(key, gaussian(9, 50, shift=3.0).astype(np.float32), stamp=T0 + 110)
+    proc.tick(T0 + 111)  # forced: no need to wait for K or T
+    assert value(registry, "ragmon_drift_tests_total", **A) == 2
+    assert value(registry, "ragmon_drift_detected_bool", **A) == 1
+    assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 50
+
+
+def test_invalid_events_are_rejected_with_the_field_named(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(), redis_client, registry)
+    bad_body = make_event(body={"trace_id": "t1", "request_id": "r1", "query": {"text": ""}})
+    feedback = make_event(event_type="feedback", body={"trace_id": "t1", "kind": "thumbs", "value": True})
+    good = make_event(embedding=[0.0] * 8, model="emb-a")
+    rejections = proc.process([bad_body, feedback, good])
+    assert [(r.event, r.reason) for r in rejections] == [(bad_body, "invalid_trace"), (feedback, "unexpected_type")]
+    assert "body.query.text" in rejections[0].detail
+    assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == 1
+
+
+def test_sampling_is_decided_by_event_id(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+    proc = build_processor(app_config(sample=0.5, reference_size=200), redis_client, registry)
+    events = [make_event(embedding=v, model="emb-a", received_at=T0 + i) for i, v in enumerate(gaussian(1, 200))]
+    proc.process(events)
+    kept = proc.store.statuses([proc.store.signals()[0][0]])[0].reference
+    assert 70 <= kept <= 130
+    proc.process(events)  # the same ids get the same decision: nothing new
+    assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == kept

@@ -1,0 +1,54 @@
+"""A worker for runtime tests: its effects in Redis record what the runtime delivered.
+
+- `ragmon:probe:effect` (hash): event id -> pid of the process whose effect
+  landed first (HSETNX: the idempotent effect a real worker would keep);
+- `ragmon:probe:attempts` (hash): event id -> how many times process() saw it
+  (the non-idempotent view, to measure redelivery);
+- a trace whose query text is "reject me" is returned as a Rejection.
+PROBE_DELAY_S slows every batch so a test can kill a process mid-stream.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.types import Event, Readiness, Rejection
+
+
+class ProbeProcessor:
+    name = "probe"
+    event_types = ("trace", "feedback")
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.redis = ctx.redis
+        self.delay = float(os.environ.get("PROBE_DELAY_S", "0"))
+        self.pid = str(os.getpid())
+
+    def readiness(self) -> Readiness:
+        return Readiness(True)
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        rejected = []
+        pipe = self.redis.pipeline(transaction=False)
+        for e in events:
+            pipe.hincrby("ragmon:probe:attempts", e.id, 1)
+            if e.type == "trace" and e.body.query.text == "reject me":
+                rejected.append(Rejection(e, "probe_rejected", "query.text: 'reject me' (probe rule)"))
+            else:
+                pipe.hsetnx("ragmon:probe:effect", e.id, self.pid)
+        pipe.execute()
+        if self.delay:
+            time.sleep(self.delay)
+        return rejected
+
+    def tick(self, now: float) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main_for("probe", ProbeProcessor)

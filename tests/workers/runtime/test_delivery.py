@@ -1,0 +1,163 @@
+"""Delivery semantics of the consumer runtime, on a real broker and a real Redis.
+
+Workers run as real processes (`python -m tests.workers.runtime.probe_worker`)
+so that SIGTERM, kill -9 and restarts are the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from service.contracts import Topics
+from service.embedded import ChildProcess, start_redis
+from tests.conftest import LOG_DIR
+from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
+from tests.support.workers import WorkerProcess, wait_ready
+
+ROOT = Path(__file__).resolve().parents[3]
+PROBE = [sys.executable, "-m", "tests.workers.runtime.probe_worker"]
+GROUP = "ragmon-probe"
+
+
+def probe_env(bootstrap: str, redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
+    return {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RAGMON_REDIS_URL": redis_url,
+            "RAGMON_KAFKA_TOPIC_PREFIX": prefix, "RAGMON_KAFKA_PARTITIONS": "4",
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for w in started:
+        w.stop()
+
+
+def start_probe(workers: list[WorkerProcess], env: dict[str, str], tag: str) -> WorkerProcess:
+    w = WorkerProcess("probe", env, LOG_DIR / f"probe-{tag}-{len(workers)}.log", argv=PROBE)
+    workers.append(w)
+    wait_ready(w)
+    return w
+
+
+def send_traces(writer: RecordWriter, start: int, n: int) -> list[str]:
+    events = [stored("trace", trace_body(i)) for i in range(start, start + n)]
+    for e in events:
+        writer.send_event(e)
+    writer.flush()
+    return [e["id"] for e in events]
+
+
+def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
+        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
+        workers: list[WorkerProcess]) -> None:
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    before = send_traces(writer, 0, 20)
+    writer.send_raw(topics.traces, b"\xff\xfe definitely not json", key=b"acme/poison")
+    writer.send_raw(topics.traces, b'{"schema_version": 1, "id": "not-a-uuid"}', key=b"acme/poison")
+    rejected = stored("trace", trace_body(999, query={"text": "reject me"}))
+    writer.send_event(rejected)
+    after = send_traces(writer, 100, 20)
+    w = start_probe(workers, probe_env(kafka_bootstrap, redis_url, topic_prefix), "poison")
+
+    wait_until(lambda: redis_client.hlen("ragmon:probe:effect") == 40, 30, what="40 effects")
+    effects = {k.decode() for k in redis_client.hkeys("ragmon:probe:effect")}
+    assert effects == set(before) | set(after)
+    dead = wait_until(lambda: len(read_all(kafka_bootstrap, topics.dlq)) == 3 and read_all(kafka_bootstrap, topics.dlq),
+                      20, what="3 dead letters")
+    reasons = sorted(dict(r.headers)["ragmon-dlq-reason"].decode() for r in dead)
+    assert reasons == ["invalid_envelope", "probe_rejected", "undecodable"]
+    for r in dead:
+        h = dict(r.headers)
+        assert h["ragmon-dlq-source-topic"] == topics.traces.encode()
+        assert int(h["ragmon-dlq-source-offset"]) >= 0 and h["ragmon-dlq-worker"] == b"probe"
+        assert h["ragmon-dlq-detail"]
+    assert any(r.value == b"\xff\xfe definitely not json" for r in dead), "the poison bytes are kept unchanged"
+    assert w.total("ragmon_worker_dead_letters_total") == 3
+    assert w.total("ragmon_worker_events_total", outcome="processed") == 40
+    wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 43, 15, what="all committed")
+    writer.close()
+
+
+def test_sigterm_commits_and_a_restart_resumes_from_committed_offsets(
+        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
+        workers: list[WorkerProcess]) -> None:
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    env = probe_env(kafka_bootstrap, redis_url, topic_prefix)
+    first = send_traces(writer, 0, 50)
+    w1 = start_probe(workers, env, "restart")
+    wait_until(lambda: w1.total("ragmon_worker_events_total", outcome="processed") == 50, 30, what="first 50")
+    assert w1.terminate() == 0, w1.log_text()[-2000:]
+    assert committed_total(kafka_bootstrap, GROUP, topics.traces) == (50, 50)
+
+    second = send_traces(writer, 50, 30)
+    w2 = start_probe(workers, env, "restart")
+    wait_until(lambda: w2.total("ragmon_worker_events_total", outcome="processed") == 30, 30, what="next 30")
+    # Resumed from the commit: nothing re-read, so no dedupe hits and no second attempt.
+    assert w2.total("ragmon_worker_dedupe_hits_total") == 0
+    attempts = {k.decode(): int(v) for k, v in redis_client.hgetall("ragmon:probe:attempts").items()}
+    assert set(attempts) == set(first) | set(second)
+    assert set(attempts.values()) == {1}
+    writer.close()
+
+
+def test_redis_outage_pauses_commits_without_dead_letters(
+        kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    try:
+        w = start_probe(workers, probe_env(kafka_bootstrap, url, topic_prefix), "redis-down")
+        first = send_traces(writer, 0, 20)
+        client = redis.Redis.from_url(url)
+        wait_until(lambda: client.hlen("ragmon:probe:effect") == 20, 30, what="first 20")
+        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 20, 15, what="commit 20")
+
+        own_redis.kill()
+        second = send_traces(writer, 20, 30)
+        wait_until(lambda: w.total("ragmon_worker_retries_total") >= 2, 30, what="retries during the outage")
+        assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 20, "nothing committed while Redis is down"
+        assert w.total("ragmon_worker_ready") == 0
+
+        restarted = start_redis(port=own_redis.port, log_dir=LOG_DIR)
+        own_redis = restarted
+        client = redis.Redis.from_url(url)
+        # Redis came back empty (no persistence): the second batch's effects land once it is retried.
+        wait_until(lambda: client.hlen("ragmon:probe:effect") == 30, 60, what="second batch after recovery")
+        assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(second)
+        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 50, 15, what="commit 50")
+        assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
+        assert w.total("ragmon_worker_dead_letters_total") == 0
+        assert len(first) == 20
+    finally:
+        writer.close()
+        own_redis.stop()
+
+
+def test_dead_letter_flood_halts_the_worker_without_committing(
+        kafka_bootstrap: str, redis_url: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    for i in range(60):
+        writer.send_raw(topics.traces, b"garbage %d" % i, key=b"k%d" % (i % 4))
+    writer.flush()
+    env = probe_env(kafka_bootstrap, redis_url, topic_prefix, RAGMON_WORKER_DLQ_MIN_MESSAGES="20",
+                    RAGMON_WORKER_DLQ_MAX_RATIO="0.5")
+    w = WorkerProcess("probe", env, LOG_DIR / "probe-halt.log", argv=PROBE)
+    workers.append(w)
+    wait_until(lambda: w.total("ragmon_worker_halted", reason="dead_letter_ratio") == 1, 30, what="halt")
+    assert not w.ready()
+    assert "HALTED" in w.log_text() and "RAGMON_WORKER_DLQ_MAX_RATIO" in w.log_text()
+    assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] < 60, "the flood was not drained"
+    assert len(read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5)) < 60
+    assert w.proc.poll() is None, "halted, not crashed: no restart loop"
+    writer.close()

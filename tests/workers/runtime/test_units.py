@@ -1,0 +1,99 @@
+"""Pure parts of the runtime: decoding, the dead-letter limit, closed label sets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+import pytest
+
+from tests.support.kafka import stored, trace_body
+from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
+from workers.runtime.labels import ClosedSet, FirstSeenCap
+from workers.runtime.types import Event, SourceRecord
+
+
+@dataclass
+class FakeRecord:
+    """The attributes of kafka-python's ConsumerRecord the decoder reads (plain data, not a mock)."""
+
+    value: bytes | None
+    topic: str = "p.traces"
+    partition: int = 0
+    offset: int = 7
+    key: bytes | None = b"k"
+    timestamp: int = 0
+    headers: list[tuple[str, bytes]] | None = None
+
+
+def test_decodes_a_valid_trace() -> None:
+    ev = stored("trace", trace_body(1))
+    out = decode_record(FakeRecord(orjson.dumps(ev), headers=[("traceparent", b"00-abc-def-01")]), "trace")
+    assert isinstance(out, Event)
+    assert out.id == ev["id"] and out.tenant == "acme" and out.body.trace_id == "trace-1"
+    assert out.traceparent == "00-abc-def-01"
+    assert out.raw == orjson.dumps(ev)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected_type", "reason", "detail_part"),
+    [
+        (b"\x00\x01not json", "trace", "undecodable", "not JSON"),
+        (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
+        (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
+        (orjson.dumps(stored("trace", {"trace_id": "t"})), "trace", "invalid_body", "record.body.request_id"),
+        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "wrong_topic", "feedback"),
+        (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
+    ],
+)
+def test_undecodable_records_name_their_reason(value: bytes, expected_type: str, reason: str, detail_part: str) -> None:
+    out = decode_record(FakeRecord(value), expected_type)
+    assert isinstance(out, Undecodable)
+    assert out.reason == reason
+    assert detail_part in out.detail
+    assert out.source == SourceRecord("p.traces", 0, 7, b"k", 0)
+
+
+def test_dlq_headers_carry_reason_and_source() -> None:
+    h = dict(dlq_headers(SourceRecord("p.traces", 3, 42, None, 0), [("traceparent", b"tp")], "undecodable",
+                         "value is not JSON", "metrics"))
+    assert h["ragmon-dlq-reason"] == b"undecodable"
+    assert h["ragmon-dlq-source-topic"] == b"p.traces"
+    assert h["ragmon-dlq-source-partition"] == b"3"
+    assert h["ragmon-dlq-source-offset"] == b"42"
+    assert h["ragmon-dlq-worker"] == b"metrics"
+    assert h["traceparent"] == b"tp"
+
+
+def test_dlq_limit_allows_a_trickle_and_halts_a_flood() -> None:
+    limit = DlqLimit(max_ratio=0.5, window=100, min_messages=20)
+    for _ in range(10):
+        limit.check(good=9, dead=1)  # 10% dead letters: normal life
+    with pytest.raises(DlqLimitExceeded, match="over the limit of 50%"):
+        for _ in range(10):
+            limit.check(good=0, dead=10)
+
+
+def test_dlq_limit_needs_a_minimum_sample() -> None:
+    limit = DlqLimit(max_ratio=0.5, window=100, min_messages=20)
+    limit.check(good=0, dead=5)  # 100% but only 5 records: not evidence of a bad deploy
+    with pytest.raises(DlqLimitExceeded):
+        limit.check(good=0, dead=20)
+
+
+def test_dlq_limit_does_not_count_a_refused_batch() -> None:
+    limit = DlqLimit(max_ratio=0.5, window=10, min_messages=10)
+    limit.check(good=6, dead=0)
+    with pytest.raises(DlqLimitExceeded):
+        limit.check(good=0, dead=10)
+    limit.check(good=4, dead=0)  # the refused batch left no trace in the window
+
+
+def test_closed_set_and_first_seen_cap() -> None:
+    intents = ClosedSet(["billing", "account"])
+    assert [intents("billing"), intents("weird"), intents(None)] == ["billing", "other", "none"]
+    cap = FirstSeenCap(2)
+    assert [cap("t", "production"), cap("t", "a"), cap("t", "b"), cap("t", "c"), cap("t", "a")] == [
+        "production", "a", "b", "other", "a"]
+    assert cap("u", "c") == "c"  # caps are per tenant
