@@ -1,0 +1,40 @@
+# ragmon — the two front-door commands are `make run` and `make test`.
+PY ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch is pinned: a looser range would pull a multi-GB CUDA build.
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[ml,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Start ragmon with its embedded default (broker, Redis, API, workers, Prometheus if installed) and demo traffic.
+run: install
+	$(BIN)/ragmon up --demo
+
+## The test suite (real Tansu broker, real Redis, real Prometheus where installed).
+test: install
+	$(BIN)/pytest -q
+
+test-fast: install
+	$(BIN)/pytest -q -m "not slow"
+
+## Benchmarks: each writes a report under tests/bench/reports/.
+bench: install
+	$(BIN)/python tests/bench/run_all.py
+
+lint: install
+	$(BIN)/ruff check service workers tests
+	$(BIN)/mypy service workers
+
+clean:
+	rm -rf .ragmon .pytest_cache .mypy_cache .ruff_cache
