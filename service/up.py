@@ -8,6 +8,7 @@ order (workers get SIGTERM and finish their in-flight batch).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -20,9 +21,14 @@ from pathlib import Path
 
 import httpx
 
+from service.api.auth import hash_key
 from service.contracts.discovery import worker_names
 from service.embedded import ChildProcess, EmbeddedError, free_port, start_broker, start_redis, wait_for_port
 from service.up_prometheus import start_prometheus_stack
+
+
+# The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
+DEMO_TENANTS = ("acme", "globex", "initech")
 
 
 @dataclass
@@ -139,9 +145,11 @@ def run_up(opts: UpOptions) -> int:
         redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
         key = os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}"
         tenant = os.environ.get("RAGMON_DEV_TENANT", "demo")
+        demo_keys = {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS}
         env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
                "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": key,
-               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1"}
+               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1",
+               "RAGMON_API_KEYS": json.dumps([{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
         if opts.config:
             env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
         api_port = _port_or_free(opts.api_port)
@@ -156,8 +164,10 @@ def run_up(opts: UpOptions) -> int:
             prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env)
         if opts.demo:
             scenario = opts.scenario or "demo"
-            stack.add(_spawn_ragmon("simulator", ["simulate", "send", "--scenario", scenario, "--api", api_url,
-                                                  "--key", key], env, logs, 0))
+            # Keys travel in the environment, not on the command line (ps shows argv).
+            sim_env = {**env, "RAGMON_API_KEY": key,
+                       "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in demo_keys.items())}
+            stack.add(_spawn_ragmon("simulator", ["simulate", "send", scenario, "--api", api_url], sim_env, logs, 0))
         _print_summary(api_url, key, tenant, ports, prom_url, opts)
         while not stopping:
             for child in stack.children:

@@ -5,21 +5,30 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import cached_property
 from typing import Any
 
 from service.simulate.corpus import Corpus, Doc, TenantCorpus, User
 from service.simulate.encoder import FakeEncoder
-from service.simulate.generation import compose_answer, completion_tokens, stage_timings, token_usage
+from service.simulate.generation import (
+    AnswerOutcome,
+    UsageOutcome,
+    completion_tokens,
+    compose_answer,
+    stage_timings,
+    token_usage,
+)
 from service.simulate.incidents import STAGES, Active, release_at
 from service.simulate.records import TraceFacts, event_id
 from service.simulate.retrieval import (
+    ExclusionTruth,
     Scored,
     candidate_payload,
     entitlement_filters,
     exclusion_truth,
-    passes_all,
     relevance_filters,
     retrieve_candidates,
+    survivors,
 )
 from service.simulate.scenario import CandidateConfig, ModelConfig, Scenario
 from service.simulate.topics import (
@@ -55,6 +64,27 @@ class Request:
     embedding: list[float] | None
     embedding_model: str | None
 
+    @cached_property
+    def gold_ids(self) -> set[str]:
+        return {d.id for d in self.gold}
+
+
+@dataclass
+class Retrieved:
+    relevance: list[dict[str, Any]]
+    candidates: list[Scored]  # what the exclusion sample shows
+    context: list[Scored]
+    leak: bool
+    truth: ExclusionTruth
+
+
+@dataclass
+class Generated:
+    answer: AnswerOutcome
+    model: str
+    usage: UsageOutcome
+    timings: dict[str, float]
+
 
 @dataclass
 class Served:
@@ -88,10 +118,10 @@ class RagApp:
         session_id = self._session(rng, user, at_s)
         request_id = f"req-{rng.getrandbits(64):016x}"
         if rng.random() < active.topic_shift_share():
-            template = rng.randrange(len(OFF_TOPIC_QUERIES))
+            which = rng.randrange(len(OFF_TOPIC_QUERIES))
             slots = {k: rng.choice(v) for k, v in OFF_TOPIC_SLOTS.items()}
-            query, topic, intent, gold = OFF_TOPIC_QUERIES[template].format(**slots), None, OFF_TOPIC_INTENT, []
-            topic_key, product = f"off-topic/{template}", user.products[0]
+            query, topic, intent, gold = OFF_TOPIC_QUERIES[which].format(**slots), None, OFF_TOPIC_INTENT, []
+            topic_key, product = f"off-topic/{which}", user.products[0]
         else:
             intent = rng.choices(self.intents, self.intent_weights)[0]
             topic = rng.choice(TOPICS_BY_INTENT[intent])
@@ -127,26 +157,8 @@ class RagApp:
     def serve(self, rng: random.Random, req: Request, candidate: CandidateConfig | None) -> Served:
         """One variant's answer to the request (production when `candidate` is None)."""
         variant = candidate.name if candidate else "production"
-        sampling = self.scenario.sampling
-        relevance = relevance_filters(rng, req.user, req.intent, self.corpus.recency_cutoff, self.future,
-                                      req.active.filter_break(variant))
-        gold_ids = {d.id for d in req.gold}
-        depth = max(sampling.exclusion_candidates, MIN_RETRIEVAL_DEPTH)
-        candidates = retrieve_candidates(rng, req.tenant, req.user, req.product, req.topic, gold_ids, depth)
-        context = [c for c in candidates if passes_all(relevance, c.doc.metadata)][: sampling.context_docs]
-        leak = rng.random() < req.active.leak_share(variant)
-        if leak:
-            context = [Scored(self._leaked_doc(rng, req), round(rng.uniform(0.6, 0.75), 4)), *context]
-        shown = candidates[: sampling.exclusion_candidates]
-        truth = exclusion_truth(shown, req.gold, req.user, relevance)
-        unfaithful = rng.random() < max(req.active.unfaithful_share(variant), candidate.unfaithful_rate if candidate else 0.0)
-        answer = compose_answer(rng, context, gold_ids, req.product, self._refuses(rng, req, context, gold_ids, candidate),
-                                unfaithful)
-        model = self._model(rng, candidate)
-        usage = token_usage(model, req.query, context, answer.body["text"], req.active.cost_factor(variant))
-        factors = {stage: req.active.stage_factor(variant, stage) for stage in STAGES}
-        timings = stage_timings(rng, completion_tokens(answer.body["text"]), factors,
-                                candidate.latency_factor if candidate else 1.0)
+        got = self._retrieve(rng, req, variant)
+        gen = self._generate(rng, req, got, candidate, variant)
         body: dict[str, Any] = {
             "trace_id": f"{rng.getrandbits(128):032x}",
             "request_id": req.request_id,
@@ -157,43 +169,74 @@ class RagApp:
             "intent": req.intent,
             "query": {"text": req.query},
             "retrieval": {
-                "documents": [{"id": c.doc.id, "text": c.doc.text, "score": c.score, "metadata": c.doc.metadata}
-                              for c in context],
-                "filters": {"entitlement": entitlement_filters(req.user), "relevance": relevance},
+                "documents": [{"id": c.doc.id, "text": c.doc.text, "score": c.score, "metadata": dict(c.doc.metadata)}
+                              for c in got.context],
+                "filters": {"entitlement": entitlement_filters(req.user), "relevance": got.relevance},
             },
-            "answer": answer.body,
-            "timings": timings,
-            "usage": usage.body,
+            "answer": gen.answer.body,
+            "timings": gen.timings,
+            "usage": gen.usage.body,
         }
         if req.embedding is not None:
             body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
-        sampled = rng.random() < sampling.exclusion_sample
-        gold_in_sample = sampled and rng.random() < sampling.gold_ids_in_sample
-        if sampled:
-            sample: dict[str, Any] = {"candidates": candidate_payload(shown)}
-            if gold_in_sample:
-                sample["gold_ids"] = sorted(gold_ids)
-            body["retrieval"]["exclusion_sample"] = sample
+        sampled, gold_in_sample = self._attach_sample(rng, body, got, req)
         facts = TraceFacts(
             event_id=event_id(rng.getrandbits(128)), trace_id=body["trace_id"], request_id=req.request_id,
             tenant=req.tenant.name, variant=variant, release=body["release"], intent=req.intent,
-            phase=req.active.phase, at_s=req.at_s, sample_rate=body["sample_rate"], model=model.name,
-            tokens=usage.tokens, cost_usd=usage.cost_usd, timings=timings, refused=answer.refused,
-            faithful=answer.faithful, gold_in_context=answer.gold_in_context, off_topic=req.topic is None,
-            leak=leak, cited=bool(answer.body["citations"]), exclusion=truth, sampled=sampled,
+            phase=req.active.phase, at_s=req.at_s, sample_rate=body["sample_rate"], model=gen.model,
+            tokens=gen.usage.tokens, cost_usd=gen.usage.cost_usd, timings=gen.timings, refused=gen.answer.refused,
+            faithful=gen.answer.faithful, gold_in_context=gen.answer.gold_in_context, off_topic=req.topic is None,
+            leak=got.leak, cited=bool(gen.answer.body["citations"]), exclusion=got.truth, sampled=sampled,
             gold_in_sample=gold_in_sample, embedding_model=req.embedding_model,
             embedding_dim=len(req.embedding) if req.embedding is not None else None,
         )
         return Served(body, facts)
 
-    def _refuses(
-        self, rng: random.Random, req: Request, context: list[Scored], gold_ids: set[str], candidate: CandidateConfig | None
-    ) -> bool:
+    def _retrieve(self, rng: random.Random, req: Request, variant: str) -> Retrieved:
+        sampling = self.scenario.sampling
+        relevance = relevance_filters(rng, req.user, req.intent, self.corpus.recency_cutoff, self.future,
+                                      req.active.filter_break(variant))
+        depth = max(sampling.exclusion_candidates, MIN_RETRIEVAL_DEPTH)
+        candidates = retrieve_candidates(rng, req.tenant, req.user, req.product, req.topic, req.gold_ids, depth)
+        context = survivors(candidates, relevance, sampling.context_docs)
+        leak = rng.random() < req.active.leak_share(variant)
+        if leak:
+            context = [Scored(self._leaked_doc(rng, req), round(rng.uniform(0.6, 0.75), 4)), *context]
+        shown = candidates[: sampling.exclusion_candidates]
+        return Retrieved(relevance, shown, context, leak, exclusion_truth(shown, req.gold, req.user, relevance))
+
+    def _generate(
+        self, rng: random.Random, req: Request, got: Retrieved, candidate: CandidateConfig | None, variant: str
+    ) -> Generated:
+        unfaithful_rate = max(req.active.unfaithful_share(variant), candidate.unfaithful_rate if candidate else 0.0)
+        unfaithful = rng.random() < unfaithful_rate
+        refuse = self._refuses(rng, req, got.context, candidate)
+        answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful)
+        model = self._model(rng, candidate)
+        usage = token_usage(model, req.query, got.context, answer.body["text"], req.active.cost_factor(variant))
+        factors = {stage: req.active.stage_factor(variant, stage) for stage in STAGES}
+        timings = stage_timings(rng, completion_tokens(answer.body["text"]), factors,
+                                candidate.latency_factor if candidate else 1.0)
+        return Generated(answer, model.name, usage, timings)
+
+    def _attach_sample(self, rng: random.Random, body: dict[str, Any], got: Retrieved, req: Request) -> tuple[bool, bool]:
+        """The exclusion sample on a share of traffic, with gold ids on a share of those."""
+        sampling = self.scenario.sampling
+        sampled = rng.random() < sampling.exclusion_sample
+        gold_in_sample = sampled and rng.random() < sampling.gold_ids_in_sample
+        if sampled:
+            sample: dict[str, Any] = {"candidates": candidate_payload(got.candidates)}
+            if gold_in_sample:
+                sample["gold_ids"] = sorted(req.gold_ids)
+            body["retrieval"]["exclusion_sample"] = sample
+        return sampled, gold_in_sample
+
+    def _refuses(self, rng: random.Random, req: Request, context: list[Scored], candidate: CandidateConfig | None) -> bool:
         if not context:
             p = 0.9
         elif req.topic is None:
             p = 0.6
-        elif not any(c.doc.id in gold_ids for c in context):
+        elif not any(c.doc.id in req.gold_ids for c in context):
             p = 0.5  # the right document was filtered out: the model often says it does not know
         else:
             p = candidate.refusal_rate if candidate else self.scenario.sampling.refusal_rate

@@ -20,6 +20,8 @@ from service.simulate.run import run_generate, run_send
 from service.simulate.scenario import Scenario, ScenarioError, load_scenario
 from service.simulate.sender import SendConfig
 
+TENANT_KEYS_ENV = "RAGMON_TENANT_KEYS"
+
 
 def _datetime(value: str) -> datetime:
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -33,6 +35,14 @@ def _tenant_key(value: str) -> tuple[str, str]:
     if not sep or not tenant or not key:
         raise argparse.ArgumentTypeError("expected TENANT=KEY")
     return tenant, key
+
+
+def _env_tenant_keys() -> list[tuple[str, str]]:
+    raw = os.environ.get(TENANT_KEYS_ENV, "")
+    try:
+        return [_tenant_key(item.strip()) for item in raw.split(",") if item.strip()]
+    except argparse.ArgumentTypeError as exc:
+        raise SystemExit(f"ragmon simulate: ${TENANT_KEYS_ENV}: {exc}") from exc
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -57,9 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("send", help="send events to the ragmon API")
     _common(s)
     s.add_argument("--api", default=os.environ.get("RAGMON_API_URL", "http://127.0.0.1:8000"), help="API base URL")
-    s.add_argument("--api-key", default=os.environ.get("RAGMON_API_KEY"), help="key for tenants without --tenant-key")
-    s.add_argument("--tenant-key", type=_tenant_key, action="append", default=[], metavar="TENANT=KEY",
-                   help="API key of one tenant (the API takes the tenant from the key); repeatable")
+    s.add_argument("--api-key", default=os.environ.get("RAGMON_API_KEY"), help="key for tenants without --tenant-key (default $RAGMON_API_KEY)")
+    s.add_argument("--tenant-key", type=_tenant_key, action="append", default=_env_tenant_keys(), metavar="TENANT=KEY",
+                   help=f"API key of one tenant (the API takes the tenant from the key); repeatable; "
+                        f"also ${TENANT_KEYS_ENV}=TENANT=KEY,TENANT=KEY (keeps keys out of the process list)")
     pace = s.add_mutually_exclusive_group()
     pace.add_argument("--speed", type=float, default=1.0, help="time compression: 10 plays 10 minutes in 1")
     pace.add_argument("--fast", action="store_true", help="as fast as possible (timestamps still follow the scenario)")
@@ -83,17 +94,25 @@ def _scenario(args: argparse.Namespace) -> Scenario:
 
 @contextmanager
 def _stop_on_signals() -> Iterator[threading.Event]:
-    """SIGINT/SIGTERM stop the run gracefully: flush, settle, write the manifest."""
+    """SIGINT/SIGTERM stop the run gracefully: flush, settle, write the manifest. A second one ends it."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[int, Any] = {}
+
+    def first_signal(signum: int, _frame: Any) -> None:
+        # Graceful on the first signal; the second one gets the default behaviour (a stuck API cannot hold us).
+        stop.set()
+        signal.signal(signum, previous[signum])
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, first_signal)
     try:
         yield stop
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for restored, handler in previous.items():
+            signal.signal(restored, handler)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -104,12 +123,14 @@ def _validate(args: argparse.Namespace) -> int:
     for inc in scenario.incidents:
         end = "end" if inc.end_s is None else f"{inc.end_s:g}"
         every = f" every {inc.every_s:g} s" if inc.every_s else ""
-        print(f"  {inc.name} ({inc.kind}) {inc.start_s:g}-{end} s{every}")  # type: ignore[attr-defined]
+        print(f"  {inc.name} ({inc.kind}) {inc.start_s:g}-{end} s{every}")
     return 0
 
 
 def _generate(args: argparse.Namespace) -> int:
     scenario = _scenario(args)
+    if scenario.duration_s is None and args.max_events is None:
+        raise ScenarioError("duration_s: an endless scenario needs --max-events to generate a file")
     if args.out == "-":
         run_generate(scenario, sys.stdout.buffer, args.start, args.max_events, args.manifest)
     else:

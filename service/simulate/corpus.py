@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import cached_property
 
 from service.simulate.scenario import Scenario, TenantConfig
 from service.simulate.topics import PRODUCTS, TOPICS, Topic
@@ -36,8 +37,9 @@ class Doc:
     updated_at: str  # RFC 3339 date
     text: str
 
-    @property
+    @cached_property
     def metadata(self) -> dict[str, str]:
+        """Shared by every use of the document: payloads copy it, evaluation only reads it."""
         return {
             "tenant": self.tenant,
             "access_group": self.access_group,
@@ -115,12 +117,12 @@ def _add_topic_docs(tc: TenantCorpus, rng: random.Random, product: str, topic: T
                    (today - timedelta(days=age)).isoformat(), _doc_text(topic, product, numbers, "en", True)))
 
 
-def _users(tc: TenantCorpus, rng: random.Random, count: int) -> list[User]:
+def _users(tc: TenantCorpus, locales: tuple[str, ...], rng: random.Random, count: int) -> list[User]:
     users = []
     for k in range(count):
         groups = ("public", "staff") if rng.random() < STAFF_USERS else ("public",)
         n_products = 2 if rng.random() < 0.25 and len(tc.products) > 1 else 1
-        users.append(User(f"{tc.name}-u{k:04d}", tc.name, rng.choice(tc.locales), groups,
+        users.append(User(f"{tc.name}-u{k:04d}", tc.name, rng.choice(locales), groups,
                           tuple(rng.sample(tc.products, n_products))))
     return users
 
@@ -137,13 +139,12 @@ def build_corpus(scenario: Scenario, today: date) -> Corpus:
     tenants = {}
     for index, cfg in enumerate(scenario.tenants):
         rng = random.Random(f"corpus/{scenario.seed}/{cfg.name}")
-        locales = tuple(dict.fromkeys(["en", *cfg.locales])) if "en" not in cfg.locales else tuple(cfg.locales)
-        tc = TenantCorpus(cfg.name, _tenant_products(cfg, index), locales)
+        # English articles always exist: they are the fallback when a translation is missing.
+        tc = TenantCorpus(cfg.name, _tenant_products(cfg, index), tuple(dict.fromkeys(["en", *cfg.locales])))
         for product in tc.products:
             for topic in TOPICS:
                 _add_topic_docs(tc, rng, product, topic, today)
-        user_locales = TenantCorpus(cfg.name, tc.products, tuple(cfg.locales))
-        tc.users = _users(user_locales, rng, cfg.users)
+        tc.users = _users(tc, tuple(cfg.locales), rng, cfg.users)
         tenants[cfg.name] = tc
     cutoff = (today - timedelta(days=RECENCY_DAYS)).isoformat()
     return Corpus(tenants, cutoff)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -25,6 +25,7 @@ from service.simulate.ledger import ACCEPTED, FAILED, REJECTED, Ledger
 from service.simulate.records import SimEvent
 
 DEFAULT_RETRY_AFTER_S = 1.0
+LATENCY_WINDOW = 10_000
 ACCEPTED_STATUSES = {"accepted", "ok", "created", "duplicate"}
 
 
@@ -39,20 +40,27 @@ class HttpStats:
     rejected_batches: int = 0
     inconsistent_207: int = 0  # the body's "accepted" disagreed with the per-event results
     bytes_sent: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
+    # The latest requests only: an endless run must not grow this without bound.
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
             lat = sorted(self.latencies_ms)
-            pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 3)) if lat else (lambda q: None)
             return {
                 "requests": self.requests, "by_status": dict(sorted(self.by_status.items())), "retries": self.retries,
                 "retry_wait_s": round(self.retry_wait_s, 3), "network_errors": self.network_errors,
                 "failed_batches": self.failed_batches, "rejected_batches": self.rejected_batches,
                 "inconsistent_207": self.inconsistent_207, "bytes_sent": self.bytes_sent,
-                "latency_ms": {"p50": pick(0.5), "p99": pick(0.99), "max": lat[-1] if lat else None},
+                "latency_ms": {"p50": _quantile(lat, 0.5), "p99": _quantile(lat, 0.99), "max": _quantile(lat, 1.0)},
             }
+
+
+def _quantile(ordered: list[float], q: float) -> float | None:
+    """Nearest-rank quantile of a sorted list (None when empty)."""
+    if not ordered:
+        return None
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,8 @@ class Deliverer:
             with self.stats.lock:
                 self.stats.network_errors += 1
             if last:
-                return self._give_up(batch, f"network: {type(exc).__name__}: {exc}")
+                self._give_up(batch, f"network: {type(exc).__name__}: {exc}")
+                return None
             return min(0.25 * 2**attempt, self.cfg.max_retry_wait_s)
         with self.stats.lock:
             self.stats.requests += 1
@@ -138,7 +147,8 @@ class Deliverer:
             return None
         if code in (429, 503) or code >= 500:
             if last:
-                return self._give_up(batch, f"HTTP {code} after {self.cfg.max_retries} retries")
+                self._give_up(batch, f"HTTP {code} after {self.cfg.max_retries} retries")
+                return None
             return retry_after_s(resp.headers.get("Retry-After"), self.cfg.max_retry_wait_s)
         with self.stats.lock:
             self.stats.rejected_batches += 1
@@ -151,20 +161,19 @@ class Deliverer:
             self.stats.failed_batches += 1
         for ev in batch:
             self.ledger.settle(ev.id, FAILED, why)
-        return None
 
     def _settle_207(self, resp: httpx.Response, batch: list[SimEvent]) -> None:
         try:
             data = resp.json()
-            results = {str(r["id"]): r for r in data["results"]}
+            results = _results_by_position(data["results"], batch)
             claimed = data.get("accepted")
         except (ValueError, TypeError, KeyError, AttributeError):
             # Which events were kept is unknowable: none is counted as accepted.
             self._give_up(batch, f"HTTP 207 without readable results: {resp.text[:200]}")
             return
         accepted = 0
-        for ev in batch:
-            result = results.get(ev.id)
+        for pos, ev in enumerate(batch):
+            result = results.get(pos)
             if result is None or _is_accepted(result.get("status")):
                 self.ledger.settle(ev.id, ACCEPTED)
                 accepted += 1
@@ -173,3 +182,16 @@ class Deliverer:
         if claimed != accepted:
             with self.stats.lock:
                 self.stats.inconsistent_207 += 1
+
+
+def _results_by_position(results: list[dict[str, Any]], batch: list[SimEvent]) -> dict[int, dict[str, Any]]:
+    """Per-event results keyed by batch position: by `index` when given, else by `id`."""
+    position = {ev.id: pos for pos, ev in enumerate(batch)}
+    out: dict[int, dict[str, Any]] = {}
+    for result in results:
+        index = result.get("index")
+        if isinstance(index, int) and 0 <= index < len(batch):
+            out[index] = result
+        elif str(result.get("id")) in position:
+            out[position[str(result["id"])]] = result
+    return out

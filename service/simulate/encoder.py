@@ -35,4 +35,4 @@ class FakeEncoder:
         vec = self.centroid(topic_key) + noise
         vec = vec / np.linalg.norm(vec)
         # Rounded: six decimals keep cosine similarities exact to ~1e-6 at a third of the JSON size.
-        return [round(float(x), 6) for x in vec]
+        return list(np.round(vec, 6).tolist())

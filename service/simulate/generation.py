@@ -83,7 +83,7 @@ def token_usage(
     model: ModelConfig, query: str, context: list[Scored], answer_text: str, cost_factor: float
 ) -> UsageOutcome:
     prompt = SYSTEM_PROMPT_TOKENS + len(query) // 4 + sum(len(c.doc.text) // 4 for c in context)
-    completion = max(4, len(answer_text) // 4)
+    completion = completion_tokens(answer_text)
     tokens = {"prompt": round(prompt * cost_factor), "completion": round(completion * cost_factor)}
     body: dict[str, Any] = {"model": model.name, "tokens": tokens}
     cost = None

@@ -3,6 +3,19 @@
 Counts cover the events in the basis: those the API accepted when sending,
 every generated event when only generating. Tests of workers compare their
 metrics with these numbers, so everything is an exact count over the basis.
+
+Top-level keys: format, basis, scenario, run (mode, start = timestamp of
+scenario second 0, ...), http (statuses, retries, latency), events (sent /
+accepted / rejected / failed by type, by_type_tenant, errors), traces (by
+tenant, variant, intent, release, phase; rows per tenant x variant x intent;
+refused; usage: tokens by kind, reported cost, by model and by phase),
+feedback (by kind, by kind and reason, before_trace, late, rows joined to the
+trace's tenant/variant/release/intent), labels, releases, phases (trace ids
+per phase and variant), incidents (their windows in seconds and RFC 3339),
+exclusion (false-exclusion truth: rows and by_phase, over sampled traces and
+all traces), quality (faithful/unfaithful/no_claims/leaks by phase), latency
+(per-stage summaries by phase). A phase is "clean" or the names of the
+incidents active for that request joined by "+".
 """
 
 from __future__ import annotations
@@ -124,38 +137,45 @@ def phases_section(scenario: Scenario, traces: list[TraceFacts], anchor: datetim
     return {"phases": dict(sorted(phases.items())), "incidents": incidents}
 
 
+def _events_section(ledger: Ledger, mode: str) -> dict[str, Any]:
+    counts = ledger.counts()
+    return {
+        "sent": dict(sorted(counts["sent"].items())),
+        "accepted": dict(sorted(counts["sent" if mode == "generate" else ACCEPTED].items())),
+        "rejected": dict(sorted(counts[REJECTED].items())),
+        "failed": dict(sorted(counts[FAILED].items())),
+        "errors": dict(ledger.error_counts.most_common(50)),
+        "error_samples": ledger.errors,
+    }
+
+
 def build_manifest(
     scenario: Scenario, ledger: Ledger, anchor: datetime, mode: str, run: dict[str, Any],
     http: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    entries = ledger.entries()
-    basis = [e for e in entries if mode == "generate" or e.status == ACCEPTED]
-    traces = [e.facts for e in basis if isinstance(e.facts, TraceFacts)]
-    feedback = [e.facts for e in basis if isinstance(e.facts, FeedbackFacts)]
-    labels = [e.facts for e in basis if isinstance(e.facts, LabelFacts)]
-    releases = [e.facts for e in basis if isinstance(e.facts, ReleaseFacts)]
-    trace_ids = {t.event_id for t in traces}
-    labelled = {lb.trace.event_id for lb in labels if lb.has_gold}
-    until = max((t.at_s for t in traces), default=0.0)
-    counts = ledger.counts()
-    return {
+    head: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "basis": "generated" if mode == "generate" else "accepted",
         "scenario": {"name": scenario.name, "seed": scenario.seed, "duration_s": scenario.duration_s,
                      "rate": scenario.rate, "tenants": [t.name for t in scenario.tenants],
                      "variants": scenario.variants},
         "run": {"mode": mode, "start": anchor.isoformat(timespec="milliseconds"), **run},
-        "events": {
-            "sent": dict(sorted(counts["sent"].items())),
-            "accepted": dict(sorted(counts[ACCEPTED].items())) if mode != "generate" else dict(sorted(counts["sent"].items())),
-            "rejected": dict(sorted(counts[REJECTED].items())),
-            "failed": dict(sorted(counts[FAILED].items())),
-            "by_type_tenant": _nested(Counter((e.type, e.tenant) for e in basis)),
-            "errors": dict(ledger.error_counts.most_common(50)),
-            "error_samples": ledger.errors,
-        },
+        "events": _events_section(ledger, mode),
+        "http": http or {},
+    }
+    if not ledger.keep:
+        return head | {"basis": "counts only (per-event truth not kept)"}
+    basis = [e for e in ledger.entries() if mode == "generate" or e.status == ACCEPTED]
+    traces = [e.facts for e in basis if isinstance(e.facts, TraceFacts)]
+    feedback = [e.facts for e in basis if isinstance(e.facts, FeedbackFacts)]
+    labels = [e.facts for e in basis if isinstance(e.facts, LabelFacts)]
+    releases = [e.facts for e in basis if isinstance(e.facts, ReleaseFacts)]
+    labelled = {lb.trace.event_id for lb in labels if lb.has_gold}
+    until = scenario.duration_s if scenario.duration_s is not None else max((t.at_s for t in traces), default=0.0)
+    head["events"]["by_type_tenant"] = _nested(Counter((e.type, e.tenant) for e in basis))
+    return head | {
         "traces": traces_section(traces),
-        "feedback": feedback_section(feedback, trace_ids),
+        "feedback": feedback_section(feedback, {t.event_id for t in traces}),
         "labels": labels_section(labels),
         "releases": [{"tenant": r.tenant, "release": r.release, "variant": r.variant, "at_s": r.at_s,
                       "timestamp": rfc3339(anchor, r.at_s)} for r in sorted(releases, key=lambda r: (r.at_s, r.tenant))],
@@ -163,6 +183,4 @@ def build_manifest(
         "exclusion": exclusion_section(traces, labelled),
         "quality": quality_section(traces),
         "latency": latency_section(traces),
-        "http": http or {},
     }
-

@@ -89,17 +89,23 @@ def passes(pred: dict[str, Any], metadata: dict[str, Any]) -> bool:
     if pred["field"] not in metadata:
         return op in ("neq", "not_in")
     have = metadata[pred["field"]]
-    checks = {
-        "eq": lambda: have == want,
-        "neq": lambda: have != want,
-        "in": lambda: have in want,
-        "not_in": lambda: have not in want,
-        "gt": lambda: have > want,
-        "gte": lambda: have >= want,
-        "lt": lambda: have < want,
-        "lte": lambda: have <= want,
-    }
-    return bool(checks[op]())
+    if op == "eq":
+        return bool(have == want)
+    if op == "neq":
+        return bool(have != want)
+    if op == "in":
+        return have in (want or ())
+    if op == "not_in":
+        return have not in (want or ())
+    if op == "gte":
+        return bool(have >= want)
+    if op == "gt":
+        return bool(have > want)
+    if op == "lte":
+        return bool(have <= want)
+    if op == "lt":
+        return bool(have < want)
+    raise ValueError(f"unknown predicate op {op!r}")
 
 
 def passes_all(preds: list[dict[str, Any]], metadata: dict[str, Any]) -> bool:
@@ -154,5 +160,16 @@ def exclusion_truth(
     return truth
 
 
+def survivors(candidates: list[Scored], relevance: list[dict[str, Any]], limit: int) -> list[Scored]:
+    """The best `limit` candidates that pass every relevance predicate, in score order."""
+    out: list[Scored] = []
+    for cand in candidates:
+        if passes_all(relevance, cand.doc.metadata):
+            out.append(cand)
+            if len(out) == limit:
+                break
+    return out
+
+
 def candidate_payload(candidates: list[Scored]) -> list[dict[str, Any]]:
-    return [{"id": c.doc.id, "score": c.score, "metadata": c.doc.metadata} for c in candidates]
+    return [{"id": c.doc.id, "score": c.score, "metadata": dict(c.doc.metadata)} for c in candidates]

@@ -29,6 +29,7 @@ def write_manifest(manifest: dict[str, Any], path: str | os.PathLike[str]) -> No
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     with os.fdopen(fd, "w") as fh:
         json.dump(manifest, fh, indent=1, sort_keys=False)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a manifest is read by other tools
     os.replace(tmp, target)
 
 
@@ -62,12 +63,19 @@ def run_generate(
 def run_send(
     scenario: Scenario, cfg: SendConfig, manifest_path: str | os.PathLike[str] | None = None,
     stop: threading.Event | None = None, max_events: int | None = None, now: datetime | None = None,
+    keep_truth: bool | None = None,
 ) -> dict[str, Any]:
-    """Send the scenario to the API; returns the manifest (counts over accepted events)."""
+    """Send the scenario to the API; returns the manifest (counts over accepted events).
+
+    The per-event truth is kept for a manifest file and for finite runs; an
+    endless run without a manifest keeps only counts, so memory stays flat.
+    """
     stop = stop or threading.Event()
     started = now or _now()
     anchor = send_anchor(scenario, cfg, started)
-    ledger = Ledger()
+    if keep_truth is None:
+        keep_truth = manifest_path is not None or scenario.duration_s is not None or max_events is not None
+    ledger = Ledger(keep=keep_truth)
     events = _limited(generate_events(scenario, anchor), max_events)
     stats = send_events(events, cfg, anchor, ledger, stop, tenants=[t.name for t in scenario.tenants])
     run = {

@@ -12,10 +12,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from service.simulate.incidents import INCIDENT_KINDS, Incident
-from service.simulate.topics import INTENTS, LOCALES, PRODUCTS
+from service.simulate.topics import INTENTS, PRODUCTS
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", min_length=1, max_length=64)]
@@ -33,6 +41,13 @@ def _check_range(value: tuple[float, float]) -> tuple[float, float]:
 DelayRange = Annotated[tuple[float, float], AfterValidator(_check_range)]
 
 
+Locale = Literal["en", "pt", "pl"]
+
+
+def _all_locales() -> list[Locale]:
+    return ["en", "pt", "pl"]
+
+
 class ScenarioError(ValueError):
     pass
 
@@ -44,7 +59,7 @@ class Strict(BaseModel):
 class TenantConfig(Strict):
     name: Name
     weight: Annotated[float, Field(gt=0)] = 1.0
-    locales: Annotated[list[Literal["en", "pt", "pl"]], Field(min_length=1)] = Field(default_factory=lambda: list(LOCALES))
+    locales: Annotated[list[Locale], Field(min_length=1)] = Field(default_factory=lambda: _all_locales())
     products: Annotated[list[Literal[PRODUCTS]], Field(min_length=1, max_length=6)] | None = None  # type: ignore[valid-type]
     users: Annotated[int, Field(ge=1, le=10_000)] = 40
     sample_rate: Annotated[float, Field(gt=0, le=1)] | None = None
@@ -86,6 +101,15 @@ class CandidateConfig(Strict):
 
 
 class SamplingConfig(Strict):
+    """Shares of traffic that carry each optional part, and delays (seconds, [min, max]).
+
+    sample_rate is what traces report (the app's own sampling); exclusion_sample
+    the share with retrieval.exclusion_sample (exclusion_candidates of them),
+    gold_ids_in_sample the share of those samples that carry gold_ids; label the
+    share of production traces reviewed later; trace_lag the share of traces
+    whose export lags (their feedback can reach the API first).
+    """
+
     sample_rate: Annotated[float, Field(gt=0, le=1)] = 1.0
     exclusion_sample: Share = 0.3
     exclusion_candidates: Annotated[int, Field(ge=1, le=500)] = 20
@@ -100,6 +124,13 @@ class SamplingConfig(Strict):
 
 
 class FeedbackConfig(Strict):
+    """Probability per production answer of each kind of feedback; delays in seconds.
+
+    regenerate_bad applies to bad answers (refused, unfaithful, gold missing,
+    off-topic, slower than slow_ms); late_share of feedback comes late_delay_s
+    after the answer instead of delay_s.
+    """
+
     thumbs: Share = 0.2
     regenerate: Share = 0.04
     regenerate_bad: Share = 0.3
@@ -135,7 +166,7 @@ class Scenario(Strict):
     models: Annotated[list[ModelConfig], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_MODELS))
     candidate: CandidateConfig | None = None
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
-    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    feedback: FeedbackConfig = Field(default_factory=lambda: FeedbackConfig.model_validate({}))
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     incidents: list[Incident] = Field(default_factory=list)
 

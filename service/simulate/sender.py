@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from service.contracts import limits as L
-from service.simulate.delivery import DeliveryConfig, Deliverer, HttpStats
+from service.simulate.delivery import Deliverer, DeliveryConfig, HttpStats
 from service.simulate.ledger import FAILED, Ledger
 from service.simulate.records import SimEvent
 from service.simulate.scenario import Scenario, ScenarioError
@@ -125,7 +125,7 @@ def _sender(cfg: SendConfig, work: queue.Queue[tuple[str, list[SimEvent]] | None
                 deliverer.deliver(cfg.key_for(tenant), batch, anchor)
             except Exception as exc:  # noqa: BLE001 - a dead sender would hang the run; record why and go on
                 for ev in batch:
-                    ledger.settle(ev.id, FAILED, f"client: {type(exc).__name__}: {exc}")
+                    ledger.settle(ev.id, FAILED, f"client: {type(exc).__name__}: {exc}", if_open=True)
     finally:
         deliverer.close()
 

@@ -76,16 +76,15 @@ class EventStream:
     def _incident_releases(self, rng: random.Random, after: float, until: float) -> None:
         """Release markers for incident occurrences that started in (after, until]."""
         starts = sorted(
-            (start, idx)
+            (start, idx, inc.release)
             for idx, inc in enumerate(self.scenario.incidents)
             if inc.release is not None
             for start in inc.starts_between(after, until)
         )
-        for start, idx in starts:
-            inc = self.scenario.incidents[idx]
+        for start, idx, release in starts:
             for tenant in self.scenario.tenants:
-                if inc.applies_to(tenant.name):
-                    self._release(rng, start, tenant.name, inc.release, "production", f"deploy {inc.release}")
+                if self.scenario.incidents[idx].applies_to(tenant.name):
+                    self._release(rng, start, tenant.name, release, "production", f"deploy {release}")
 
     def _request(self, rng: random.Random, at_s: float) -> None:
         req = self.app.plan(rng, at_s)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +148,16 @@ def test_release_markers_at_start_and_at_an_incident_with_a_release(stream):
     assert sorted(releases[4:]) == [(5.0, "acme", "v2", "production"), (5.0, "globex", "v2", "production")]
     served = {(e.body["release"], e.at_s >= 5) for e in events if e.type == "trace" and e.body["variant"] == "production"}
     assert served == {("v1", False), ("v2", True)}
+
+
+def test_stream_does_not_depend_on_the_process_hash_seed(tmp_path):
+    # Set iteration order changes with PYTHONHASHSEED; a stream that leaked it would differ between runs.
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / f"run{hash_seed}.jsonl"
+        argv = [sys.executable, "-m", "service.simulate.cli", "generate", "clean", "--duration", "5",
+                "--start", "2026-03-01T00:00:00Z", "--out", str(out)]
+        subprocess.run(argv, check=True, cwd=Path(__file__).parents[3], env={**os.environ, "PYTHONHASHSEED": hash_seed},
+                       timeout=60)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0]
