@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | rules."""
 
 from __future__ import annotations
 
@@ -82,6 +82,12 @@ def _cmd_drift(args: argparse.Namespace) -> int:
     return _exec_module("workers.drift.cli", args.rest)
 
 
+def _cmd_rules(args: argparse.Namespace) -> int:
+    from service.rules.cli import main as rules_main
+
+    return rules_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragmon", description="Online monitoring for RAG applications")
     sub = p.add_subparsers(dest="command", required=True)
@@ -123,6 +129,10 @@ def build_parser() -> argparse.ArgumentParser:
     drift = sub.add_parser("drift", help="drift tools: calibrate, freeze-reference", add_help=False)
     drift.add_argument("rest", nargs=argparse.REMAINDER)
     drift.set_defaults(func=_cmd_drift)
+
+    rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
+    rules.add_argument("rest", nargs=argparse.REMAINDER)
+    rules.set_defaults(func=_cmd_rules)
     return p
 
 

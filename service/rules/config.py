@@ -1,0 +1,127 @@
+"""Section `guardrails` of the ragmon config: thresholds, SLOs, budgets, windows, per tenant.
+
+Rules are rendered from this (`ragmon rules render`), so changing a threshold
+never means hand-editing PromQL, and a tenant override is one YAML line.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, Field, field_validator
+
+DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w)$")
+
+
+def _duration(v: str) -> str:
+    if not DURATION.match(v):
+        raise ValueError(f"{v!r} is not a Prometheus duration like 30s, 10m, 1h, 1d")
+    return v
+
+
+Duration = Annotated[str, AfterValidator(_duration)]
+
+
+def seconds(duration: str) -> float:
+    value, unit = int(duration[:-2] if duration.endswith("ms") else duration[:-1]), re.sub(r"^[0-9]+", "", duration)
+    return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
+
+
+class Strict(BaseModel):
+    model_config = {"extra": "forbid", "populate_by_name": True}
+
+
+class FaithfulnessRule(Strict):
+    min_mean_score: float = Field(0.5, ge=0, le=1, description="page when the mean HHEM score falls below")
+    window: Duration = "30m"
+    min_samples: int = Field(20, ge=1)
+    for_: Duration = Field("10m", alias="for")
+
+
+class LatencyRule(Strict):
+    quantile: float = Field(0.95, gt=0, lt=1)
+    window: Duration = "10m"
+    min_samples: int = Field(20, ge=1)
+    for_: Duration = Field("5m", alias="for")
+    slo_seconds: dict[str, float] = Field(default_factory=lambda: {
+        "total": 8.0, "ttft": 2.5, "retrieval": 1.0, "rerank": 1.0, "generation": 6.0, "postprocess": 0.5})
+
+
+class ExclusionRule(Strict):
+    max_rate: float = Field(0.2, gt=0, le=1, description="falsely excluded / eligible queries")
+    window: Duration = "1h"
+    min_eligible: int = Field(20, ge=1)
+    for_: Duration = Field("10m", alias="for")
+    no_data_for: Duration = Field("2h", description="alert when traces flow but no query had eligible gold")
+    no_data_grace: Duration = Field("15m", description="how long that must hold (also right after a start)")
+
+
+class RegenerationRule(Strict):
+    window: Duration = "1h"
+    baseline_window: Duration = "1d"
+    baseline_offset: Duration = Field("1h", description="the baseline ends this long before now")
+    min_n: int = Field(50, ge=1, description="minimum queries in the current window")
+    sigmas: float = Field(3.0, gt=0)
+    for_: Duration = Field("15m", alias="for")
+
+
+class CostRule(Strict):
+    max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
+    window: Duration = "30m"
+    min_samples: int = Field(20, ge=1)
+    for_: Duration = Field("10m", alias="for")
+
+
+class DriftRule(Strict):
+    for_: Duration = Field("10m", alias="for")
+
+
+class PipelineRule(Strict):
+    target_down_for: Duration = "2m"
+    max_lag_messages: int = Field(10_000, ge=1)
+    lag_for: Duration = "10m"
+    dead_letter_window: Duration = "10m"
+    not_ready_for: Duration = "5m"
+    no_traffic_for: Duration = "15m"
+    shed_for: Duration = "5m"
+
+
+TENANT_OVERRIDABLE = {
+    "faithfulness": ("min_mean_score",),
+    "latency": ("slo_seconds",),
+    "false_exclusion": ("max_rate",),
+    "cost": ("max_mean_usd",),
+}
+
+
+class GuardrailsConfig(Strict):
+    release_window: Duration = Field("30m", description="triage: a release this recent suggests a regression")
+    runbook_base_url: str = "https://github.com/ragmon/ragmon/blob/main/deploy/runbooks.md"
+    faithfulness: FaithfulnessRule = Field(default_factory=FaithfulnessRule)
+    latency: LatencyRule = Field(default_factory=LatencyRule)
+    false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)
+    regeneration: RegenerationRule = Field(default_factory=RegenerationRule)
+    cost: CostRule = Field(default_factory=CostRule)
+    drift: DriftRule = Field(default_factory=DriftRule)
+    pipeline: PipelineRule = Field(default_factory=PipelineRule)
+    tenants: dict[str, dict[str, dict[str, Any]]] = Field(
+        default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}")
+
+    @field_validator("tenants")
+    @classmethod
+    def _overridable(cls, v: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+        for tenant, rails in v.items():
+            for rail, fields in rails.items():
+                allowed = TENANT_OVERRIDABLE.get(rail)
+                if allowed is None:
+                    raise ValueError(f"{tenant}.{rail}: no per-tenant overrides; overridable: {sorted(TENANT_OVERRIDABLE)}")
+                bad = sorted(set(fields) - set(allowed))
+                if bad:
+                    raise ValueError(f"{tenant}.{rail}.{bad[0]}: not overridable per tenant; allowed: {list(allowed)}")
+        return v
+
+    def override(self, rail: str, field: str) -> dict[str, Any]:
+        """{tenant: value} for one overridable field."""
+        return {t: rails[rail][field] for t, rails in self.tenants.items() if field in rails.get(rail, {})}
+

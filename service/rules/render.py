@@ -1,0 +1,245 @@
+"""Render Prometheus recording and alert rules from the `guardrails` config.
+
+Recording rules compute each guardrail's signal over its window (production
+and candidate variants alike, so dashboards can compare them); alerts compare
+only `variant="production"`: a shadow candidate never trips a production
+guardrail. Thresholds live in the rendered expressions (per-tenant overrides
+as `or` branches), so the alert expressions stay plain PromQL that
+`promtool test rules` can check on both sides of every boundary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.rules.config import GuardrailsConfig, seconds
+from service.rules.promql import compare_with_overrides, number, selector
+
+PROD = "production"
+
+
+def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str, category: str,
+           summary: str, description: str, **labels: str) -> dict[str, Any]:
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": severity, "category": category, **labels},
+        "annotations": {
+            "summary": summary,
+            "description": description,
+            "triage": _triage(cfg, tenant_scoped=category in ("guardrail", "security")),
+            "runbook_url": f"{cfg.runbook_base_url}#{name.lower()}",
+        },
+    }
+
+
+def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
+    """Seed 002's triage rule: right after a release suggests a regression; without one, drift."""
+    window = int(seconds(cfg.release_window))
+    match = 'tenant=\\"%s\\",variant=\\"production\\"' if tenant_scoped else ""
+    args = " $labels.tenant" if tenant_scoped else ""
+    query = f'ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}'
+    return (
+        f'{{{{ with printf "{query}"{args} | query }}}}'
+        "{{ range . }}Release {{ .Labels.release }} ({{ .Labels.tenant }}/{{ .Labels.variant }}) went out at "
+        "{{ .Value | humanizeTimestamp }}, within " + cfg.release_window + " of this alert: suspect a regression "
+        "from that release. {{ end }}{{ else }}"
+        f"No release in the last {cfg.release_window}: suspect drift in traffic or data, not a deploy."
+        "{{ end }}"
+    )
+
+
+def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    lat, cost, reg, fai, exc = cfg.latency, cfg.cost, cfg.regeneration, cfg.faithfulness, cfg.false_exclusion
+    tv = "tenant, variant"
+    regen = 'ragmon_feedback_total{kind="regenerate"}'
+    return [
+        {"record": "ragmon:release:last_timestamp_seconds",
+         "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
+                 " * on (tenant, variant) group_left (release) max by (tenant, variant, release) (ragmon_release_info)"},
+        {"record": "ragmon:rag_stage_duration_seconds:quantile",
+         "expr": f"histogram_quantile({number(lat.quantile)}, sum by ({tv}, stage, le) "
+                 f"(rate(ragmon_rag_stage_duration_seconds_bucket[{lat.window}])))"},
+        {"record": "ragmon:rag_stage_duration_seconds:samples",
+         "expr": f"sum by ({tv}, stage) (increase(ragmon_rag_stage_duration_seconds_count[{lat.window}]))"},
+        {"record": "ragmon:rag_cost_per_query_usd:mean",
+         "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_sum[{cost.window}]))"
+                 f" / sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
+        {"record": "ragmon:rag_cost_per_query_usd:samples",
+         "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
+        {"record": "ragmon:regeneration:queries",
+         "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.window}]))"},
+        {"record": "ragmon:regeneration:rate",
+         "expr": f"sum by ({tv}) (increase({regen}[{reg.window}])) / ragmon:regeneration:queries"},
+        {"record": "ragmon:regeneration:baseline_rate",
+         "expr": f"sum by ({tv}) (increase({regen}[{reg.baseline_window}] offset {reg.baseline_offset}))"
+                 f" / sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.baseline_window}] offset {reg.baseline_offset}))"},
+        {"record": "ragmon:regeneration:band_half_width",
+         "expr": f"{number(reg.sigmas)} * sqrt(ragmon:regeneration:baseline_rate * (1 - ragmon:regeneration:baseline_rate)"
+                 " / ragmon:regeneration:queries)"},
+        {"record": "ragmon:faithfulness_score:mean",
+         "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
+                 f" / sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
+        {"record": "ragmon:faithfulness_score:samples",
+         "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
+        {"record": "ragmon:false_exclusion:eligible",
+         "expr": f"sum by ({tv}) (increase(ragmon_exclusion_eligible_queries_total[{exc.window}]))"},
+        {"record": "ragmon:false_exclusion:rate",
+         "expr": f"sum by ({tv}) (increase(ragmon_exclusion_falsely_excluded_queries_total[{exc.window}]))"
+                 " / (ragmon:false_exclusion:eligible > 0)"},
+        {"record": "ragmon:traces:received",
+         "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))"},
+    ]
+
+
+def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    return [_faithfulness(cfg), _latency(cfg), _exclusion(cfg), _exclusion_no_data(cfg), _regeneration(cfg),
+            _cost(cfg), _drift(cfg), _leak(cfg)]
+
+
+def _gated(compare: str, samples: str, minimum: int, on: str = "tenant, variant") -> str:
+    return f"({compare})\nand on ({on}) ({selector(samples, variant=PROD)} >= {minimum})"
+
+
+def _faithfulness(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.faithfulness
+    cmp = compare_with_overrides("ragmon:faithfulness_score:mean", "<", r.min_mean_score,
+                                 cfg.override("faithfulness", "min_mean_score"), variant=PROD)
+    return _alert(cfg, "RagmonFaithfulnessLow", _gated(cmp, "ragmon:faithfulness_score:samples", r.min_samples),
+                  r.for_, "page", "guardrail",
+                  "Answers of {{ $labels.tenant }} stopped following their context",
+                  f"Mean HHEM faithfulness over {r.window} is {{{{ $value | printf \"%.2f\" }}}}, below the "
+                  f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers.",
+                  guardrail="faithfulness")
+
+
+def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.latency
+    per_tenant = cfg.override("latency", "slo_seconds")
+    parts = []
+    for stage, slo in sorted(r.slo_seconds.items()):
+        overrides = {t: v[stage] for t, v in per_tenant.items() if stage in v}
+        parts.append(compare_with_overrides("ragmon:rag_stage_duration_seconds:quantile", ">", slo, overrides,
+                                            variant=PROD, stage=stage))
+    cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+    q = int(round(r.quantile * 100))
+    return _alert(cfg, "RagmonLatencyAboveSLO",
+                  _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage"),
+                  r.for_, "page", "guardrail",
+                  f"p{q} of stage {{{{ $labels.stage }}}} for {{{{ $labels.tenant }}}} is over its SLO",
+                  f"p{q} over {r.window} is {{{{ $value | humanizeDuration }}}}, above the stage's SLO "
+                  f"(defaults: {', '.join(f'{k} {v}s' for k, v in sorted(r.slo_seconds.items()))}).",
+                  guardrail="latency")
+
+
+def _exclusion(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.false_exclusion
+    cmp = compare_with_overrides("ragmon:false_exclusion:rate", ">", r.max_rate,
+                                 cfg.override("false_exclusion", "max_rate"), variant=PROD)
+    return _alert(cfg, "RagmonFalseExclusionHigh", _gated(cmp, "ragmon:false_exclusion:eligible", r.min_eligible),
+                  r.for_, "page", "guardrail",
+                  "Relevance filters of {{ $labels.tenant }} are removing the right documents",
+                  f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
+                  f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries). "
+                  "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them.",
+                  guardrail="false_exclusion")
+
+
+def _exclusion_no_data(cfg: GuardrailsConfig) -> dict[str, Any]:
+    """Traces flow but no query had eligible gold: the guardrail is blind, which is not 0%."""
+    r = cfg.false_exclusion
+    expr = (f"{selector('ragmon:traces:received', variant=PROD)} > 0\n"
+            f"unless on (tenant, variant) (sum by (tenant, variant) (increase("
+            f"ragmon_exclusion_eligible_queries_total{{variant=\"{PROD}\"}}[{r.no_data_for}])) > 0)")
+    return _alert(cfg, "RagmonFalseExclusionNoData", expr, r.no_data_grace, "ticket", "symptom",
+                  "No exclusion evidence for {{ $labels.tenant }}",
+                  f"Traces arrive but none carried an exclusion sample with eligible gold in the last {r.no_data_for} "
+                  "(or since ragmon started): the false-exclusion guardrail is blind (no data is not 0%).",
+                  guardrail="false_exclusion")
+
+
+def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.regeneration
+    expr = ("abs(ragmon:regeneration:rate{variant=\"production\"} - ragmon:regeneration:baseline_rate)"
+            "\n> ragmon:regeneration:band_half_width"
+            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})")
+    return _alert(cfg, "RagmonRegenerationOutOfBand", expr, r.for_, "ticket", "guardrail",
+                  "Regeneration rate of {{ $labels.tenant }} left its control band",
+                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.2f\" }}}} "
+                  f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
+                  f"{number(r.sigmas)}·√(p̄(1−p̄)/n) with n ≥ {r.min_n}.",
+                  guardrail="regeneration")
+
+
+def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.cost
+    cmp = compare_with_overrides("ragmon:rag_cost_per_query_usd:mean", ">", r.max_mean_usd,
+                                 cfg.override("cost", "max_mean_usd"), variant=PROD)
+    return _alert(cfg, "RagmonCostPerQueryOverBudget", _gated(cmp, "ragmon:rag_cost_per_query_usd:samples",
+                                                              r.min_samples),
+                  r.for_, "ticket", "guardrail",
+                  "Cost per query of {{ $labels.tenant }} is over budget",
+                  f"Mean cost per query over {r.window} is ${{{{ $value | printf \"%.4f\" }}}}, over the budget "
+                  f"(default ${r.max_mean_usd}).", guardrail="cost")
+
+
+def _drift(cfg: GuardrailsConfig) -> dict[str, Any]:
+    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, model) (ragmon_drift_detected_bool) == 1",
+                  cfg.drift.for_, "ticket", "guardrail",
+                  "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
+                  "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "
+                  "(model {{ $labels.model }}). See ragmon_drift_mmd2 and ragmon_drift_p_value_ratio.",
+                  guardrail="drift")
+
+
+def _leak(cfg: GuardrailsConfig) -> dict[str, Any]:
+    return _alert(cfg, "RagmonEntitlementLeak", "sum by (tenant, kind) (increase(ragmon_exclusion_leaks_total[10m])) > 0",
+                  "0m", "page", "security",
+                  "A document outside {{ $labels.tenant }}'s entitlement reached retrieval ({{ $labels.kind }})",
+                  "A candidate or context document violates an entitlement predicate (tenant, authorization, "
+                  "jurisdiction). Paged on the first one: this is a security event, not a quality drift.",
+                  guardrail="entitlement")
+
+
+def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    p = cfg.pipeline
+    a = _alert
+    return [
+        a(cfg, "RagmonTargetDown", 'up{job=~".*ragmon.*"} == 0', p.target_down_for, "page", "pipeline",
+          "ragmon target {{ $labels.job }} ({{ $labels.instance }}) is down",
+          "Prometheus cannot scrape it: its metrics and guardrails are blind."),
+        a(cfg, "RagmonBrokerUnavailable", "max by (instance) (ragmon_api_broker_up) == 0", "1m", "page", "pipeline",
+          "The API cannot reach the Kafka broker", "Ingestion answers 503: apps must retry; nothing is accepted."),
+        a(cfg, "RagmonWorkerHalted", "max by (worker, reason, instance) (ragmon_worker_halted) == 1", "0m", "page",
+          "pipeline", "Worker {{ $labels.worker }} halted ({{ $labels.reason }})",
+          "The dead-letter limit stopped the worker to avoid draining its topic: likely a bad deploy."),
+        a(cfg, "RagmonWorkerNotReady", "max by (worker, instance) (ragmon_worker_ready) == 0", p.not_ready_for,
+          "page", "pipeline", "Worker {{ $labels.worker }} is not consuming",
+          "Not ready: a model that did not load, or an outage it keeps retrying. Its log says which."),
+        a(cfg, "RagmonScorerDown", "max by (instance) (ragmon_faithfulness_scorer_up) == 0", p.not_ready_for,
+          "page", "pipeline", "The faithfulness scorer is down",
+          "The HHEM model did not load: no faithfulness scores, so the faithfulness guardrail is blind."),
+        a(cfg, "RagmonConsumerLag", f"sum by (worker) (ragmon_worker_consumer_lag_messages) > {p.max_lag_messages}",
+          p.lag_for, "ticket", "symptom", "Worker {{ $labels.worker }} is {{ $value }} records behind",
+          "Processing is slower than traffic: scale the worker (up to the partition count) or find the slow batch."),
+        a(cfg, "RagmonDeadLetters",
+          f"sum by (worker, reason) (increase(ragmon_worker_dead_letters_total[{p.dead_letter_window}])) > 0",
+          "0m", "ticket", "pipeline", "Worker {{ $labels.worker }} dead-lettered records ({{ $labels.reason }})",
+          "Records that could not be decoded or validated went to the DLQ topic with their reason in headers."),
+        a(cfg, "RagmonNoTraffic",
+          f"sum by (tenant) (increase(ragmon_api_events_accepted_total{{type=\"trace\"}}[{p.no_traffic_for}])) == 0",
+          "0m", "ticket", "symptom", "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
+          "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind."),
+        a(cfg, "RagmonIngestShedding", "sum(increase(ragmon_api_shed_total[5m])) > 0", p.shed_for, "ticket",
+          "symptom", "The API is answering 503",
+          "Requests are shed (broker down or too many events awaiting acknowledgement); apps retry with backoff."),
+    ]
+
+
+def render(cfg: GuardrailsConfig) -> dict[str, Any]:
+    return {"groups": [
+        {"name": "ragmon-recording", "rules": recording_rules(cfg)},
+        {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
+        {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
+    ]}

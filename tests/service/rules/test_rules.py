@@ -1,0 +1,145 @@
+"""Rendered Prometheus rules, their promtool unit tests, Alertmanager routing and runbooks."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.contracts.config import ConfigError
+from service.rules.cli import DEFAULT_OUT, rendered_text
+from service.rules.config import GuardrailsConfig
+from service.rules.render import render
+
+ROOT = Path(__file__).resolve().parents[3]
+PROM = ROOT / "deploy" / "prometheus"
+TESTS = sorted((PROM / "tests").glob("*.test.yml"))
+
+
+def tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} missing in CI: .ci/run installs prometheus and prometheus-alertmanager")
+        pytest.skip(f"{name} not installed (apt-get install prometheus prometheus-alertmanager)")
+    return found
+
+
+def alerts(doc: dict) -> list[dict]:  # type: ignore[type-arg]
+    return [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+
+
+def test_committed_rules_equal_a_fresh_render() -> None:
+    assert DEFAULT_OUT.read_text() == rendered_text(None), "run `ragmon rules render` and commit the result"
+
+
+def test_promtool_checks_the_rules() -> None:
+    out = subprocess.run([tool("promtool"), "check", "rules", str(DEFAULT_OUT)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("test_file", TESTS, ids=[t.name for t in TESTS])
+def test_promtool_unit_tests_pass(test_file: Path) -> None:
+    out = subprocess.run([tool("promtool"), "test", "rules", test_file.name], cwd=test_file.parent,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_alert_is_tested_on_both_sides() -> None:
+    cases: dict[str, list[bool]] = {}
+    for path in TESTS:
+        for t in yaml.safe_load(path.read_text())["tests"]:
+            for case in t.get("alert_rule_test", []):
+                cases.setdefault(case["alertname"], []).append(bool(case.get("exp_alerts")))
+    for rule in alerts(yaml.safe_load(DEFAULT_OUT.read_text())):
+        seen = cases.get(rule["alert"], [])
+        assert True in seen and False in seen, f"{rule['alert']} needs a firing and a not-firing case"
+
+
+def test_every_alert_has_the_required_fields_and_a_runbook_section() -> None:
+    runbook = (ROOT / "deploy" / "runbooks.md").read_text()
+    anchors = {h.strip().lower() for h in re.findall(r"^## (\S+)", runbook, flags=re.M)}
+    for rule in alerts(yaml.safe_load(DEFAULT_OUT.read_text())):
+        assert "for" in rule and rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
+        ann = rule["annotations"]
+        assert {"summary", "description", "runbook_url", "triage"} <= set(ann), rule["alert"]
+        anchor = ann["runbook_url"].rsplit("#", 1)[1]
+        assert anchor == rule["alert"].lower() and anchor in anchors, f"no runbook section for {rule['alert']}"
+
+
+def test_guardrails_only_look_at_production() -> None:
+    for rule in alerts(render(GuardrailsConfig())):
+        if rule["labels"]["category"] == "guardrail" and rule["labels"]["guardrail"] != "drift":
+            selectors = re.findall(r"ragmon:[a-z_:]+\{([^}]*)\}", rule["expr"])
+            assert selectors and all('variant="production"' in s for s in selectors), rule["alert"]
+
+
+def test_tenant_override_fires_at_its_own_threshold(tmp_path: Path) -> None:
+    """acme's floor is 0.8: its mean of 0.7 fires; globex at 0.7 stays under the default 0.5 floor."""
+    config = tmp_path / "ragmon.yaml"
+    config.write_text("guardrails:\n  tenants:\n    acme:\n      faithfulness: {min_mean_score: 0.8}\n")
+    (tmp_path / "rules.yml").write_text(rendered_text(str(config)))
+    series = []
+    for tenant in ("acme", "globex"):
+        series += [{"series": f'ragmon_faithfulness_score_ratio_sum{{tenant="{tenant}",variant="production"}}',
+                    "values": "0+1.4x60"},
+                   {"series": f'ragmon_faithfulness_score_ratio_count{{tenant="{tenant}",variant="production"}}',
+                    "values": "0+2x60"}]
+    (tmp_path / "t.test.yml").write_text(yaml.safe_dump({
+        "rule_files": ["rules.yml"], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [
+            {"eval_time": "45m", "expr": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing"}',
+             "exp_samples": [{"value": 1, "labels": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing", '
+                              'severity="page", category="guardrail", guardrail="faithfulness", tenant="acme", '
+                              'variant="production"}'}]}]}]}))
+    out = subprocess.run([tool("promtool"), "test", "rules", "t.test.yml"], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("guardrails:\n  cost: {window: 5 minutes}\n", "guardrails.cost.window"),
+        ("guardrails:\n  tenants: {acme: {drift: {for: 1m}}}\n", "no per-tenant overrides"),
+        ("guardrails:\n  tenants: {acme: {cost: {window: 1h}}}\n", "not overridable per tenant"),
+        ("guardrails:\n  latency: {quantile: 1.5}\n", "guardrails.latency.quantile"),
+    ],
+)
+def test_bad_guardrail_config_names_the_field(tmp_path: Path, yaml_text: str, message: str) -> None:
+    config = tmp_path / "ragmon.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        rendered_text(str(config))
+
+
+def test_alertmanager_config_is_valid_and_routes() -> None:
+    amtool = tool("amtool")
+    cfg = str(ROOT / "deploy" / "alertmanager.yml")
+    out = subprocess.run([amtool, "check-config", cfg], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    expectations = {
+        ("severity=page", "tenant=globex", "alertname=RagmonLatencyAboveSLO"): "oncall-pager",
+        ("severity=page", "tenant=acme", "alertname=RagmonFaithfulnessLow"): "oncall-pager-tenant-acme",
+        ("severity=page", "category=security", "tenant=globex"): "security",
+        ("severity=ticket", "tenant=globex", "alertname=RagmonCostPerQueryOverBudget"): "team-queue",
+    }
+    for labels, receiver in expectations.items():
+        out = subprocess.run([amtool, "config", "routes", "test", f"--config.file={cfg}", *labels],
+                             capture_output=True, text=True)
+        assert out.stdout.strip() == receiver, (labels, out.stdout, out.stderr)
+
+
+def test_pipeline_down_inhibits_its_symptoms() -> None:
+    cfg = yaml.safe_load((ROOT / "deploy" / "alertmanager.yml").read_text())
+    symptom_alerts = {r["alert"] for r in alerts(render(GuardrailsConfig())) if r["labels"]["category"] == "symptom"}
+    assert symptom_alerts == {"RagmonFalseExclusionNoData", "RagmonConsumerLag", "RagmonNoTraffic",
+                              "RagmonIngestShedding"}
+    first = cfg["inhibit_rules"][0]
+    assert first["target_matchers"] == ['category="symptom"']
+    assert "RagmonTargetDown" in first["source_matchers"][0] and "RagmonBrokerUnavailable" in first["source_matchers"][0]
