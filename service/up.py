@@ -40,6 +40,7 @@ class UpOptions:
     config: str | None = None
     api_port: int = 8000
     workers: str | None = None
+    scrape_interval: str = "5s"
 
 
 @dataclass
@@ -161,7 +162,7 @@ def run_up(opts: UpOptions) -> int:
         ports = _start_workers(opts, env, stack, logs)
         prom_url = None
         if opts.prometheus:
-            prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env)
+            prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval)
         if opts.demo:
             scenario = opts.scenario or "demo"
             # Keys travel in the environment, not on the command line (ps shows argv).

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import yaml
 
 from service.embedded import ChildProcess, free_port, wait_for_port
+from service.rules.cli import rendered_text
 
 if TYPE_CHECKING:
     from service.up import Stack
@@ -34,7 +35,7 @@ def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: l
 
 
 def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_ports: dict[str, int],
-                           env: dict[str, str]) -> str | None:
+                           env: dict[str, str], interval: str = "5s") -> str | None:
     binary = shutil.which("prometheus")
     if binary is None:
         print("prometheus not installed: skipping (apt-get install prometheus to see alerts fire)", flush=True)
@@ -48,9 +49,12 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
         argv = [am_binary, f"--config.file={am_config}", f"--web.listen-address=127.0.0.1:{am_port}",
                 f"--storage.path={workdir / 'alertmanager'}", "--cluster.listen-address="]
         stack.add(_spawn(argv, "alertmanager", logs, am_port))
-    rules = sorted(str(p) for p in REPO_DEPLOY.glob("*.rules.yml"))
+    # Rules are rendered from the active config, so `ragmon up --config` runs the thresholds it names.
+    rules_path = workdir / "ragmon.rules.yml"
+    rules_path.write_text(rendered_text(env.get("RAGMON_CONFIG")))
     config_path = workdir / "prometheus.yml"
-    config_path.write_text(yaml.safe_dump(prometheus_config(api_port, worker_ports, rules, am_port)))
+    config_path.write_text(yaml.safe_dump(prometheus_config(api_port, worker_ports, [str(rules_path)], am_port,
+                                                            interval)))
     port = 9090 if _free(9090) else free_port()
     argv = [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.tsdb.path={workdir / 'prometheus-data'}", "--storage.tsdb.retention.time=1d"]

@@ -61,7 +61,7 @@ def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None
     if not entries:
         raise RuntimeError(
             "no API keys configured: set RAGMON_API_KEYS (JSON list of {tenant, key_sha256}), "
-            "RAGMON_API_KEYS_FILE, or RAGMON_DEV_API_KEY for local use; `ragmon keys hash KEY` prints a digest"
+            "RAGMON_API_KEYS_FILE, or RAGMON_DEV_API_KEY for local use; `ragmon keys --tenant T [--key KEY]` prints an entry"
         )
     metrics = ApiMetrics(registry or CollectorRegistry())
     client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
@@ -109,7 +109,8 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             _, defs = batch_schema_components()
             schema.setdefault("components", {}).setdefault("schemas", {}).update(defs)
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-            schema["security"] = [{"bearer": []}]
+            # Only ingestion takes a key: /healthz, /readyz and /metrics are open to probes and scrapers.
+            schema["paths"]["/v1/events"]["post"]["security"] = [{"bearer": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 
