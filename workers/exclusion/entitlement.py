@@ -24,7 +24,7 @@ def entitlement_verdict(metadata: Mapping[str, Any], predicates: Sequence[Compil
     unverified = False
     for predicate in predicates:
         value = metadata.get(predicate.field)
-        if value is None or value == []:  # is_missing, inlined: runs per candidate and predicate
+        if value is None or value == []:  # missing, as in predicates.py
             unverified = True
         elif not predicate.test(value):
             return LEAK

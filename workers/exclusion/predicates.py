@@ -77,10 +77,6 @@ class CompiledPredicate:
         return self.test(value)
 
 
-def is_missing(value: Any) -> bool:
-    return value is None or value == []
-
-
 @lru_cache(maxsize=8192)
 def _instant(text: str) -> datetime | None:
     # Candidates of one corpus repeat the same few dates; parsing is the costly part.
@@ -119,7 +115,10 @@ class _ValueSet:
         return False
 
     def any_of(self, value: Any) -> bool:
-        if type(value) is list:
+        kind = type(value)
+        if kind is str:  # the common case, decided without a further call
+            return value in self.strings
+        if kind is list:
             return any(self.has(x) for x in value)
         return self.has(value)
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from service.contracts import Predicate
 from tests.workers.exclusion.exclusion_events import candidate, label, make_event, trace, trace_body
-from workers.exclusion.processor import ExclusionProcessor
+from workers.exclusion.processor import ExclusionProcessor, RecentKeys
 from workers.exclusion.state import evaluated_key, labelled_key, sample_key
 
 MakeProcessor = Callable[..., ExclusionProcessor]
@@ -269,3 +269,20 @@ def test_two_worker_processes_share_the_once_guards(
     assert second_labels == (1, 1, 1, 1, 1) and first_labels == (None,) * 5
     assert redis_client.get(labelled_key("acme", "t1")) == applied.id.encode()
     assert metric(registry, "labels_total", tenant="acme", outcome="duplicate") == 1
+
+
+def test_state_of_another_layout_is_read_as_absent(
+    make_processor: MakeProcessor, registry: CollectorRegistry, redis_client: redis.Redis
+) -> None:
+    # After a deploy that changed the stored layout, an old entry waits like a missing trace.
+    redis_client.set(sample_key("acme", "t1"), b'{"v": 0, "failures": {}}')
+    make_processor().process([label("t1", ["g1"])])
+    assert metric(registry, "labels_total", tenant="acme", outcome="waiting") == 1
+    assert query_counts(registry, "labels") == (None,) * 5
+
+
+def test_recent_keys_forget_the_oldest_first() -> None:
+    keys = RecentKeys(2)
+    for key in ("a", "b", "c"):
+        keys.add(key)
+    assert "a" not in keys and "b" in keys and "c" in keys
