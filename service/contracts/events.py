@@ -159,6 +159,8 @@ class Predicate(Strict):
                 raise ValueError("op 'exists' takes true, false or no value")
         elif isinstance(v, list):
             raise ValueError(f"op '{self.op}' compares one value, not a list (use 'in')")
+        elif v is None:
+            raise ValueError(f"op '{self.op}' needs a value; to test for a missing field use 'exists'")
         return self
 
 
