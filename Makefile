@@ -33,8 +33,8 @@ bench: install
 	$(BIN)/python tests/bench/run_all.py
 
 lint: install
-	$(BIN)/ruff check service workers tests
-	$(BIN)/mypy service workers
+	$(BIN)/ruff check service workers tests dashboards
+	$(BIN)/mypy service workers dashboards
 
 clean:
 	rm -rf .ragmon .pytest_cache .mypy_cache .ruff_cache

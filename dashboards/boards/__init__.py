@@ -1,0 +1,17 @@
+"""One module per dashboard; each has a stable `UID` and `build(limits) -> Board`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dashboards.boards import drift, feedback, latency_cost, overview, pipeline, quality
+from dashboards.common import Board, Limits
+
+BUILDERS: tuple[Callable[[Limits], Board], ...] = (
+    overview.build,
+    latency_cost.build,
+    quality.build,
+    drift.build,
+    feedback.build,
+    pipeline.build,
+)

@@ -1,0 +1,165 @@
+"""ragmon's own health: ingestion API, Kafka produce, workers' consumption, dead letters, readiness."""
+
+from __future__ import annotations
+
+from dashboards.common import Board, Limits
+from dashboards.model import Panel, Row, Target, bad_above, bad_below
+from dashboards.promql import TENANT, TV, per_second, quantile, zero_when_absent
+
+UID = "ragmon-pipeline"
+UP_DOWN = (("0", "down", "red"), ("1", "up", "green"))
+
+
+def _api() -> list[Panel]:
+    return [
+        Panel(
+            "API requests by route and status", "timeseries",
+            [Target(per_second("ragmon_api_requests_total", "route, status", ""), "{{route}} {{status}}")],
+            unit="reqps", stacked=True, width=12),
+        Panel(
+            "API p95 latency by route", "timeseries",
+            [Target(quantile(0.95, "ragmon_api_request_duration_seconds", "route"), "{{route}}")],
+            unit="s", width=12),
+        Panel(
+            "Events accepted by type", "timeseries",
+            [Target(per_second("ragmon_api_events_accepted_total", "type", TENANT), "{{type}}")],
+            description="Durably acknowledged by Kafka (acks=all) before the API answered 2xx.",
+            unit="reqps", stacked=True, width=8),
+        Panel(
+            "Events rejected by reason", "timeseries",
+            [Target(zero_when_absent(per_second("ragmon_api_events_rejected_total", "type, reason", ""), "reason"),
+                    "{{type}} {{reason}}")],
+            unit="reqps", stacked=True, width=8),
+        Panel(
+            "Produce latency (send to broker ack)", "timeseries",
+            [Target(quantile(q, "ragmon_api_produce_duration_seconds", ""), f"p{round(q * 100)}")
+             for q in (0.5, 0.95, 0.99)],
+            unit="s", width=8),
+        Panel(
+            "Requests shed with 503, by reason", "timeseries",
+            [Target(zero_when_absent(per_second("ragmon_api_shed_total", "reason", ""), "reason"), "{{reason}}")],
+            description="Broker unreachable or too many events awaiting acknowledgement: apps retry with backoff.",
+            unit="reqps", stacked=True, width=8),
+        Panel(
+            "Requests limited with 429, by tenant", "timeseries",
+            [Target(zero_when_absent(per_second("ragmon_api_rate_limited_total", "tenant", TENANT), "tenant"),
+                    "{{tenant}}")],
+            unit="reqps", stacked=True, width=8),
+        Panel(
+            "Events awaiting broker acknowledgement", "timeseries",
+            [Target("sum(ragmon_api_inflight_events)", "in flight")],
+            decimals=0, width=8),
+    ]
+
+
+def _dependencies() -> list[Panel]:
+    return [
+        Panel(
+            "Broker reachable", "stat",
+            [Target("min(ragmon_api_broker_up)", "broker")],
+            thresholds=bad_below(1), mappings=UP_DOWN, width=6, height=5),
+        Panel(
+            "Redis reachable", "stat",
+            [Target("min(ragmon_api_redis_up)", "redis")],
+            thresholds=bad_below(1), mappings=UP_DOWN, width=6, height=5),
+        Panel(
+            "Scrape targets up", "stat",
+            [Target('sum by (job) (up{job=~".*ragmon.*"})', "{{job}}")],
+            thresholds=bad_below(1), mappings=UP_DOWN, width=12, height=5),
+    ]
+
+
+def _workers(limits: Limits) -> list[Panel]:
+    pipe = limits.guardrails.pipeline
+    return [
+        Panel(
+            "Worker events by outcome", "timeseries",
+            [Target(per_second("ragmon_worker_events_total", "worker, outcome", ""), "{{worker}} {{outcome}}")],
+            description="processed, duplicate (an event id already done: at-least-once redelivery), dead_letter.",
+            unit="reqps", width=12),
+        Panel(
+            f"Consumer lag (alert above {pipe.max_lag_messages})", "timeseries",
+            [Target("sum by (worker) (ragmon_worker_consumer_lag_messages)", "{{worker}}")],
+            thresholds=bad_above(pipe.max_lag_messages), decimals=0, width=12),
+        Panel(
+            "Dead letters by reason", "timeseries",
+            [Target(zero_when_absent(per_second("ragmon_worker_dead_letters_total", "worker, reason", "",
+                                                fn="increase"), "reason"), "{{worker}} {{reason}}")],
+            description="Records that could not be decoded or validated, sent to the DLQ topic with their reason.",
+            thresholds=bad_above(1), decimals=0, width=8),
+        Panel(
+            "Workers ready", "stat",
+            [Target("min by (worker) (ragmon_worker_ready)", "{{worker}}")],
+            description="0: not consuming (a model that did not load, an outage being retried, or halted).",
+            thresholds=bad_below(1), mappings=(("0", "not ready", "red"), ("1", "ready", "green")), width=8),
+        Panel(
+            "Workers halted", "stat",
+            [Target(zero_when_absent("max by (worker, reason) (ragmon_worker_halted)", "worker"),
+                    "{{worker}} {{reason}}")],
+            description="The dead-letter ratio limit stopped a worker rather than drain its topic into the DLQ.",
+            thresholds=bad_above(1), mappings=(("0", "running", "green"), ("1", "halted", "red")), width=8),
+    ]
+
+
+def _worker_timing() -> list[Panel]:
+    return [
+        Panel(
+            "Event delay p95 (API receipt to commit)", "timeseries",
+            [Target(quantile(0.95, "ragmon_worker_event_delay_seconds", "worker"), "{{worker}}")],
+            unit="s", width=8),
+        Panel(
+            "Batch duration p95", "timeseries",
+            [Target(quantile(0.95, "ragmon_worker_batch_duration_seconds", "worker"), "{{worker}}")],
+            unit="s", width=8),
+        Panel(
+            "Retries on outages", "timeseries",
+            [Target(zero_when_absent(per_second("ragmon_worker_retries_total", "worker, error", ""), "error"),
+                    "{{worker}} {{error}}")],
+            description="Batches that failed on Redis, Kafka or a model timeout and were retried (never dead-lettered).",
+            unit="reqps", width=8),
+    ]
+
+
+def _scorer() -> list[Panel]:
+    f = "ragmon_faithfulness_"
+    return [
+        Panel(
+            "Faithfulness scorer up", "stat",
+            [Target(f"min({f}scorer_up)", "HHEM")],
+            thresholds=bad_below(1), mappings=UP_DOWN, width=6),
+        Panel(
+            "HHEM forward pass p95", "timeseries",
+            [Target(quantile(0.95, f + "inference_seconds", ""), "p95")],
+            unit="s", width=6),
+        Panel(
+            "Padding overhead of forward passes", "timeseries",
+            [Target(f"{per_second(f + 'padded_tokens_total', '')} / ({per_second(f + 'scored_tokens_total', '', TV)} > 0)",
+                    "padded / scored tokens")],
+            description="Tokens computed, padding included, per prompt token scored: above ~2 long and short "
+                        "premises share batches.",
+            decimals=2, width=6),
+        Panel(
+            "Model load failures", "timeseries",
+            [Target(zero_when_absent(per_second(f + "model_load_failures_total", "", fn="increase")), "failures")],
+            decimals=0, thresholds=bad_above(1), width=6),
+        Panel(
+            "Scored pairs by source", "timeseries",
+            [Target(per_second(f + "pairs_total", "source", ""), "{{source}}")],
+            description="`cache`: a premise/answer pair seen before, not run through the model again.",
+            unit="reqps", stacked=True, width=12),
+        Panel(
+            "Scoring errors by stage", "timeseries",
+            [Target(zero_when_absent(per_second(f + "errors_total", "stage", TV), "stage"), "{{stage}}")],
+            unit="reqps", width=12),
+    ]
+
+
+def build(limits: Limits) -> Board:
+    return Board(
+        UID, "ragmon / Pipeline health",
+        "The monitor's own health: when this is red, the guardrails are blind. Ingestion (API, Kafka produce, "
+        "shedding), consumption (lag, dead letters, readiness, halts) and the faithfulness scorer.",
+        [Row("Ingestion API", _api()), Row("Dependencies", _dependencies()),
+         Row("Workers", [*_workers(limits), *_worker_timing()]), Row("Faithfulness scorer", _scorer())],
+        tags=("pipeline",),
+    )
