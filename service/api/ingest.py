@@ -75,7 +75,10 @@ def parse_envelope(data: bytes, max_events: int) -> list[Any]:
     except orjson.JSONDecodeError as exc:
         try:
             doc = _nan_tolerant_loads(data)
-        except (ValueError, RecursionError):
+            # The fallback must not admit what orjson refused for another reason and cannot
+            # write back to Kafka or into an error body: lone surrogates, integers over 64 bits.
+            orjson.dumps(doc)
+        except (ValueError, RecursionError, TypeError):
             raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
     if not isinstance(doc, dict):
         raise IngestError(400, "body must be a JSON object with an 'events' list", field="body", rule="object")
@@ -184,7 +187,7 @@ class BatchPreparer:
     def _prepare_one(self, i: int, raw: Any, tenant: str, now: datetime, received_at: str, seen: dict[str, int],
                      redactions: Counter[str], traceparent: bytes | None) -> tuple[EventResult, OutgoingRecord | None]:
         etype = raw.get("type") if isinstance(raw, dict) else None
-        label = etype if etype in BODY_MODELS else "unknown"
+        label = etype if isinstance(etype, str) and etype in BODY_MODELS else "unknown"  # [] or {} are unhashable
         if not isinstance(raw, dict):
             return EventResult(i, None, label, "rejected", f"events[{i}]: must be an object (type)", "invalid"), None
         raw_id = raw.get("id") if isinstance(raw.get("id"), str) else None

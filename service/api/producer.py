@@ -155,16 +155,22 @@ class EventProducer:
             self.last_error = ""
         self._signal(down=False)
         if old is not None:
-            threading.Thread(target=old.close, kwargs={"timeout": 1}, daemon=True).start()
+            threading.Thread(target=_discard, args=(old,), daemon=True).start()
         log.info("producer connected to %s", self._settings.kafka_bootstrap_servers)
         return True
 
     def _mark_down(self, reason: str) -> None:
         if self.up:
             log.warning("producer down: %s", reason)
-        self.up = False
-        self.last_error = reason
+        with self._lock:
+            stale, self._producer = self._producer, None
+            self.up = False
+            self.last_error = reason
         self._signal(down=True)
+        if stale is not None:
+            # Its records belong to requests answered 503; if it kept retrying them, they would reach
+            # a broker that came back empty before the topics are re-created (see _discard).
+            threading.Thread(target=_discard, args=(stale,), daemon=True).start()
 
     def check_broker(self) -> None:
         """Probe while up: a broker that stopped answering marks the producer down at once."""
@@ -220,6 +226,22 @@ class EventProducer:
             except KafkaError:
                 log.warning("records still unacknowledged at shutdown")
             producer.close(timeout=timeout_s)
+
+
+def _discard(producer: KafkaProducer) -> None:
+    """Stop a producer without sending the records it still holds.
+
+    Every one of them belongs to a request that was answered 503 (the client retries it). Sent
+    into a restarted memory-only broker, such stale retries race the re-creation of the topics:
+    Tansu then fails the fresh producer's first writes (UnknownError) or advertises an offset it
+    cannot serve. kafka-python's close(timeout=0) flushes first and raises while records are
+    pending, leaving the sender running, so the sender is force-closed first.
+    """
+    producer._sender.force_close()  # no public way to drop pending records
+    try:
+        producer.close(timeout=1)
+    except KafkaError as exc:
+        log.debug("discarded producer did not close cleanly: %s", exc)
 
 
 async def supervise(producer: EventProducer, interval_s: float = 1.0) -> None:

@@ -23,9 +23,17 @@ REPLACEMENT = {k: f"[REDACTED_{k.upper()}]" for k in KINDS}
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _IPV6_GATE = re.compile(r":[0-9A-Fa-f]*:")
-_IPV6 = re.compile(r"(?<![0-9A-Za-z:])(?=[0-9A-Fa-f]*:[0-9A-Fa-f]*:)[0-9A-Fa-f:]{2,39}(?![0-9A-Za-z:])")
-# A digit run: where cards, IPv4 addresses and phone numbers can hide.
-_DIGIT_RUN = re.compile(r"\d[\d ().+-]{6,}\d")
+# An IPv4-mapped tail ("::ffff:192.0.2.1") belongs to the address: without it three octets would leak.
+_IPV6 = re.compile(
+    r"(?<![0-9A-Za-z:])(?=[0-9A-Fa-f]*:[0-9A-Fa-f]*:)"
+    r"(?:[0-9A-Fa-f:]{2,39}(?:\.\d{1,3}){3}|[0-9A-Fa-f:]{2,39})(?![0-9A-Za-z:])"
+)
+# A digit run: where cards, IPv4 addresses and phone numbers can hide. Seven characters is
+# the shortest IPv4 address ("8.8.8.8").
+_DIGIT_RUN = re.compile(r"\d[\d ().+-]{5,}\d")
+# An ISO date ("2024-06-11", also in "2024-06-11 14:05") is kept as it is and splits the run,
+# so that it is neither read as part of a phone number nor hides one that follows it.
+_ISO_DATE = re.compile(r"(?<!\d)(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])(?!\d)")
 # Exact shapes, applied inside one digit run.
 _IN_RUN = re.compile(
     r"(?P<ip>(?<![\d.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\d.]))"
@@ -140,7 +148,15 @@ class Redactor:
         return self._redact_run_rest(run, counts)
 
     def _redact_run_rest(self, run: str, counts: Counter[str]) -> str:
-        return _IN_RUN.sub(lambda r: self._classify(r, counts), run) if run else run
+        if not run:
+            return run
+        pieces, last = [], 0
+        for date in _ISO_DATE.finditer(run):
+            pieces.append(_IN_RUN.sub(lambda r: self._classify(r, counts), run[last : date.start()]))
+            pieces.append(date.group(0))
+            last = date.end()
+        pieces.append(_IN_RUN.sub(lambda r: self._classify(r, counts), run[last:]))
+        return "".join(pieces)
 
     def _classify(self, m: re.Match[str], counts: Counter[str]) -> str:
         kind = m.lastgroup or ""

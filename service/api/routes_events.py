@@ -120,7 +120,9 @@ async def ingest_events(request: Request) -> JSONResponse:
             events = parse_envelope(data, state.settings.max_events_per_batch)
             check_tenant_fields(events, principal.tenant)
         except AuthError as exc:
-            return _error(exc.status, {"error": exc.message, "rule": "api_key"})
+            # RFC 9110: a 401 names the scheme that would be accepted.
+            challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
+            return _error(exc.status, {"error": exc.message, "rule": "api_key"}, challenge)
         except IngestError as exc:
             return _error(exc.status, exc.body())
         limited = await _rate_limit(state, principal, len(events))

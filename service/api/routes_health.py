@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
@@ -41,7 +41,7 @@ async def redis_ping(state: ApiState) -> bool:
     return ok
 
 
-@router.get("/metrics", summary="Prometheus metrics of the API")
+@router.get("/metrics", summary="Prometheus metrics of the API", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
     state: ApiState = request.app.state.ragmon
     state.metrics.broker_up.set(1 if state.producer.up else 0)
