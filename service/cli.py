@@ -51,7 +51,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 def _cmd_schema(args: argparse.Namespace) -> int:
     from service.contracts import IngestBatch
 
-    text = json.dumps(IngestBatch.model_json_schema(), indent=2, sort_keys=True)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", **IngestBatch.model_json_schema()}
+    text = json.dumps(schema, indent=2, sort_keys=True)
     if args.out:
         Path(args.out).write_text(text + "\n")
     else:
@@ -75,7 +76,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
 
     return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
                             prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,
-                            workers=args.workers))
+                            workers=args.workers, scrape_interval=args.scrape_interval))
 
 
 def _cmd_drift(args: argparse.Namespace) -> int:
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus even if installed")
     up.add_argument("--api-port", type=int, default=8000)
     up.add_argument("--workers", default=None, help="comma-separated workers to start (default: all)")
+    up.add_argument("--scrape-interval", default="5s", help="Prometheus scrape and rule evaluation interval")
     up.set_defaults(func=_cmd_up)
 
     api = sub.add_parser("api", help="run the ingestion API (settings from RAGMON_* variables)")
