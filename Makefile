@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast bench lint clean
+.PHONY: install run test test-fast test-alibi bench lint clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
@@ -24,6 +24,11 @@ run: install
 ## The test suite (real Tansu broker, real Redis, real Prometheus where installed).
 test: install
 	$(BIN)/pytest -q
+
+## Parity of our MMD² with alibi-detect's, in alibi's own virtual environment (BSL 1.1, numpy<2).
+test-alibi:
+	bash tests/alibi/setup_venv.sh
+	PYTHONPATH=. .venv-alibi/bin/python -m pytest -q --confcutdir=tests/alibi tests/alibi
 
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"

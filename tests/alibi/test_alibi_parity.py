@@ -19,6 +19,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from alibi_mmd import alibi_mmd, load_alibi  # noqa: E402
+
+from workers.drift.alibi_backend import alibi_mmd_test  # noqa: E402
 from workers.drift.mmd import (  # noqa: E402
     median_sigma,
     mmd2_unbiased,
@@ -26,8 +29,6 @@ from workers.drift.mmd import (  # noqa: E402
     rbf_kernel,
     squared_distances,
 )
-
-from alibi_mmd import alibi_mmd, load_alibi  # noqa: E402
 
 try:
     load_alibi()
@@ -91,3 +92,16 @@ def test_p_values_agree_within_permutation_noise(seed: int, shift: float) -> Non
     noise = 4.5 * math.sqrt(2 * p * (1 - p) / permutations) + 1 / (permutations + 1)
     assert abs(ours.p_value - theirs["p_value"]) <= noise
     assert ours.p_value > 0 and ours.p_value >= 1 / (permutations + 1)
+
+
+def test_the_optional_backend_means_what_ragmons_test_means() -> None:
+    """drift.backend: alibi gives the same statistic and a +1-corrected p-value (never 0)."""
+    reference, current = windows(5, 80, 60, 16, 0.1, np.float64)
+    ours = mmd_test(reference, current, alpha=0.05, permutations=999, rng=np.random.default_rng(1))
+    theirs = alibi_mmd_test(reference, current, alpha=0.05, permutations=999, rng=np.random.default_rng(2))
+    assert theirs.sigma == ours.sigma
+    assert theirs.mmd2 == pytest.approx(ours.mmd2, rel=1e-9, abs=1e-12)
+    p = ours.p_value
+    assert abs(theirs.p_value - p) <= 4.5 * math.sqrt(2 * p * (1 - p) / 999) + 1 / 1000
+    far = alibi_mmd_test(reference, current + 5.0, alpha=0.05, permutations=99, rng=np.random.default_rng(3))
+    assert far.p_value == pytest.approx(1 / 100) and far.drift

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from workers.drift.config import load_drift_config
@@ -23,9 +24,10 @@ def build(ctx: Any) -> DriftProcessor:
 
 
 def main() -> None:
+    # Imported here: the runtime is a separate package that the pure parts do not need.
     from workers.runtime.app import run_worker
 
-    run_worker("drift", build)
+    sys.exit(run_worker("drift", build))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import numpy as np
 import redis
 
 from service.contracts.config import ConfigError
-
 from workers.drift.calibrate import DEFAULT_SHIFTS, calibrate, holdout_ood, render
 from workers.drift.config import ALL_INTENTS, DriftConfig, load_drift_config
 from workers.drift.encoder import EncoderUnavailable
@@ -33,6 +32,9 @@ from workers.drift.signals import APP, ENCODER, SIGNALS, SignalKey
 
 if TYPE_CHECKING:
     from workers.drift.windows import WindowStore
+
+
+MAX_FROZEN = 20_000  # the test is O(N²) in memory: 20k + 20k rows is a 13 GB kernel
 
 
 class CliError(Exception):
@@ -102,8 +104,8 @@ def cmd_freeze(args: argparse.Namespace, config: DriftConfig) -> int:
     if args.signal == APP and sample.embeddings is None:
         raise CliError("--file: the app signal is frozen from embeddings (.npy or .jsonl with 'embedding')")
     vectors, model = _embed(sample, config)
-    if len(vectors) < 10:
-        raise CliError(f"--file: a reference needs at least 10 queries, got {len(vectors)}")
+    if not 10 <= len(vectors) <= MAX_FROZEN:
+        raise CliError(f"--file: a frozen reference holds 10 to {MAX_FROZEN} queries, got {len(vectors)}")
     key = _signal_key(args, vectors.shape[1], None if model == "file" else model)
     count = _store(args, config).freeze(key, vectors, time.time())
     print(f"froze {count} queries as the reference of {key.stream} model {key.model} (dim {key.dim})")

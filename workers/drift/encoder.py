@@ -75,26 +75,49 @@ class PinnedEncoder:
 
 
 class EncoderSlot:
-    """Holds the encoder or the reason it is missing; retries the load with backoff.
+    """Holds the encoder or the reason it is missing; loads it off the consumer loop and
+    retries a failed load with backoff.
 
     A worker whose model cannot load is reported not ready instead of crash-looping
-    (DESIGN.md, delivery and failure semantics).
+    (DESIGN.md, delivery and failure semantics); while the weights load (seconds on
+    a small machine) the worker's health endpoint keeps answering.
     """
 
-    def __init__(self, batch_size: int, device: str, retry_s: float = 30.0) -> None:
+    def __init__(self, batch_size: int, device: str, retry_s: float = 30.0, background: bool = True) -> None:
         self.batch_size = batch_size
         self.device = device
         self.retry_s = retry_s
+        self.background = background
         self.encoder: PinnedEncoder | None = None
         self.error = ""
         self._next_try = 0.0
+        self._loader: threading.Thread | None = None
+
+    @property
+    def loading(self) -> bool:
+        return self._loader is not None and self._loader.is_alive()
 
     def get(self) -> PinnedEncoder | None:
-        if self.encoder is None and time.monotonic() >= self._next_try:
-            try:
-                self.encoder = PinnedEncoder(self.batch_size, self.device)
-                self.error = ""
-            except EncoderUnavailable as exc:
-                self.error = str(exc)
-                self._next_try = time.monotonic() + self.retry_s
+        """The encoder, or None while it loads or after a failed load (see .error)."""
+        if self.encoder is None and not self.loading and time.monotonic() >= self._next_try:
+            if self.background:
+                self._loader = threading.Thread(target=self._load, name="drift-encoder-load", daemon=True)
+                self._loader.start()
+            else:
+                self._load()
         return self.encoder
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a load in progress ends; True when the encoder is there."""
+        loader = self._loader
+        if loader is not None:
+            loader.join(timeout)
+        return self.encoder is not None
+
+    def _load(self) -> None:
+        try:
+            self.encoder = PinnedEncoder(self.batch_size, self.device)
+            self.error = ""
+        except EncoderUnavailable as exc:
+            self.error = str(exc)
+            self._next_try = time.monotonic() + self.retry_s

@@ -10,6 +10,7 @@ rules aggregate with max by those labels); counters count this replica's work.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -54,8 +55,16 @@ class DriftMetrics:
             "ragmon_drift_embeddings_total", "Query embeddings offered to the windows, by where they went",
             ("tenant", "signal", "outcome"), registry=registry,
         )
+        self.skipped = Counter(
+            "ragmon_drift_queries_skipped_total", "Trace queries left out of the windows, by why",
+            ("tenant", "reason"), registry=registry,
+        )
         self.lease_busy = Counter(
             "ragmon_drift_lease_busy_total", "Due tests left to the replica that held the signal's lease", s[:2],
+            registry=registry,
+        )
+        self.tick_errors = Counter(
+            "ragmon_drift_tick_errors_total", "Scheduled work skipped because Redis failed, by error type", ("error",),
             registry=registry,
         )
         self.encoder_ready = Gauge(
@@ -86,13 +95,9 @@ class DriftMetrics:
     def withdraw(self, labels: tuple[str, ...]) -> None:
         """Stop exporting a retired signal (its gauges would otherwise freeze at old values)."""
         for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
-            try:
+            with contextlib.suppress(KeyError):  # never tested: nothing to remove
                 gauge.remove(*labels)
-            except KeyError:
-                pass
         for window in WINDOWS:
-            try:
+            with contextlib.suppress(KeyError):
                 self.window_size.remove(*labels, window)
-            except KeyError:
-                pass
         self._published.discard(labels)

@@ -64,13 +64,17 @@ class DriftProcessor:
         self.labels = ModelLabels(known)
         self.scheduler = DriftScheduler(config, self.store, self.metrics, self.labels, np.random.default_rng(config.seed))
         self._intents = frozenset(config.intents)
+        self._variants = frozenset(config.variants)
+        self._next_tick_warning = 0.0
 
     def readiness(self) -> Readiness:
         if self.encoder is None:
             return Readiness(True)
         ready = self.encoder.get() is not None
         self.metrics.encoder_ready.set(float(ready))
-        return Readiness(True) if ready else Readiness(False, self.encoder.error or "pinned encoder not loaded")
+        if ready:
+            return Readiness(True)
+        return Readiness(False, self.encoder.error or "loading the pinned encoder")
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejections: list[Rejection] = []
@@ -81,7 +85,11 @@ class DriftProcessor:
             except InvalidEvent as exc:
                 rejections.append(Rejection(event, exc.reason, exc.detail))
                 continue
+            if body.variant not in self._variants:  # a shadow run: its query is production's again
+                self.metrics.skipped.labels(event.tenant, "variant").inc()
+                continue
             if not sampled_in(event.id, self.config.sample):
+                self.metrics.skipped.labels(event.tenant, "sampled_out").inc()
                 continue
             intents = (ALL_INTENTS, body.intent) if body.intent in self._intents else (ALL_INTENTS,)
             queries.append(_Query(event, body, intents, event.stored.received_at.timestamp()))
@@ -95,7 +103,15 @@ class DriftProcessor:
         return rejections
 
     def tick(self, now: float) -> None:
-        self.scheduler.tick(now)
+        """Run due tests. A Redis outage here is not fatal: the next tick tries again (the
+        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        try:
+            self.scheduler.tick(now)
+        except redis.exceptions.RedisError as exc:
+            self.metrics.tick_errors.labels(type(exc).__name__).inc()
+            if now >= self._next_tick_warning:
+                log.warning("drift: scheduled tests skipped, Redis: %s", exc)
+                self._next_tick_warning = now + 60.0
 
     def close(self) -> None:
         """Nothing to flush: windows and results live in Redis, the client belongs to the runtime."""

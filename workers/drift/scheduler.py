@@ -35,6 +35,11 @@ class DriftScheduler:
         self.labels = labels
         self.rng = rng
         self._next_refresh = 0.0
+        self._test = mmd_test
+        if config.backend == "alibi":
+            from workers.drift.alibi_backend import alibi_mmd_test
+
+            self._test = alibi_mmd_test
 
     def is_due(self, status: WindowStatus, now: float) -> bool:
         cfg = self.config
@@ -89,7 +94,7 @@ class DriftScheduler:
         reference, current = self.store.read(sig)
         if len(reference) < 2 or len(current) < cfg.min_current_size:
             return False
-        result = mmd_test(reference, current, alpha=cfg.alpha, permutations=cfg.permutations, rng=self.rng)
+        result = self._test(reference, current, alpha=cfg.alpha, permutations=cfg.permutations, rng=self.rng)
         outcome = {
             "mmd2": result.mmd2,
             "p_value": result.p_value,
@@ -114,10 +119,10 @@ class DriftScheduler:
         """Export what the replicas have stored, and withdraw signals that were retired."""
         statuses = self.store.statuses(live)
         results = self.store.results(live)
-        exported = set()
+        exported: set[tuple[str, ...]] = set()
         for sig, status, result in zip(live, statuses, results, strict=True):
             labels = self.labels.labels(sig)
             exported.add(labels)
             self.metrics.publish(labels, result, status.reference, status.current)
-        for labels in self.metrics.published() - exported:
-            self.metrics.withdraw(labels)
+        for gone in self.metrics.published() - exported:
+            self.metrics.withdraw(gone)

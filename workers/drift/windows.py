@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import redis
@@ -135,7 +135,9 @@ class WindowStore:
             pipe.zadd(self.index_key, {sig.encode(): seen}, gt=True)
         for obs in observations:
             keys = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
-            args = [obs.event_id, obs.received_at, obs.vector.astype("<f4").tobytes(), self.reference_size, self.current_size]
+            args: list[str | bytes | float | int] = [
+                obs.event_id, obs.received_at, obs.vector.astype("<f4").tobytes(), self.reference_size, self.current_size
+            ]
             self._add(keys=keys, args=args, client=pipe)
         replies = pipe.execute()
         changes = []
@@ -147,7 +149,8 @@ class WindowStore:
         return outcomes, changes
 
     def signals(self) -> list[tuple[SignalKey, float]]:
-        return [(SignalKey.decode(m), float(s)) for m, s in self.redis.zrange(self.index_key, 0, -1, withscores=True)]
+        members = cast(list[tuple[bytes, float]], self.redis.zrange(self.index_key, 0, -1, withscores=True))
+        return [(SignalKey.decode(m), float(s)) for m, s in members]
 
     def statuses(self, keys: list[SignalKey]) -> list[WindowStatus]:
         pipe = self.redis.pipeline(transaction=False)
@@ -201,7 +204,7 @@ class WindowStore:
         """Store the outcome and take the queries it covered off the pending count."""
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.key(sig, "result"))
-        pipe.hset(self.key(sig, "result"), mapping={**result, "tested_at": tested_at})
+        pipe.hset(self.key(sig, "result"), mapping=cast(Any, {**result, "tested_at": tested_at}))
         pipe.hset(self.key(sig, "meta"), "last_test", tested_at)
         pipe.hdel(self.key(sig, "meta"), "forced")
         pipe.hincrby(self.key(sig, "meta"), "pending", -consumed)
@@ -218,7 +221,7 @@ class WindowStore:
         if vectors.ndim != 2 or vectors.shape[1] != sig.dim:
             raise ValueError(f"frozen reference must have shape (n, {sig.dim}), got {vectors.shape}")
         old = self.redis.zrange(self.key(sig, "ref"), 0, -1)
-        ids = [f"frozen:{stamp:.6f}:{i}" for i in range(len(vectors))]
+        ids = [f"frozen:{stamp:.6f}:{i:06d}" for i in range(len(vectors))]  # sorts in file order
         pipe = self.redis.pipeline(transaction=True)
         pipe.delete(self.key(sig, "ref"), self.key(sig, "result"))
         if old:

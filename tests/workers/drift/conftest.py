@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from drift_support import TOPICS, topic_queries
 from prometheus_client import CollectorRegistry
 
+from tests.workers.drift.drift_support import TOPICS, topic_queries
 from workers.drift.encoder import PinnedEncoder
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 from prometheus_client import CollectorRegistry
 
 from service.contracts import StoredEvent, TraceBody
+from service.simulate.records import SimEvent
 from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot, PinnedEncoder
 from workers.drift.processor import DriftProcessor
@@ -52,6 +53,14 @@ def make_event(
     parsed = TraceBody.model_validate(raw) if body is None and event_type == "trace" else raw
     source = SourceRecord("ragmon.traces", 0, next(_offsets), None, int(received_at * 1000))
     return Event(source=source, stored=stored, body=parsed)
+
+
+def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, object]:
+    """The Kafka record the API would write for a simulated event."""
+    return {
+        "schema_version": 1, "id": sim.id, "type": sim.type, "tenant": sim.tenant, "body": sim.body,
+        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(), "received_at": datetime.now(UTC).isoformat(),
+    }
 
 
 def app_config(**overrides: object) -> DriftConfig:

@@ -55,7 +55,7 @@ def test_too_small_a_sample_names_what_to_change() -> None:
     sample = rng.standard_normal((50, 4)).astype(np.float32)
     with pytest.raises(ValueError, match=r"reference: 50 in-distribution rows .* at least 60 rows or a smaller --window"):
         calibrate(sample, sample, window=30, alpha=0.05, permutations=99, repetitions=2, rng=rng)
-    with pytest.raises(ValueError, match=r"ood: 5 out-of-distribution rows .* 50% mix .* needs 10"):
+    with pytest.raises(ValueError, match=r"ood: 5 out-of-distribution rows cannot make a 50% mix of a window of 20 \(needs 10\)"):
         calibrate(sample, sample[:5], window=20, alpha=0.05, permutations=99, repetitions=2, rng=rng)
     with pytest.raises(ValueError, match="permutations=10 cannot reach alpha=0.05"):
         calibrate(sample, sample, window=10, alpha=0.05, permutations=10, repetitions=2, rng=rng)

