@@ -150,7 +150,9 @@ def run_up(opts: UpOptions) -> int:
         env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
                "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": key,
                "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1",
-               "RAGMON_API_KEYS": json.dumps([{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
+               # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
+               "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
+                   [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
         if opts.config:
             env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
         api_port = _port_or_free(opts.api_port)

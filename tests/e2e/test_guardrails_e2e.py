@@ -1,0 +1,223 @@
+"""The end-to-end test that matters most: incidents page, and only their own alert pages.
+
+`ragmon up` (Tansu broker, Redis, API, every worker, Prometheus with the
+project's rules rendered from this test's config, 1 s scrape and evaluation)
+receives the simulator's `incidents` scenario at 6x speed: a clean phase,
+then a filter regression (with a release marker), a slow retrieval stage, a
+cost spike, a topic shift and unfaithful answers, one after another with
+clean gaps. Through Prometheus' HTTP API the test asserts that no guardrail
+fires in the clean phase and that each incident starts its own alert, with
+the right labels, and no other. The faithfulness worker scores with a tiny
+HHEM-architecture model trained on simulator pairs (tests/e2e/trained_hhem.py)
+so that unfaithful answers really score low.
+
+Thresholds below sit between the simulator's clean and incident values
+(measured from its generator: retrieval p95 0.08 s clean vs 0.97 s slow; mean
+reported cost $0.00025 vs $0.0012; false exclusion 5-7% vs ~97%).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from service.api.auth import hash_key
+from service.simulate.scenario import load_scenario
+from tests.e2e.stack import UpStack, start_up, wait_workers_ready
+from tests.e2e.trained_hhem import build as build_hhem
+
+pytestmark = pytest.mark.slow
+
+SPEED = 6
+KEYS = {"acme": "e2e-acme-key", "globex": "e2e-globex-key"}
+GUARDRAIL_CATEGORIES = {"guardrail", "security"}
+EXPECTED = {  # incident name -> (alertname, labels the alert must carry)
+    "filter-regression": ("RagmonFalseExclusionHigh", {"variant": "production", "guardrail": "false_exclusion"}),
+    "slow-retrieval": ("RagmonLatencyAboveSLO", {"variant": "production", "stage": "retrieval"}),
+    "cost-spike": ("RagmonCostPerQueryOverBudget", {"variant": "production", "guardrail": "cost"}),
+    "topic-shift": ("RagmonQueryDrift", {"guardrail": "drift", "signal": "app"}),
+    "unfaithful-answers": ("RagmonFaithfulnessLow", {"variant": "production", "guardrail": "faithfulness"}),
+}
+# An alert may start a little after its incident's window closes: the rule windows trail the traffic.
+LATE_S = 8.0
+
+
+def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
+    return {
+        # A short premise: the tiny model was trained on short premises, and it keeps the
+        # worker ahead of 6x traffic on two shared cores.
+        "faithfulness": {"model": str(model_dir), "foundation": str(foundation), "sample_rate": 0.25,
+                         "pairs_per_second": 200, "burst_seconds": 5, "threshold": 0.5,
+                         "premise_token_budget": 160, "batch_size": 32},
+        "exclusion": {"proxy_score_threshold": 0.76},
+        # The app's own embeddings (the simulator's encoder); windows of a few hundred queries
+        # average over its sessions, whose follow-up questions stay on one topic.
+        "drift": {"encoder": {"enabled": False}, "reference_size": 400, "current_size": 300,
+                  "min_current_size": 300, "test_every_queries": 60, "test_every_seconds": 2,
+                  "current_max_age_s": 20, "permutations": 400, "alpha": 0.005, "publish_every_s": 1,
+                  "seed": 7},
+        "guardrails": {
+            "release_window": "1h",
+            "faithfulness": {"min_mean_score": 0.55, "window": "12s", "min_samples": 10, "for": "3s"},
+            "latency": {"window": "12s", "min_samples": 20, "for": "3s",
+                        "slo_seconds": {"retrieval": 0.4, "total": 6.0, "ttft": 4.0, "generation": 6.0,
+                                        "rerank": 1.0, "postprocess": 0.5}},
+            "false_exclusion": {"max_rate": 0.3, "window": "12s", "min_eligible": 10, "for": "3s",
+                                "no_data_for": "10m", "no_data_grace": "10m"},
+            "regeneration": {"window": "30s", "baseline_window": "1m", "baseline_offset": "30s", "min_n": 200,
+                             "for": "30s"},
+            "cost": {"max_mean_usd": 0.0006, "window": "12s", "min_samples": 20, "for": "3s"},
+            "drift": {"for": "5s"},
+        },
+    }
+
+
+@dataclass
+class Run:
+    stack: UpStack
+    t0: float
+    finished: float
+    manifest: dict[str, Any]
+    annotations: dict[str, dict[str, str]]
+
+
+class AlertWatcher(threading.Thread):
+    """Keeps the annotations of every alert seen firing (ALERTS series carry no annotations)."""
+
+    def __init__(self, prometheus: str) -> None:
+        super().__init__(daemon=True)
+        self.prometheus = prometheus
+        self.seen: dict[str, dict[str, str]] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                alerts = httpx.get(self.prometheus + "/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+            except (httpx.HTTPError, ValueError, KeyError):
+                continue
+            for a in alerts:
+                if a["state"] == "firing":
+                    self.seen.setdefault(a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""),
+                                         a["annotations"])
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    hhem = build_hhem()
+    assert hhem.accuracy >= 0.85, f"the trained tiny HHEM must separate the simulator's answers ({hhem.accuracy})"
+    root = tmp_path_factory.mktemp("e2e")
+    config = root / "ragmon.yaml"
+    config.write_text(yaml.safe_dump(e2e_config(hhem.model_dir, hhem.foundation_dir)))
+    keys = json.dumps([{"tenant": t, "key_sha256": hash_key(k)} for t, k in KEYS.items()])
+    stack = start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_DEV_API_KEY": "e2e-dev-key"})
+    try:
+        wait_workers_ready(stack)
+        watcher = AlertWatcher(stack.prometheus)
+        watcher.start()
+        manifest_path = root / "manifest.json"
+        env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
+        t0 = time.time()
+        sim = subprocess.run(
+            [sys.executable, "-m", "service.cli", "simulate", "send", "incidents", "--api", stack.api,
+             "--speed", str(SPEED), "--manifest", str(manifest_path), "--senders", "2"],
+            env=env, capture_output=True, text=True, timeout=900)
+        assert sim.returncode == 0, sim.stdout[-3000:] + sim.stderr[-3000:]
+        time.sleep(LATE_S + 4)  # let the last incident's alert start and the last scrape land
+        watcher.stop.set()
+        yield Run(stack, t0, time.time(), json.loads(manifest_path.read_text()), watcher.seen)
+    finally:
+        stack.stop()
+
+
+def incident_windows(t0: float) -> dict[str, tuple[float, float]]:
+    scenario = load_scenario("incidents")
+    return {i.name: (t0 + i.start_s / SPEED, t0 + i.end_s / SPEED) for i in scenario.incidents}
+
+
+def firing_runs(run: Run) -> list[tuple[float, dict[str, str]]]:
+    """(start time, labels) of every contiguous firing run of every guardrail alert."""
+    data = run.stack.prom("/api/v1/query_range", query='ALERTS{alertstate="firing"}',
+                          start=run.t0 - 5, end=run.finished, step="1s")
+    runs = []
+    for series in data["result"]:
+        labels = series["metric"]
+        if labels.get("category") not in GUARDRAIL_CATEGORIES:
+            continue
+        previous = None
+        for ts, _ in series["values"]:
+            if previous is None or ts - previous > 1.5:
+                runs.append((float(ts), labels))
+            previous = ts
+    return sorted(runs, key=lambda r: r[0])
+
+
+def phase_of(ts: float, windows: dict[str, tuple[float, float]]) -> str:
+    for name, (start, end) in windows.items():
+        if start <= ts <= end + LATE_S:
+            return name
+    return "clean"
+
+
+def test_every_event_sent_was_accepted(run: Run) -> None:
+    events = run.manifest["events"]
+    assert sum(events["rejected"].values()) == 0 and sum(events["failed"].values()) == 0, events
+    rows = run.stack.query("sum(ragmon_api_events_accepted_total)")
+    assert float(rows[0]["value"][1]) == sum(events["accepted"].values())
+
+
+def test_no_guardrail_fires_in_clean_traffic(run: Run) -> None:
+    windows = incident_windows(run.t0)
+    stray = [(round(ts - run.t0, 1), labels["alertname"], labels.get("tenant"))
+             for ts, labels in firing_runs(run) if phase_of(ts, windows) == "clean"]
+    assert stray == [], f"guardrail alerts started outside any incident (seconds after start): {stray}"
+
+
+@pytest.mark.parametrize("incident", list(EXPECTED))
+def test_each_incident_fires_its_own_alert_and_no_other(run: Run, incident: str) -> None:
+    windows = incident_windows(run.t0)
+    alertname, labels = EXPECTED[incident]
+    started = [(ts, lab) for ts, lab in firing_runs(run) if phase_of(ts, windows) == incident]
+    names = {lab["alertname"] for _, lab in started}
+    assert names == {alertname}, f"{incident}: alerts that started during it: {sorted(names)}"
+    for _, lab in started:
+        for key, value in labels.items():
+            assert lab.get(key) == value, f"{incident}: {lab}"
+        assert lab["tenant"] in KEYS
+
+
+def test_the_filter_regression_alert_points_at_the_release(run: Run) -> None:
+    triage = [a["triage"] for key, a in run.annotations.items() if key.startswith("RagmonFalseExclusionHigh/")]
+    assert triage, f"no annotations recorded for the exclusion alert: {sorted(run.annotations)}"
+    assert all("Release v2" in t and "suspect a regression" in t for t in triage), triage
+
+
+def test_the_broken_predicate_is_attributed(run: Run) -> None:
+    rows = run.stack.query('sum by (field) (ragmon_exclusion_predicate_exclusions_total{variant="production"})')
+    by_field = {r["metric"]["field"]: float(r["value"][1]) for r in rows}
+    assert max(by_field, key=by_field.get) == "locale", by_field  # type: ignore[arg-type]
+
+
+def test_every_dashboard_panel_returns_data(run: Run) -> None:
+    """Evaluated while traffic still flowed (the last incident), as a person watching the demo would."""
+    from dashboards.queries import all_panel_queries, needs_history
+
+    at = incident_windows(run.t0)["unfaithful-answers"][1] - 2
+    empty = []
+    for q in all_panel_queries(None, None, rate_interval="30s", range_="10m"):
+        if needs_history(q):
+            continue
+        if not run.stack.query(q.expr, at=at):
+            empty.append((q.dashboard_uid, q.panel_title))
+    assert empty == [], f"panels without data after the incidents run: {empty}"
