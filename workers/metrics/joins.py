@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 import redis
 
 _TRACE_ARRIVES = """
@@ -85,22 +87,34 @@ class FeedbackJoin:
 
     def trace_arrived(self, tenant: str, trace_id: str, info: JoinInfo) -> list[ParkedFeedback]:
         """Store the trace's join info; return the feedback that was waiting for it (now joined)."""
-        payload = json.dumps({"variant": info.variant, "release": info.release, "intent": info.intent})
-        flat = self._trace_script(
+        return self.parked_from(self.queue_trace(self._client, tenant, trace_id, info))
+
+    def queue_trace(self, client: Any, tenant: str, trace_id: str, info: JoinInfo) -> Any:
+        """Run (or queue on a pipeline) the trace side; parked_from() reads its result."""
+        payload = orjson.dumps({"variant": info.variant, "release": info.release, "intent": info.intent})
+        return self._trace_script(
             keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
-            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)],
-        )
+            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)], client=client)
+
+    @staticmethod
+    def parked_from(flat: list[bytes]) -> list[ParkedFeedback]:
         return [ParkedFeedback(flat[i].decode(), json.loads(flat[i + 1])) for i in range(0, len(flat), 2)]
 
     def feedback_arrived(self, tenant: str, trace_id: str, event_id: str, payload: dict[str, object],
                          now: float | None = None) -> JoinInfo | None:
         """The trace's join info, or None when the feedback was parked to wait for its trace."""
+        return self.info_from(self.queue_feedback(self._client, tenant, trace_id, event_id, payload, now))
+
+    def queue_feedback(self, client: Any, tenant: str, trace_id: str, event_id: str, payload: dict[str, object],
+                       now: float | None = None) -> Any:
         now = time.time() if now is None else now
-        found = self._feedback_script(
+        return self._feedback_script(
             keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
-            args=[event_id, json.dumps(payload), self._park_s + self._join_ttl_s, now + self._park_s,
-                  self._member_prefix(tenant, trace_id)],
-        )
+            args=[event_id, orjson.dumps(payload), self._park_s + self._join_ttl_s, now + self._park_s,
+                  self._member_prefix(tenant, trace_id)], client=client)
+
+    @staticmethod
+    def info_from(found: bytes | None) -> JoinInfo | None:
         if not found:
             return None
         d = json.loads(found)

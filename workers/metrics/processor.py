@@ -12,7 +12,7 @@ from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo, ParkedFeedback
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
-from workers.runtime.labels import NONE, ClosedSet, FirstSeenCap
+from workers.runtime.labels import NONE, Children, ClosedSet, FirstSeenCap
 from workers.runtime.types import Event, Readiness, Rejection
 
 RELEASES_KEY = "ragmon:releases"
@@ -32,6 +32,7 @@ class MetricsProcessor:
         self.variant = FirstSeenCap(config.max_variants_per_tenant)
         self.release = FirstSeenCap(config.max_releases_per_tenant, always=())
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
+        self.child = Children()
         self._next_sweep = 0.0
         self._next_release_refresh = 0.0
         self._exported_releases: dict[tuple[str, str], str] = {}
@@ -40,61 +41,77 @@ class MetricsProcessor:
         return Readiness(True)
 
     def process(self, events: list[Event]) -> list[Rejection]:
+        """In-process counts first, then every join of the batch in one Redis round trip.
+
+        The join scripts run in event order inside one pipeline, so a trace and
+        its feedback in the same batch meet exactly as if sent one by one.
+        """
+        pipe = self.redis.pipeline(transaction=False)
+        pending: list[tuple[str, str, Any]] = []
         for event in events:
             if event.type == "trace":
-                self._trace(event.tenant, event.body)
+                pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body)))
             elif event.type == "feedback":
-                self._feedback(event.tenant, event.id, event.body)
-            elif event.type == "release":
+                f: FeedbackBody = event.body
+                payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
+                self.join.queue_feedback(pipe, event.tenant, f.trace_id, event.id, payload)
+                pending.append(("feedback", event.tenant, payload))
+        results = pipe.execute() if pending else []
+        for (kind, tenant, context), result in zip(pending, results, strict=True):
+            if kind == "trace":
+                for parked in self.join.parked_from(result):
+                    self._count_feedback(tenant, context, parked.payload)
+            else:
+                info = self.join.info_from(result)
+                if info is None:
+                    self.child(self.m.feedback_parked, tenant).inc()
+                else:
+                    self._count_feedback(tenant, info, context)
+        for event in events:
+            if event.type == "release":
                 self._release(event, event.body)
         return []
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, tenant: str, t: TraceBody) -> None:
+    def _trace(self, pipe: Any, tenant: str, t: TraceBody) -> JoinInfo:
+        c, m = self.child, self.m
         variant = self.variant(tenant, t.variant)
         intent = self.intent(t.intent)
         tv = (tenant, variant)
         weight = 1.0 / t.sample_rate
         for stage, seconds in cap_stages(t.timings, self.stages):
-            self.m.stage_seconds.labels(*tv, stage).observe(seconds)
-        self.m.queries.labels(*tv, intent).inc()
-        self.m.queries_estimated.labels(*tv, intent).inc(weight)
+            c(m.stage_seconds, *tv, stage).observe(seconds)
+        c(m.queries, *tv, intent).inc()
+        c(m.queries_estimated, *tv, intent).inc(weight)
         if t.answer.refused:
-            self.m.refusals.labels(*tv, intent).inc()
+            c(m.refusals, *tv, intent).inc()
         elif not t.answer.citations:
-            self.m.uncited.labels(*tv, intent).inc()
+            c(m.uncited, *tv, intent).inc()
         self._cost(tv, t, weight)
         info = JoinInfo(variant, self.release(tenant, t.release) if t.release else None, intent)
-        for parked in self.join.trace_arrived(tenant, t.trace_id, info):
-            self._count_feedback(tenant, info, parked.payload)
+        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        return info
 
     def _cost(self, tv: tuple[str, str], t: TraceBody, weight: float) -> None:
+        c, m = self.child, self.m
         tokens: dict[str, int] = dict(t.usage.tokens)
         model = t.usage.model or NONE
         cost, source = self.prices.cost(t.usage.model, tokens, t.usage.cost_usd)
-        self.m.cost_queries.labels(*tv, source).inc()
+        c(m.cost_queries, *tv, source).inc()
         if cost is not None and source != UNKNOWN:
-            self.m.cost_per_query.labels(*tv, source).observe(cost)
-            self.m.cost_estimated_usd.labels(*tv, source).inc(cost * weight)
+            c(m.cost_per_query, *tv, source).observe(cost)
+            c(m.cost_estimated_usd, *tv, source).inc(cost * weight)
         model_label = model if self.prices.knows(model) or model == NONE else "other"
         for kind, n in tokens.items():
             if n:
-                self.m.tokens.labels(*tv, kind, model_label).inc(n)
+                c(m.tokens, *tv, kind, model_label).inc(n)
 
     # -- feedback -------------------------------------------------------------
 
-    def _feedback(self, tenant: str, event_id: str, f: FeedbackBody) -> None:
-        payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
-        info = self.join.feedback_arrived(tenant, f.trace_id, event_id, payload)
-        if info is None:
-            self.m.feedback_parked.labels(tenant).inc()
-            return
-        self._count_feedback(tenant, info, payload)
-
     def _count_feedback(self, tenant: str, info: JoinInfo, payload: dict[str, Any]) -> None:
-        self.m.feedback.labels(tenant, info.variant, info.release or NONE, info.intent or NONE,
-                               payload["kind"], payload.get("reason") or NONE).inc()
+        self.child(self.m.feedback, tenant, info.variant, info.release or NONE, info.intent or NONE,
+                   payload["kind"], payload.get("reason") or NONE).inc()
 
     def _sweep_unjoined(self, now: float) -> None:
         claimed: list[tuple[str, ParkedFeedback]] = self.join.claim_expired(now)

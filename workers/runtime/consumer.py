@@ -25,6 +25,7 @@ from kafka.structs import OffsetAndMetadata
 from workers.runtime.decode import Undecodable, decode_record
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
+from workers.runtime.labels import Children
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.settings import WorkerSettings
 from workers.runtime.types import Emitter, Event, Processor, Rejection
@@ -63,6 +64,7 @@ class ConsumerRuntime:
         self._revoked = False
         self._stop_requested_at: float | None = None
         self._next_lag = 0.0
+        self._child = Children()
         self.consumer = self._make_consumer()
 
     def _make_consumer(self) -> KafkaConsumer:
@@ -195,13 +197,14 @@ class ConsumerRuntime:
 
     def _account(self, fresh: list[Event], duplicates: list[Event], dead: list[Undecodable],
                  rejections: list[Rejection]) -> None:
-        m, w = self.metrics, self.name
+        m, w, c = self.metrics, self.name, self._child
         rejected = {id(r.event) for r in rejections}
         now = datetime.now(UTC)
+        delay = c(m.delay_seconds, w)
         for e in fresh:
             outcome = "dead_letter" if id(e) in rejected else "processed"
-            m.events.labels(w, e.type, outcome).inc()
-            m.delay_seconds.labels(w).observe(max(0.0, (now - e.stored.received_at).total_seconds()))
+            c(m.events, w, e.type, outcome).inc()
+            delay.observe(max(0.0, (now - e.stored.received_at).total_seconds()))
         for e in duplicates:
             m.events.labels(w, e.type, "duplicate").inc()
         if duplicates:

@@ -8,6 +8,7 @@ capped per tenant at a configured count (first come, first kept).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 OTHER = "other"
 NONE = "none"
@@ -48,3 +49,23 @@ class FirstSeenCap:
             seen.add(name)
             return name
         return OTHER
+
+
+class Children:
+    """Cached metric children by label values.
+
+    prometheus_client's labels() validates and takes a lock on every call;
+    a worker calls it a dozen times per event. Label values come from closed
+    sets, so the cache stays small. Do not use it for a metric whose series
+    are removed (remove() would leave a stale child here).
+    """
+
+    def __init__(self) -> None:
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def __call__(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
