@@ -148,21 +148,21 @@ class PreparedBatch:
         return [r for r in self.results if r.status == "rejected"]
 
 
-_TEXT_PATHS = {
-    "trace": lambda b: [b.get("query"), *((b.get("retrieval") or {}).get("documents") or []), b.get("answer")],
-    "label": lambda b: [b],
-    "release": lambda b: [b],
-    "feedback": lambda b: [],
-}
 _TEXT_KEYS = ("text", "note", "description")
 
 
 def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str]) -> None:
-    for holder in _TEXT_PATHS[event_type](body):
-        if isinstance(holder, dict):
-            for k in _TEXT_KEYS:
-                if isinstance(holder.get(k), str):
-                    holder[k] = redactor.redact(holder[k], counts)
+    if event_type == "trace":
+        for holder in (body.get("query"), body.get("answer")):
+            if isinstance(holder, dict) and isinstance(holder.get("text"), str):
+                holder["text"] = redactor.redact(holder["text"], counts)
+        for doc in (body.get("retrieval") or {}).get("documents") or []:
+            if isinstance(doc, dict) and isinstance(doc.get("text"), str):
+                doc["text"] = redactor.redact_document(doc["text"], counts)
+    elif event_type in ("label", "release"):
+        for k in _TEXT_KEYS:
+            if isinstance(body.get(k), str):
+                body[k] = redactor.redact(body[k], counts)
 
 
 class BatchPreparer:

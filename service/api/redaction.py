@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 
 KINDS = ("email", "phone", "card", "ip")
@@ -90,7 +90,14 @@ def _card_spans(run: str) -> list[tuple[int, int]]:
 
 
 class Redactor:
+    # Retrieved documents repeat (a corpus has hot documents), queries and answers
+    # rarely do: documents go through a bounded cache of their redacted form.
+    CACHE_ENTRIES = 8192
+    CACHE_CHARS = 16 * 1024 * 1024
+
     def __init__(self, kinds: Iterable[str] = KINDS) -> None:
+        self._cache: OrderedDict[str, tuple[str, tuple[tuple[str, int], ...]]] = OrderedDict()
+        self._cache_chars = 0
         wanted = set(kinds)
         self.kinds = tuple(k for k in KINDS if k in wanted)
         self._digits = bool(wanted & {"card", "phone", "ip"})
@@ -105,6 +112,24 @@ class Redactor:
         if self._digits:
             text = self._redact_digit_runs(text, counts)
         return text
+
+    def redact_document(self, text: str, counts: Counter[str]) -> str:
+        """redact(), remembered for repeated texts; the counts are added on every use."""
+        hit = self._cache.get(text)
+        if hit is not None:
+            self._cache.move_to_end(text)
+            for kind, n in hit[1]:
+                counts[kind] += n
+            return hit[0]
+        own: Counter[str] = Counter()
+        redacted = self.redact(text, own)
+        counts.update(own)
+        self._cache[text] = (redacted, tuple(own.items()))
+        self._cache_chars += len(text) + len(redacted)
+        while len(self._cache) > self.CACHE_ENTRIES or self._cache_chars > self.CACHE_CHARS:
+            old, (old_redacted, _) = self._cache.popitem(last=False)
+            self._cache_chars -= len(old) + len(old_redacted)
+        return redacted
 
     @staticmethod
     def _count(counts: Counter[str], kind: str) -> str:

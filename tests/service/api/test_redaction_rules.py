@@ -97,3 +97,29 @@ def test_a_long_text_is_scanned_in_linear_time() -> None:
     text = ("1 2-3 (4) 5." * 3000) + " end"
     redacted, _ = redact(text)
     assert redacted.endswith(" end")
+
+
+def test_document_cache_returns_the_same_redaction_and_counts_every_use() -> None:
+    from collections import Counter
+
+    from service.api.redaction import Redactor
+
+    r = Redactor()
+    counts: Counter[str] = Counter()
+    text = "Write to help@example.com or call +1 415 555 2671."
+    first = r.redact_document(text, counts)
+    second = r.redact_document(text, counts)
+    assert first == second == r.redact(text, Counter())
+    assert counts == Counter({"email": 2, "phone": 2})
+
+
+def test_document_cache_is_bounded() -> None:
+    from collections import Counter
+
+    from service.api.redaction import Redactor
+
+    r = Redactor()
+    r.CACHE_ENTRIES = 10
+    for i in range(50):
+        r.redact_document(f"document {i} text", Counter())
+    assert len(r._cache) == 10
