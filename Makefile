@@ -35,7 +35,7 @@ test-fast: install
 
 ## Benchmarks: each writes a report under tests/bench/reports/.
 bench: install
-	$(BIN)/python tests/bench/run_all.py
+	PYTHONPATH=. $(BIN)/python -m tests.bench.run_all
 
 lint: install
 	$(BIN)/ruff check service workers tests dashboards
