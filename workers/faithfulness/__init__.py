@@ -1,6 +1,7 @@
 """Faithfulness worker: HHEM-2.1-Open scores of sampled traces (DESIGN.md, "What the workers compute").
 
-loader/checkpoint/encoder read and run the model without trust_remote_code;
-premise/sentences shape the pairs; sampling and plan decide what is scored;
-scorer batches the pairs; processor counts (metrics) and emits (events).
+loader and checkpoint read the model without trust_remote_code; encoder and
+kernels run it; premise and sentences shape the pairs; sampling and plan
+decide what is scored; scorer batches the pairs; processor counts (metrics)
+and emits (events).
 """

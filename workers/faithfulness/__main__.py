@@ -28,9 +28,10 @@ def build(ctx: Any) -> FaithfulnessProcessor:
 
 
 def main() -> None:
-    from workers.runtime.app import run_worker  # the runtime imports Kafka clients; only the worker process needs them
+    # Imported here: the runtime pulls in the Kafka and Redis clients, which the pure parts do not need.
+    from workers.runtime.app import run_worker
 
-    run_worker("faithfulness", build)
+    raise SystemExit(run_worker("faithfulness", build))
 
 
 if __name__ == "__main__":

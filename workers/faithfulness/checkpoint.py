@@ -39,7 +39,9 @@ def weight_files(directory: Path) -> list[Path]:
         try:
             shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         except (ValueError, KeyError, AttributeError) as exc:
-            raise CheckpointError(f"{index}: not a safetensors index (needs a 'weight_map' object): {exc}") from exc
+            raise CheckpointError(
+                f"{index}: not a safetensors index (needs a 'weight_map' object): {exc}"
+            ) from exc
         files = [directory / name for name in shards]
     else:
         files = [directory / WEIGHTS_FILE]
@@ -102,17 +104,21 @@ class _TensorSource:
 def _block(source: _TensorSource, shape: EncoderShape, index: int) -> BlockWeights:
     d, inner, ff = shape.d_model, shape.inner_dim, shape.d_ff
     base = f"transformer.encoder.block.{index}.layer."
-    attention = [source.take(f"{base}0.SelfAttention.{n}.weight", (inner, d)) for n in ("q", "k", "v")]
+    query = source.take(f"{base}0.SelfAttention.q.weight", (inner, d))
+    key_value = [source.take(f"{base}0.SelfAttention.{n}.weight", (inner, d)) for n in ("k", "v")]
     if shape.gated:
-        ffn_in = torch.cat([source.take(f"{base}1.DenseReluDense.{n}.weight", (ff, d)) for n in ("wi_0", "wi_1")])
+        activated = source.take(f"{base}1.DenseReluDense.wi_0.weight", (ff, d))
+        linear: torch.Tensor | None = source.take(f"{base}1.DenseReluDense.wi_1.weight", (ff, d))
     else:
-        ffn_in = source.take(f"{base}1.DenseReluDense.wi.weight", (ff, d))
+        activated, linear = source.take(f"{base}1.DenseReluDense.wi.weight", (ff, d)), None
     return BlockWeights(
         attention_norm=source.take(f"{base}0.layer_norm.weight", (d,)),
-        qkv=torch.cat(attention),
+        q=query,
+        kv=torch.cat(key_value),
         output=source.take(f"{base}0.SelfAttention.o.weight", (d, inner)),
         ffn_norm=source.take(f"{base}1.layer_norm.weight", (d,)),
-        ffn_in=ffn_in,
+        ffn_activated=activated,
+        ffn_linear=linear,
         ffn_out=source.take(f"{base}1.DenseReluDense.wo.weight", (d, ff)),
     )
 
@@ -145,7 +151,7 @@ def read_weights(directory: Path, shape: EncoderShape) -> tuple[EncoderWeights, 
             "transformer.encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
             (shape.num_buckets, shape.num_heads),
         ),
-        blocks=tuple(_block(source, shape, i) for i in range(shape.num_layers)),
+        blocks=[_block(source, shape, i) for i in range(shape.num_layers)],
         final_norm=source.take("transformer.encoder.final_layer_norm.weight", (d,)),
         classifier_weight=source.take("classifier.weight", (NUM_LABELS, d)),
         classifier_bias=source.take("classifier.bias", (NUM_LABELS,)),

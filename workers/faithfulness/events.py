@@ -50,7 +50,7 @@ class ModelRef(_Strict):
 
 class FaithfulnessScoreEvent(_Strict):
     schema_version: Literal[1] = 1
-    type: Literal["faithfulness_score"] = SCORE_EVENT_TYPE
+    type: Literal["faithfulness_score"] = "faithfulness_score"
     event_id: uuid.UUID
     source_event_id: uuid.UUID
     tenant: str

@@ -24,11 +24,10 @@ from tokenizers import Tokenizer
 
 from workers.faithfulness.checkpoint import CheckpointError, read_weights
 from workers.faithfulness.config import HHEM_HUB_ID
-from workers.faithfulness.encoder import EncoderShape, EncoderWeights
+from workers.faithfulness.encoder import EncoderShape, T5Encoder
+from workers.faithfulness.kernels import MatmulChoice
 
-PROMPT_TEMPLATE = (
-    "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
-)
+PROMPT_TEMPLATE = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {premise}\n\nHypothesis: {hypothesis}"
 # The checkpoint's config.json spells the same template with {text1}/{text2}.
 CHECKPOINT_PROMPT = PROMPT_TEMPLATE.replace("{premise}", "{text1}").replace("{hypothesis}", "{text2}")
 HHEM_MODEL_TYPES = ("HHEMv2", "HHEMv2Config")
@@ -86,12 +85,18 @@ class FoundationConfig(BaseModel):
 
 @dataclass(frozen=True)
 class LoadedModel:
-    weights: EncoderWeights
-    shape: EncoderShape
+    encoder: T5Encoder
     tokenizer: Tokenizer
     revision: str  # content hash of the weights
     source: str  # the directory or hub id it came from
-    device: torch.device
+
+    @property
+    def shape(self) -> EncoderShape:
+        return self.encoder.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.encoder.device
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -189,14 +194,22 @@ def read_foundation(directory: Path) -> tuple[EncoderShape, Tokenizer]:
 def _device(name: str) -> torch.device:
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise LoadError(f"faithfulness.device: {name!r} requested but no CUDA device is visible. Fix: set device: cpu")
+        raise LoadError(
+            f"faithfulness.device: {name!r} requested but no CUDA device is visible. Fix: set device: cpu"
+        )
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise LoadError(f"faithfulness.device: {name!r} requested but MPS is not available. Fix: set device: cpu")
+        raise LoadError(
+            f"faithfulness.device: {name!r} requested but MPS is not available. Fix: set device: cpu"
+        )
     return device
 
 
 def load_hhem(
-    model: str, foundation: str | None = None, revision: str | None = None, device: str = "cpu"
+    model: str,
+    foundation: str | None = None,
+    revision: str | None = None,
+    device: str = "cpu",
+    matmul: MatmulChoice = "auto",
 ) -> LoadedModel:
     """Load HHEM-2.1-Open from a directory or hub id; LoadError says what went wrong and how to fix it."""
     target = _device(device)
@@ -218,10 +231,8 @@ def load_hhem(
             f"checkpoint's own foundation (google/flan-t5-base for HHEM-2.1-Open)"
         ) from exc
     return LoadedModel(
-        weights=weights.to(target),
-        shape=shape,
+        encoder=T5Encoder(weights, shape, target, matmul),
         tokenizer=tokenizer,
         revision=content,
         source=model if revision is None else f"{model}@{revision}",
-        device=target,
     )

@@ -3,8 +3,9 @@
 Coverage is read from counters, not from a ratio gauge, because ratios of
 several workers cannot be summed: coverage = rate(scored_total) /
 rate(eligible_total), and skipped_total{reason} says where the rest went.
-`tenant` and `variant` label values come from closed sets (configured tenants,
-first N variants per tenant); everything else is a fixed enum.
+`tenant` comes from the API key configuration (the API only admits configured
+tenants), `variant` is capped per tenant (first N kept, the rest 'other'),
+everything else is a fixed enum.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ class FaithfulnessMetrics:
             "skipped_total", "Eligible traces not scored, by reason", (*TENANT_VARIANT, "reason")
         )
         self.scored = counter("scored_total", "Traces scored")
-        self.below_threshold = counter("below_threshold_total", "Scored traces below their tenant's threshold")
+        self.below_threshold = counter(
+            "below_threshold_total", "Scored traces below their tenant's threshold"
+        )
         self.truncated = counter("truncated_total", "Scored traces whose premise was cut to the token budget")
         self.truncated_tokens = counter("truncated_tokens_total", "Premise tokens cut by the budget")
         self.scored_tokens = counter("scored_tokens_total", "Prompt tokens run through the model")
@@ -73,10 +76,14 @@ class FaithfulnessMetrics:
             registry=registry,
         )
         self.pairs = Counter(
-            PREFIX + "pairs_total", "(premise, hypothesis) pairs scored, by source", ("source",), registry=registry
+            PREFIX + "pairs_total",
+            "(premise, hypothesis) pairs scored, by source",
+            ("source",),
+            registry=registry,
         )
         self.scorer_up = Gauge(
-            PREFIX + "scorer_up", "1 when the HHEM model is loaded and scoring, 0 when it failed to load",
+            PREFIX + "scorer_up",
+            "1 when the HHEM model is loaded and scoring, 0 when it failed to load",
             registry=registry,
         )
         self.model_load_failures = Counter(
@@ -86,18 +93,46 @@ class FaithfulnessMetrics:
             PREFIX + "model_info", "The loaded model (value 1)", ("revision", "mode"), registry=registry
         )
         self.sample_rate = Gauge(
-            PREFIX + "sample_rate_ratio", "Configured share of request ids scored", ("tenant",), registry=registry
+            PREFIX + "sample_rate_ratio",
+            "Configured share of request ids scored",
+            ("tenant",),
+            registry=registry,
         )
         self.threshold = Gauge(
             PREFIX + "threshold_ratio", "Configured score threshold", ("tenant",), registry=registry
         )
-        self._initialise()
-
-    def _initialise(self) -> None:
+        self._touched: set[tuple[str, str]] = set()
         # Series that exist from the start read as 0, not as "no data", in alert expressions.
         for source in PAIR_SOURCES:
             self.pairs.labels(source)
         self.scorer_up.set(0)
+
+    def touch(self, tenant: str, variant: str) -> None:
+        """Create a (tenant, variant)'s counters at 0 when it is first seen.
+
+        An alert on rate(below_threshold_total) / rate(scored_total) then reads
+        0 for a healthy variant instead of "no data", and the skipped reasons
+        that never happened show as 0 beside those that did.
+        """
+        if (tenant, variant) in self._touched:
+            return
+        self._touched.add((tenant, variant))
+        for counter in (
+            self.traces,
+            self.eligible,
+            self.scored,
+            self.below_threshold,
+            self.truncated,
+            self.truncated_tokens,
+            self.scored_tokens,
+        ):
+            counter.labels(tenant, variant)
+        for reason in NO_CLAIMS_REASONS:
+            self.no_claims.labels(tenant, variant, reason)
+        for reason in SKIP_REASONS:
+            self.skipped.labels(tenant, variant, reason)
+        for stage in ERROR_STAGES:
+            self.errors.labels(tenant, variant, stage)
 
     def inference(self, seconds: float, padded_tokens: int) -> None:
         self.inference_seconds.observe(seconds)

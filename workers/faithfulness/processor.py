@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from service.contracts import TraceBody, Topics
+from service.contracts import Topics, TraceBody
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.events import (
     FaithfulnessScoreEvent,
@@ -27,16 +27,17 @@ from workers.faithfulness.events import (
     encode_record,
     score_event_id,
 )
-from workers.faithfulness.loader import LoadedModel, load_hhem
+from workers.faithfulness.kernels import MatmulChoice
+from workers.faithfulness.loader import LoadedModel, LoadError, load_hhem
 from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.faithfulness.plan import Planner, TracePlan
 from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
-from workers.runtime.labels import OTHER, ClosedSet, FirstSeenCap
+from workers.runtime.labels import FirstSeenCap
 from workers.runtime.types import Emitter, Event, Readiness, Rejection
 
 log = logging.getLogger(__name__)
-Loader = Callable[[str, str | None, str | None, str], LoadedModel]
+Loader = Callable[[str, str | None, str | None, str, MatmulChoice], LoadedModel]
 
 
 class ScorerUnavailable(RuntimeError):
@@ -68,8 +69,8 @@ def trace_outcome(
 
 
 class FaithfulnessProcessor:
-    name = "faithfulness"
-    event_types = ("trace",)
+    name: str = "faithfulness"
+    event_types: tuple[str, ...] = ("trace",)
 
     def __init__(
         self,
@@ -86,45 +87,55 @@ class FaithfulnessProcessor:
         self._topic = topics.scores
         self._loader = loader
         self._clock = clock
-        self._tenants = ClosedSet(config.label_tenants())
-        self._variants = FirstSeenCap(config.max_variants_per_tenant)
+        self._variants = FirstSeenCap(config.max_variants)
         self._budget = PairBudget(config.pairs_per_second, config.burst_seconds, clock())
         self._scorer: HHEMScorer | None = None
         self._planner: Planner | None = None
         self._model: LoadedModel | None = None
         self._load_error = ""
         self._retry_at: float | None = None
-        self._publish_settings()
+        self._tenants_seen: set[str] = set()
+        for tenant in sorted(config.configured_tenants()):
+            self._publish_settings(tenant)
         self._load()
 
     # -- lifecycle ---------------------------------------------------------
 
-    def _publish_settings(self) -> None:
-        for tenant in sorted(self.config.label_tenants()):
+    def _publish_settings(self, tenant: str) -> None:
+        if tenant not in self._tenants_seen:
+            self._tenants_seen.add(tenant)
             self._metrics.sample_rate.labels(tenant).set(self.config.sample_rate_for(tenant))
             self._metrics.threshold.labels(tenant).set(self.config.threshold_for(tenant))
-        self._metrics.sample_rate.labels(OTHER).set(self.config.sample_rate)
-        self._metrics.threshold.labels(OTHER).set(self.config.threshold)
 
     def _load(self) -> bool:
         c = self.config
         try:
-            model = self._loader(c.model, c.foundation, c.model_revision, c.device)
-        except Exception as exc:  # any failure to load is reported, never a crash loop
-            self._load_error = str(exc) if "Fix:" in str(exc) else (
+            model = self._loader(c.model, c.foundation, c.model_revision, c.device, c.matmul)
+        except LoadError as exc:
+            self._load_error = str(exc)
+        except Exception as exc:  # e.g. a truncated safetensors file: reported, never a crash loop
+            self._load_error = (
                 f"faithfulness.model: loading {c.model!r} failed ({type(exc).__name__}: {exc}). "
-                f"Fix: check that the checkpoint files are complete and readable"
+                f"Fix: re-download the checkpoint; its files are incomplete or unreadable"
             )
-            self._metrics.model_failed()
-            log.error("faithfulness scorer not ready: %s", self._load_error)
-            return False
+        else:
+            self._install(model)
+            return True
+        self._metrics.model_failed()
+        log.error("faithfulness scorer not ready: %s", self._load_error)
+        return False
+
+    def _install(self, model: LoadedModel) -> None:
+        c = self.config
         self._model = model
         self._scorer = HHEMScorer(model, c.batch_size, c.batch_tokens, c.cache_size, self._metrics.inference)
         self._planner = Planner(c, self._scorer, self._budget)
         self._load_error = ""
         self._metrics.model_loaded(model.revision, c.mode)
-        log.info("faithfulness scorer ready: %s (%s) on %s", model.source, model.revision, model.device)
-        return True
+        log.info(
+            "faithfulness scorer ready: %s (%s) on %s, %s products",
+            model.source, model.revision, model.device, model.encoder.kernel,
+        )  # fmt: skip
 
     def readiness(self) -> Readiness:
         if self._scorer is None:
@@ -163,7 +174,9 @@ class FaithfulnessProcessor:
     def _trace_body(self, event: Event, rejections: list[Rejection]) -> TraceBody | None:
         if event.type != "trace":
             rejections.append(
-                Rejection(event, "unexpected_event_type", f"type: {event.type!r}; this worker consumes traces only")
+                Rejection(
+                    event, "unexpected_event_type", f"type: {event.type!r}; this worker consumes traces only"
+                )
             )
             return None
         if isinstance(event.body, TraceBody):
@@ -178,11 +191,14 @@ class FaithfulnessProcessor:
 
     def _new_plan(self, event: Event, body: TraceBody) -> TracePlan:
         tenant = event.tenant
+        variant = self._variants(tenant, body.variant)
+        self._publish_settings(tenant)
+        self._metrics.touch(tenant, variant)
         return TracePlan(
             event=event,
             body=body,
-            tenant_label=self._tenants(tenant),
-            variant_label=self._variants(tenant, body.variant),
+            tenant_label=tenant,
+            variant_label=variant,
             sample_rate=self.config.sample_rate_for(tenant),
         )
 
@@ -219,7 +235,11 @@ class FaithfulnessProcessor:
             return
         threshold = self.config.threshold_for(plan.event.tenant)
         outcome = trace_outcome(
-            self.config.mode, plan.hypotheses, [s.score for s in scores], threshold, self.config.min_supported_fraction
+            self.config.mode,
+            plan.hypotheses,
+            [s.score for s in scores],
+            threshold,
+            self.config.min_supported_fraction,
         )
         m.scored.labels(*labels).inc()
         m.score.labels(*labels).observe(outcome.score)

@@ -32,7 +32,9 @@ def sampled(tenant: str, request_id: str, rate: float) -> bool:
 class PairBudget:
     """Token bucket of pairs, with one remembered decision per request."""
 
-    def __init__(self, pairs_per_second: float, burst_seconds: float, now: float, memory: int = 65_536) -> None:
+    def __init__(
+        self, pairs_per_second: float, burst_seconds: float, now: float, memory: int = 65_536
+    ) -> None:
         self.rate = pairs_per_second
         self.capacity = pairs_per_second * burst_seconds
         self.tokens = self.capacity

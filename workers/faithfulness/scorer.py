@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import torch
 from tokenizers import Tokenizer
 
-from workers.faithfulness.encoder import consistent_probability
 from workers.faithfulness.loader import PROMPT_TEMPLATE, LoadedModel
 
 BatchObserver = Callable[[float, int], None]  # (seconds, padded tokens) of one forward pass
@@ -97,7 +96,7 @@ class HHEMScorer:
         self,
         model: LoadedModel,
         batch_size: int = 16,
-        batch_tokens: int = 4096,
+        batch_tokens: int = 2048,
         cache_size: int = 4096,
         observe_batch: BatchObserver | None = None,
     ) -> None:
@@ -167,10 +166,7 @@ class HHEMScorer:
         # Without padding in the micro-batch the mask adds nothing but a (B, H, L, L) tensor.
         padded = any(len(row) != longest for row in rows)
         with torch.inference_mode():
-            probabilities = consistent_probability(
-                self.model.weights,
-                self.model.shape,
-                input_ids.to(device),
-                mask.to(device) if padded else None,
+            probabilities = self.model.encoder.consistent_probability(
+                input_ids.to(device), mask.to(device) if padded else None
             )
         return probabilities.float().cpu().tolist()

@@ -1,125 +1,22 @@
-"""A small HHEM-2.1-Open look-alike, built here and saved in the published checkpoint layout.
-
-Same architecture as Vectara's checkpoint (T5 encoder, gated-GELU FFN,
-relative position buckets, 2-label token-classification head, weights under
-`t5.`), tiny dimensions, random weights, and a T5-style Unigram tokenizer
-trained locally with the `tokenizers` library. The real loader reads it; the
-reference model (transformers' T5ForTokenClassification on the same weights)
-is kept for comparisons. Scores of random weights mean nothing: tests assert
-arithmetic, plumbing and accounting, never quality.
-"""
+"""Fixtures of the faithfulness tests: one tiny HHEM checkpoint per session, loaded by the real loader."""
 
 from __future__ import annotations
 
-import json
-import random
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import save_file
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification
+from transformers import PreTrainedTokenizerFast
 
-# Written out here, not imported: the tests check the code against the published template.
-HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
-WORDS = (
-    "the a of to in is was for on that with as by at from it this are be or an which has have had not but "
-    "mars moon moons planet orbit two phobos deimos rover landed curiosity year atmosphere thick thin cold "
-    "policy refund days customer order shipping return account password reset support premium plan price "
-    "invoice tax europe germany france poland portugal law contract clause warranty battery device screen "
-    "determine if hypothesis true given premise answer question document source claim supported unsupported"
-).split()
-
-
-def corpus(seed: int = 7, lines: int = 400) -> list[str]:
-    rng = random.Random(seed)
-    text = [HHEM_PROMPT.format(text1="a b c", text2="d e f")]
-    for _ in range(lines):
-        words = [rng.choice(WORDS) for _ in range(rng.randint(4, 16))]
-        words[0] = words[0].capitalize()
-        text.append(" ".join(words) + rng.choice([".", ".", "!", "?"]))
-    return text
-
-
-def train_tokenizer(path: Path) -> Tokenizer:
-    """A T5-shaped fast tokenizer: Unigram, Metaspace, `</s>` appended, <pad>=0 </s>=1 <unk>=2."""
-    tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
-        vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>", show_progress=False
-    )
-    tokenizer.train_from_iterator(corpus(), trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)]
-    )
-    tokenizer.save(str(path))
-    return tokenizer
-
-
-def small_config(vocab_size: int) -> T5Config:
-    return T5Config(
-        vocab_size=vocab_size,
-        d_model=32,
-        d_kv=8,
-        d_ff=48,
-        num_layers=2,
-        num_decoder_layers=2,
-        num_heads=4,
-        relative_attention_num_buckets=32,
-        relative_attention_max_distance=128,
-        feed_forward_proj="gated-gelu",
-        pad_token_id=0,
-        eos_token_id=1,
-    )
-
-
-def random_model(config: T5Config, seed: int) -> T5ForTokenClassification:
-    torch.manual_seed(seed)
-    model = T5ForTokenClassification(config).eval()
-    with torch.no_grad():
-        # The default init saturates the softmax (scores of exactly 0 or 1), which
-        # would hide arithmetic errors; a smaller head keeps scores inside (0, 1).
-        model.classifier.weight.normal_(0.0, 0.15)
-        model.classifier.bias.zero_()
-    return model
-
-
-def save_hhem(model: T5ForTokenClassification, directory: Path, foundation: str, keep: str = "shared") -> None:
-    """Write `model` the way Vectara's checkpoint is laid out: config.json + t5.-prefixed safetensors."""
-    directory.mkdir(parents=True, exist_ok=True)
-    drop = "transformer.encoder.embed_tokens.weight" if keep == "shared" else "transformer.shared.weight"
-    tensors = {f"t5.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != drop}
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    config = {
-        "architectures": ["HHEMv2ForSequenceClassification"],
-        "model_type": "HHEMv2Config",
-        "foundation": foundation,
-        "prompt": HHEM_PROMPT,
-        "torch_dtype": "float32",
-    }
-    (directory / "config.json").write_text(json.dumps(config, indent=2))
-
-
-@dataclass
-class TinyHHEM:
-    model_dir: Path
-    foundation_dir: Path
-    reference: T5ForTokenClassification
-    reference_tokenizer: PreTrainedTokenizerFast
-
-    def reference_scores(self, pairs: list[tuple[str, str]]) -> list[float]:
-        """The model card's predict(): template, pad the whole batch, one forward pass, position 0, softmax."""
-        texts = [HHEM_PROMPT.format(text1=p, text2=h) for p, h in pairs]
-        inputs = self.reference_tokenizer(texts, return_tensors="pt", padding=True)
-        with torch.no_grad():
-            logits = self.reference(**inputs).logits[:, 0, :]
-        return torch.softmax(logits, dim=-1)[:, 1].tolist()
+from tests.workers.faithfulness.hhem_builder import (
+    TinyHHEM,
+    random_model,
+    save_hhem,
+    small_config,
+    train_tokenizer,
+)
+from workers.faithfulness.loader import LoadedModel, load_hhem
 
 
 @pytest.fixture(scope="session")
@@ -133,7 +30,10 @@ def tiny_hhem(tmp_path_factory: pytest.TempPathFactory) -> TinyHHEM:
     model = random_model(config, seed=1234)
     save_hhem(model, root / "hhem", str(foundation))
     reference_tokenizer = PreTrainedTokenizerFast(
-        tokenizer_file=str(foundation / "tokenizer.json"), pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+        tokenizer_file=str(foundation / "tokenizer.json"),
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
     )
     return TinyHHEM(root / "hhem", foundation, model, reference_tokenizer)
 
@@ -148,3 +48,8 @@ def hhem_copy(tiny_hhem: TinyHHEM, tmp_path: Path) -> Callable[[str], Path]:
         return target
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def loaded(tiny_hhem: TinyHHEM) -> LoadedModel:
+    return load_hhem(str(tiny_hhem.model_dir))

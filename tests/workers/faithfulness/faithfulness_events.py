@@ -1,0 +1,78 @@
+"""Trace events as the runtime hands them to the processor, and an emitter that keeps what it gets."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from service.contracts import StoredEvent, TraceBody
+from service.simulate.records import SimEvent
+from workers.runtime.types import Event, SourceRecord
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def trace(
+    trace_id: str,
+    answer: str,
+    documents: list[str],
+    *,
+    request_id: str | None = None,
+    variant: str = "production",
+    tenant: str = "acme",
+    refused: bool = False,
+    offset: int = 0,
+    **extra: Any,
+) -> Event:
+    body: dict[str, Any] = {
+        "trace_id": trace_id,
+        "request_id": request_id or f"req-{trace_id}",
+        "variant": variant,
+        "query": {"text": "what does the policy say?"},
+        "retrieval": {"documents": [{"id": f"d{i}", "text": text} for i, text in enumerate(documents)]},
+        "answer": {"text": answer, "refused": refused},
+        **extra,
+    }
+    stored = StoredEvent(
+        id=uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{trace_id}"),
+        type="trace",
+        tenant=tenant,
+        timestamp=NOW,
+        received_at=NOW,
+        body=body,
+    )
+    source = SourceRecord("ragmon.traces", 0, offset, f"{tenant}/{body['request_id']}".encode(), 0)
+    return Event(source=source, stored=stored, body=TraceBody.model_validate(body))
+
+
+@dataclass
+class Emitted:
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+@dataclass
+class CollectingEmitter:
+    records: list[Emitted] = field(default_factory=list)
+
+    def emit(
+        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> None:
+        self.records.append(Emitted(topic, key, value, list(headers or [])))
+
+
+def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, Any]:
+    """The Kafka record value the API would write for a simulated event."""
+    return {
+        "schema_version": 1,
+        "id": sim.id,
+        "type": sim.type,
+        "tenant": sim.tenant,
+        "body": sim.body,
+        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(),
+        "received_at": datetime.now(UTC).isoformat(),
+    }
