@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import prometheus_client
 import redis.asyncio as aioredis
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -81,13 +82,15 @@ def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None
 
 def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry | None = None) -> FastAPI:
     settings = settings or ApiSettings()
+    prometheus_client.disable_created_metrics()  # also in processes uvicorn spawns for --workers
     setup_tracing("ragmon-api")
     state = build_state(settings, registry)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(state.producer.start)
-        supervisor = asyncio.create_task(supervise(state.producer))
+        supervisor = asyncio.create_task(
+            supervise(state.producer, report=lambda up: state.metrics.broker_up.set(1 if up else 0)))
         try:
             yield
         finally:

@@ -41,8 +41,13 @@ class ApiMetrics:
         self.redactions = Counter(
             "ragmon_api_redactions_total", "PII spans redacted, by kind", ["kind"], registry=registry,
         )
+        # With several API processes (`ragmon api --workers N`) gauges are combined across
+        # them: in-flight events add up, a reachable broker or Redis is the worst process's view.
         self.inflight_events = Gauge(
             "ragmon_api_inflight_events", "Events waiting for broker acknowledgement", registry=registry,
+            multiprocess_mode="livesum",
         )
-        self.broker_up = Gauge("ragmon_api_broker_up", "1 when the producer can reach the broker", registry=registry)
-        self.redis_up = Gauge("ragmon_api_redis_up", "1 when Redis answered the last check", registry=registry)
+        self.broker_up = Gauge("ragmon_api_broker_up", "1 when the producer can reach the broker", registry=registry,
+                               multiprocess_mode="livemin")
+        self.redis_up = Gauge("ragmon_api_redis_up", "1 when Redis answered the last check", registry=registry,
+                              multiprocess_mode="livemin")

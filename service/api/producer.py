@@ -15,6 +15,7 @@ producer state belong to the broker that went away.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 import logging
 import socket
 import threading
@@ -244,10 +245,16 @@ def _discard(producer: KafkaProducer) -> None:
         log.debug("discarded producer did not close cleanly: %s", exc)
 
 
-async def supervise(producer: EventProducer, interval_s: float = 1.0) -> None:
-    """Background task: while the producer is down, probe the broker and recover."""
+async def supervise(producer: EventProducer, interval_s: float = 1.0,
+                    report: Callable[[bool], None] | None = None) -> None:
+    """Background task: while the producer is down, probe the broker and recover.
+
+    `report` is told the state every interval (each API process keeps its own gauge current).
+    """
     producer.bind_loop()
     while True:
+        if report is not None:
+            report(producer.up)
         await asyncio.sleep(interval_s)
         if producer.up:
             await asyncio.to_thread(producer.check_broker)

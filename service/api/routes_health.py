@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 from redis.exceptions import RedisError
 
 from service.api.state import ApiState
@@ -45,4 +47,13 @@ async def redis_ping(state: ApiState) -> bool:
 async def metrics(request: Request) -> Response:
     state: ApiState = request.app.state.ragmon
     state.metrics.broker_up.set(1 if state.producer.up else 0)
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(exposition_registry(state)), media_type=CONTENT_TYPE_LATEST)
+
+
+def exposition_registry(state: ApiState) -> CollectorRegistry:
+    """This process's registry, or every API process' metrics when several share the port."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return state.metrics.registry
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    return registry
