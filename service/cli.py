@@ -72,7 +72,10 @@ def _run_api_processes(args: argparse.Namespace, host: str, port: int) -> int:
         signal.signal(signal.SIGTERM, forward)
         signal.signal(signal.SIGINT, forward)
         codes = [child.wait() for child in children]
-    return max(codes)
+    # uvicorn re-raises the stop signal after a clean shutdown: a child that ended by the
+    # SIGTERM we forwarded stopped as asked.
+    failures = [c for c in codes if c not in (0, -signal.SIGTERM, -signal.SIGINT)]
+    return failures[0] if failures else 0
 
 
 def _exec_module(module: str, argv: list[str]) -> int:
