@@ -29,6 +29,7 @@ from service.up_prometheus import start_prometheus_stack
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
+DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"
 
 
 @dataclass
@@ -155,6 +156,8 @@ def run_up(opts: UpOptions) -> int:
                    [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
         if opts.config:
             env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
+        elif opts.demo:
+            env["RAGMON_CONFIG"] = str(DEMO_CONFIG)
         api_port = _port_or_free(opts.api_port)
         api_url = f"http://127.0.0.1:{api_port}"
         api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
