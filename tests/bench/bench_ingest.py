@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 import orjson
@@ -22,7 +22,15 @@ from service.embedded import free_port, start_broker, start_redis, wait_for_port
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
 from tests.bench.common import (
-    ROOT, build_request, median, peak_rss_mb, percentile, ragmon_argv, run_load, spawn, write_report,
+    ROOT,
+    build_request,
+    median,
+    peak_rss_mb,
+    percentile,
+    ragmon_argv,
+    run_load,
+    spawn,
+    write_report,
 )
 
 KEY = "bench-key"

@@ -20,9 +20,9 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import orjson
+import redis
 from kafka import KafkaConsumer, KafkaProducer
 
 from service.contracts import Topics, record_key
@@ -85,6 +85,8 @@ def raw_consume_rate(bootstrap: str, topics: Topics, n: int) -> float:
 def throughput(bootstrap: str, redis_url: str, records: list[tuple[str, bytes, bytes]], rep: int) -> tuple[float, float]:
     prefix = f"bench{rep}{uuid.uuid4().hex[:6]}"
     topics = Topics(prefix)
+    # Every repetition replays the same event ids: forget the previous run's done-keys.
+    redis.Redis.from_url(redis_url).flushdb()
     settings = CommonSettings(kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=prefix, kafka_partitions=4)
     ensure_topics(settings)
     preload(bootstrap, topics, records)
@@ -168,13 +170,13 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("PYTHONPATH", str(ROOT))
     records = stored_records(args.events)
-    broker, redis = start_broker(), start_redis()
-    bootstrap, redis_url = f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{redis.port}/0"
+    broker, redis_server = start_broker(), start_redis()
+    bootstrap, redis_url = f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{redis_server.port}/0"
     try:
         runs = [throughput(bootstrap, redis_url, records, rep) for rep in range(args.repeats)]
         lag = lag_under_load(bootstrap, redis_url, args.lag_rate, args.lag_seconds)
     finally:
-        redis.stop()
+        redis_server.stop()
         broker.stop()
     worker_rate, raw_rate = median([r[0] for r in runs]), median([r[1] for r in runs])
     rows = "\n".join(f"| {i + 1} | {w:,.0f} | {r:,.0f} | {w / r:.2f} |" for i, (w, r) in enumerate(runs))

@@ -96,3 +96,17 @@ def wait_ready(worker: WorkerProcess, timeout_s: float = 30) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"worker not ready in {timeout_s}s:\n{worker.log_text()[-3000:]}")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_env(kafka_bootstrap: str, redis_url: str, topic_prefix: str, config: Path | None = None,
+               **extra: str) -> dict[str, str]:
+    """The environment of a worker process talking to the test session's broker and Redis."""
+    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
+           "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_KAFKA_PARTITIONS": "4",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+    if config is not None:
+        env["RAGMON_CONFIG"] = str(config)
+    return env

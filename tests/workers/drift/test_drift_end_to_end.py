@@ -22,7 +22,7 @@ from service.simulate import generate_events, parse_scenario
 from service.simulate.records import TraceFacts
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, wait_until
-from tests.support.workers import WorkerProcess, wait_ready
+from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.drift.drift_support import stored_record
 
 pytestmark = pytest.mark.slow
@@ -56,14 +56,7 @@ def worker(
 ) -> Iterator[WorkerProcess]:
     config = tmp_path / "ragmon.yaml"
     config.write_text(yaml.safe_dump({"drift": WORKER_CONFIG}))
-    env = {
-        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "RAGMON_REDIS_URL": redis_url,
-        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
-        "RAGMON_KAFKA_PARTITIONS": "4",
-        "RAGMON_CONFIG": str(config),
-        "HF_HUB_OFFLINE": "1",
-    }
+    env = worker_env(kafka_bootstrap, redis_url, topic_prefix, config, HF_HUB_OFFLINE="1")
     process = WorkerProcess("workers.drift", env, LOG_DIR / f"drift-e2e-{topic_prefix}.log")
     yield process
     process.stop()

@@ -19,7 +19,7 @@ import yaml
 from service.contracts import Topics
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, wait_until
-from tests.support.workers import WorkerProcess, wait_ready
+from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.exclusion.exclusion_sim import (
     WORKER_CONFIG,
     Samples,
@@ -43,13 +43,7 @@ def worker(
 ) -> Iterator[WorkerProcess]:
     config = tmp_path / "ragmon.yaml"
     config.write_text(yaml.safe_dump({"exclusion": WORKER_CONFIG}))
-    env = {
-        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "RAGMON_REDIS_URL": redis_url,
-        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
-        "RAGMON_KAFKA_PARTITIONS": "4",
-        "RAGMON_CONFIG": str(config),
-    }
+    env = worker_env(kafka_bootstrap, redis_url, topic_prefix, config)
     process = WorkerProcess("workers.exclusion", env, LOG_DIR / f"exclusion-e2e-{topic_prefix}.log")
     yield process
     process.stop()

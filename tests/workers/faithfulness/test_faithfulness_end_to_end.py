@@ -27,7 +27,7 @@ from service.simulate.scenario import parse_scenario
 from service.simulate.stream import generate_events
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, read_all, wait_until
-from tests.support.workers import WorkerProcess, wait_ready
+from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.faithfulness.faithfulness_events import stored_record
 from tests.workers.faithfulness.hhem_builder import TinyHHEM
 from workers.faithfulness.sampling import sampled
@@ -66,13 +66,7 @@ def worker(
         "pairs_per_second": 1000,
     }
     config.write_text(yaml.safe_dump({"faithfulness": section}))
-    env = {
-        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "RAGMON_REDIS_URL": redis_url,
-        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
-        "RAGMON_KAFKA_PARTITIONS": "4",
-        "RAGMON_CONFIG": str(config),
-    }
+    env = worker_env(kafka_bootstrap, redis_url, topic_prefix, config)
     process = WorkerProcess("workers.faithfulness", env, LOG_DIR / f"faithfulness-e2e-{topic_prefix}.log")
     yield process
     process.stop()

@@ -6,7 +6,6 @@ Summed over both processes, the counters equal the simulator's ground truth
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,22 +14,15 @@ from typing import Any
 import pytest
 import redis
 
-from service.simulate.scenario import load_scenario
 from service.simulate.run import run_send
+from service.simulate.scenario import load_scenario
 from service.simulate.sender import SendConfig
 from tests.conftest import LOG_DIR
 from tests.service.api.api_harness import ACME_KEY, GLOBEX_KEY, RunningApi, api_settings
 from tests.support.kafka import committed_total, wait_until
-from tests.support.workers import WorkerProcess, metric_sum, wait_ready
+from tests.support.workers import WorkerProcess, metric_sum, wait_ready, worker_env
 
-ROOT = Path(__file__).resolve().parents[3]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def worker_env(kafka_bootstrap: str, redis_url: str, prefix: str, config: Path, **extra: str) -> dict[str, str]:
-    return {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-            "RAGMON_KAFKA_TOPIC_PREFIX": prefix, "RAGMON_KAFKA_PARTITIONS": "4", "RAGMON_CONFIG": str(config),
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
 @pytest.fixture

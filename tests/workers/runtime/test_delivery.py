@@ -6,7 +6,6 @@ so that SIGTERM, kill -9 and restarts are the real thing.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ from service.contracts import Topics
 from service.embedded import ChildProcess, start_redis
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
-from tests.support.workers import WorkerProcess, wait_ready
+from tests.support.workers import WorkerProcess, wait_ready, worker_env
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = [sys.executable, "-m", "tests.workers.runtime.probe_worker"]
@@ -26,9 +25,7 @@ GROUP = "ragmon-probe"
 
 
 def probe_env(bootstrap: str, redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
-    return {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RAGMON_REDIS_URL": redis_url,
-            "RAGMON_KAFKA_TOPIC_PREFIX": prefix, "RAGMON_KAFKA_PARTITIONS": "4",
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+    return worker_env(bootstrap, redis_url, prefix, **extra)
 
 
 @pytest.fixture
