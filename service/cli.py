@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import secrets
-import socket
 import sys
 from pathlib import Path
 
@@ -18,64 +17,19 @@ def _cmd_api(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api.app import create_app
+    from service.api.processes import run_api_processes, serve_handed_connections
     from service.config import ApiSettings
 
     prometheus_client.disable_created_metrics()
     settings = ApiSettings()
     host = args.host or settings.api_host
     port = args.port or settings.api_port
+    if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
+        return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level)
     if args.workers > 1:
-        return _run_api_processes(args, host, port)
-    config = dict(log_level=args.log_level, timeout_graceful_shutdown=10)
-    if args.reuse_port:
-        sock = _reuse_port_socket(host, port)  # kept referenced: its fd must outlive uvicorn.run
-        uvicorn.run(create_app(settings), fd=sock.fileno(), **config)  # type: ignore[arg-type]
-    else:
-        uvicorn.run(create_app(settings), host=host, port=port, **config)  # type: ignore[arg-type]
+        return run_api_processes(args.workers, host, port, args.log_level)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
-
-
-def _reuse_port_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def _run_api_processes(args: argparse.Namespace, host: str, port: int) -> int:
-    """N API processes on one port, one Python process per core.
-
-    Each binds its own socket with SO_REUSEPORT, so the kernel spreads new
-    connections over the processes evenly (with one shared accept socket, a
-    handful of keep-alive clients all land on whichever process woke first).
-    Their Prometheus metrics are shared through files in PROMETHEUS_MULTIPROC_DIR,
-    so /metrics answers for all of them whichever process serves the scrape.
-    """
-    import signal
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="ragmon-api-metrics-") as metrics_dir:
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
-        argv = [sys.executable, "-m", "service.cli", "api", "--host", host, "--port", str(port), "--reuse-port",
-                "--log-level", args.log_level]
-        children = [subprocess.Popen(argv, env=env) for _ in range(args.workers)]
-
-        def forward(signum: int, _frame: object) -> None:
-            for child in children:
-                if child.poll() is None:
-                    child.send_signal(signal.SIGTERM)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
-        codes = [child.wait() for child in children]
-    # uvicorn re-raises the stop signal after a clean shutdown: a child that ended by the
-    # SIGTERM we forwarded stopped as asked.
-    failures = [c for c in codes if c not in (0, -signal.SIGTERM, -signal.SIGINT)]
-    return failures[0] if failures else 0
 
 
 def _exec_module(module: str, argv: list[str]) -> int:
@@ -159,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     api.add_argument("--port", type=int, default=None)
     api.add_argument("--log-level", default="info")
     api.add_argument("--workers", type=int, default=1, help="API processes sharing the port (one per core)")
-    api.add_argument("--reuse-port", action="store_true", help=argparse.SUPPRESS)
+    api.add_argument("--connection-fd", type=int, default=None, help=argparse.SUPPRESS)
     api.set_defaults(func=_cmd_api)
 
     worker = sub.add_parser("worker", help="run one worker process")

@@ -26,7 +26,6 @@ from service.contracts.discovery import worker_names
 from service.embedded import ChildProcess, EmbeddedError, free_port, start_broker, start_redis, wait_for_port
 from service.up_prometheus import start_prometheus_stack
 
-
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
 DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"

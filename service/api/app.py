@@ -25,6 +25,7 @@ from service.api.redaction import Redactor
 from service.api.schemas import batch_schema_components
 from service.api.state import ApiState
 from service.config import ApiSettings
+from service.gctune import tune_gc
 from service.telemetry import setup_tracing
 
 
@@ -91,6 +92,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
             supervise(state.producer, report=lambda up: state.metrics.broker_up.set(1 if up else 0)))
+        tune_gc()
         try:
             yield
         finally:
