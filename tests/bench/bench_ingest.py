@@ -1,8 +1,8 @@
 """Sustained durable ingestion through POST /v1/events (issue 2's benchmark).
 
 Trace events from the simulator's clean scenario, batches of 100, several
-concurrent keep-alive clients on 127.0.0.1, against `ragmon api` (one
-process) producing with acks=all to a Tansu broker. Reference, same run, same
+concurrent keep-alive clients on 127.0.0.1, against `ragmon api --workers 2`
+(its parent deals the connections to two API processes) producing with acks=all to a Tansu broker. Reference, same run, same
 broker: kafka-python producing the same stored records directly (the raw
 produce ceiling). Usage: python tests/bench/bench_ingest.py [--out PATH]
 """
@@ -122,7 +122,7 @@ def main() -> int:
                       for i, r in enumerate(rows))
     body = f"""Trace events from the simulator's `clean` scenario (mean {avg_event:,.0f} bytes of JSON per event),
 batches of {BATCH}, {args.clients} concurrent keep-alive clients on 127.0.0.1, {args.seconds:.0f} s measured after a
-3 s warm-up, {args.repeats} repetitions. `ragmon api --workers {args.api_workers}` ({args.api_workers} uvicorn processes) validating, redacting and
+3 s warm-up, {args.repeats} repetitions. `ragmon api --workers {args.api_workers}` ({args.api_workers} API processes; the parent deals connections to them in turn) validating, redacting and
 producing every event with acks=all (lz4) to a memory-only Tansu broker on the same 2-core machine; the load client
 and the broker share those cores. Counted: events in requests answered 202 (every one acknowledged by the broker).
 
