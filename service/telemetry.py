@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
@@ -56,7 +57,7 @@ def current_traceparent() -> bytes | None:
     return value.encode() if value else None
 
 
-def extract_context(headers: dict[str, str] | list[tuple[str, bytes]] | None) -> object:
+def extract_context(headers: dict[str, str] | list[tuple[str, bytes]] | None) -> Context:
     """The parent context from HTTP headers or Kafka record headers."""
     if headers is None:
         return propagate.extract({})

@@ -126,7 +126,7 @@ class FeedbackJoin:
         members = self._client.zrangebyscore(self._deadlines, "-inf", now, start=0, num=limit)
         claimed = []
         for raw in members:
-            member = raw.decode()
+            member = raw.decode() if isinstance(raw, bytes) else str(raw)
             tenant, trace_id, event_id = member.split("\x1f", 2)
             park_key = self._park_key(tenant, trace_id)
             got = self._claim_script(keys=[park_key, self._deadlines], args=[event_id, member])

@@ -20,7 +20,7 @@ RELEASES_KEY = "ragmon:releases"
 
 class MetricsProcessor:
     name = "metrics"
-    event_types = ("trace", "feedback", "release")
+    event_types: tuple[str, ...] = ("trace", "feedback", "release")
 
     def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis) -> None:
         self.config = config
@@ -95,7 +95,7 @@ class MetricsProcessor:
 
     def _cost(self, tv: tuple[str, str], t: TraceBody, weight: float) -> None:
         c, m = self.child, self.m
-        tokens: dict[str, int] = dict(t.usage.tokens)
+        tokens: dict[str, int] = dict(t.usage.tokens.items())
         model = t.usage.model or NONE
         cost, source = self.prices.cost(t.usage.model, tokens, t.usage.cost_usd)
         c(m.cost_queries, *tv, source).inc()
@@ -132,7 +132,8 @@ class MetricsProcessor:
 
     def _refresh_releases(self) -> None:
         for raw_field, raw in self.redis.hgetall(RELEASES_KEY).items():
-            tenant, variant = raw_field.decode().split("\x1f", 1)
+            field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+            tenant, variant = field.split("\x1f", 1)
             d = json.loads(raw)
             key = (tenant, variant)
             old = self._exported_releases.get(key)

@@ -81,6 +81,10 @@ class Emitter(Protocol):
     def emit(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
         ...
 
+    def wait(self, timeout_s: float = 15.0) -> None:
+        """Block until every record emitted so far is acknowledged; raise if one failed."""
+        ...
+
 
 class Processor(Protocol):
     """The worker-specific part. One instance per worker process."""

@@ -64,6 +64,9 @@ class CollectingEmitter:
     ) -> None:
         self.records.append(Emitted(topic, key, value, list(headers or [])))
 
+    def wait(self, timeout_s: float = 15.0) -> None:
+        """Nothing to wait for: records are kept in memory as they are emitted."""
+
 
 def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, Any]:
     """The Kafka record value the API would write for a simulated event."""
