@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -86,7 +87,7 @@ def run_api_processes(workers: int, host: str, port: int, log_level: str) -> int
 
 
 def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.Popen[bytes], socket.socket]],
-                      stopping: Any) -> None:
+                      stopping: Callable[[], bool]) -> None:
     live = list(range(len(children)))
     turn = 0
     while not stopping():
@@ -99,9 +100,7 @@ def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.P
             return
         try:
             conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        except InterruptedError:
+        except (TimeoutError, InterruptedError):
             continue
         with conn:
             for _ in range(len(live)):

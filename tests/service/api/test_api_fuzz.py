@@ -186,7 +186,7 @@ def test_mutated_events_never_fail_with_a_server_error(api: RunningApi, kafka: K
 
 
 def _dumps_as_a_careless_client(events: list[Any]) -> bytes:
-    """JSON as Python writes it by default: bare NaN/Infinity tokens, lone surrogates as \\udXXX escapes."""
+    """JSON as Python writes it by default: bare NaN/Infinity tokens, lone surrogates as escapes such as \\ud800."""
     return json.dumps({"events": events}, allow_nan=True).encode()
 
 
