@@ -9,7 +9,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from service.contracts.discovery import worker_names
+from service.local.discovery import worker_names
 
 
 def _cmd_api(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def _cmd_api(args: argparse.Namespace) -> int:
 
     from service.api.app import create_app
     from service.api.processes import run_api_processes, serve_handed_connections
-    from service.config import ApiSettings
+    from service.api.settings import ApiSettings
 
     prometheus_client.disable_created_metrics()
     settings = ApiSettings()
@@ -65,7 +65,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_keys(args: argparse.Namespace) -> int:
-    from service.api.auth import hash_key
+    from service.api.settings import hash_key
 
     key = args.key or f"rgm_{secrets.token_urlsafe(24)}"
     entry = {"tenant": args.tenant, "key_sha256": hash_key(key), "scopes": ["ingest"]}
@@ -76,7 +76,7 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from service.up import UpOptions, run_up
+    from service.local.up import UpOptions, run_up
 
     return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
                             prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from service.embedded import ChildProcess, start_broker, start_redis
+from service.local.embedded import ChildProcess, start_broker, start_redis
 
 LOG_DIR = Path(os.environ.get("RAGMON_TEST_LOGS", tempfile.gettempdir())) / "ragmon-test-logs"
 

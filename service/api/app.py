@@ -23,10 +23,10 @@ from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Redactor
 from service.api.schemas import batch_schema_components
+from service.api.settings import ApiSettings
 from service.api.state import ApiState
-from service.config import ApiSettings
-from service.gctune import tune_gc
-from service.telemetry import setup_tracing
+from service.api.telemetry import setup_tracing
+from service.contracts.process import tune_gc
 
 
 class RequestMetricsMiddleware:

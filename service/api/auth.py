@@ -6,11 +6,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
-from service.config import ApiKeyEntry
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
+from service.api.settings import ApiKeyEntry
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, 
 from service.api.producer import BrokerUnavailable
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState
-from service.telemetry import current_traceparent, extract_context
+from service.api.telemetry import current_traceparent, extract_context
 
 log = logging.getLogger("ragmon.api.events")
 router = APIRouter()

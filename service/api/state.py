@@ -11,7 +11,7 @@ from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
-from service.config import ApiSettings
+from service.api.settings import ApiSettings
 
 
 @dataclass

@@ -128,7 +128,7 @@ def bench_processor(repeats: int) -> float:
     import redis
     from prometheus_client import CollectorRegistry
 
-    from service.embedded import start_redis
+    from service.local.embedded import start_redis
     from tests.workers.drift.drift_support import app_config, build_processor, make_event
 
     server = start_redis()

@@ -35,7 +35,7 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts import StoredEvent, TraceBody, parse_instant
-from service.embedded import start_redis
+from service.local.embedded import start_redis
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import ProxyGold, evaluate
 from workers.exclusion.metrics import ExclusionMetrics

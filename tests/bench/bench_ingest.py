@@ -18,7 +18,7 @@ import httpx
 import orjson
 from kafka import KafkaProducer
 
-from service.embedded import free_port, start_broker, start_redis, wait_for_port
+from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
 from tests.bench.common import (

@@ -28,7 +28,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from service.contracts import Topics, record_key
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
-from service.embedded import free_port, start_broker, start_redis, wait_for_port
+from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
 from service.simulate.run import run_send
 from service.simulate.scenario import load_scenario
 from service.simulate.sender import SendConfig

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from dashboards.generate import build_all
 from dashboards.queries import PanelQuery, all_panel_queries, needs_history
-from service.embedded import free_port, wait_for_port
+from service.local.embedded import free_port, wait_for_port
 from tests.dashboards.catalog import RULES, all_metrics
 from tests.dashboards.synthetic import SyntheticTraffic
 

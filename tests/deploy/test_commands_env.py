@@ -10,10 +10,10 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from service.api.settings import ApiSettings
 from service.cli import build_parser
-from service.config import ApiSettings
 from service.contracts.config import CONFIG_ENV
-from service.contracts.discovery import worker_names
+from service.local.discovery import worker_names
 from service.simulate.cli import build_parser as build_simulate_parser
 from tests.deploy.deployfiles import (
     ROOT,
@@ -95,7 +95,7 @@ def test_dockerfile_default_command_is_a_real_ragmon_command() -> None:
 
 def test_compose_and_k8s_run_exactly_the_workers_on_disk() -> None:
     expected = worker_names()
-    assert expected, "service.contracts.discovery.worker_names() found no worker"
+    assert expected, "service.local.discovery.worker_names() found no worker"
     for source, containers in (("compose", compose_ragmon_containers()), ("k8s", k8s_ragmon_containers())):
         running = sorted(c.argv[1] for c in containers if c.role == "worker")
         assert running == expected, f"{source} runs workers {running}; the code has {expected}"

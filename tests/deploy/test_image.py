@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.config import ApiSettings
+from service.api.settings import ApiSettings
 from tests.deploy.deployfiles import (
     DOCKERIGNORE,
     ROOT,

@@ -14,8 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.api.routes_health import router as health_router
-from service.config import ApiSettings
-from service.up_prometheus import prometheus_config
+from service.api.settings import ApiSettings
+from service.local.prometheus import prometheus_config
 from tests.deploy.deployfiles import (
     ROOT,
     RagmonContainer,

@@ -32,7 +32,7 @@ import httpx
 import pytest
 import yaml
 
-from service.api.auth import hash_key
+from service.api.settings import hash_key
 from service.simulate.scenario import load_scenario
 from tests.e2e.stack import UpStack, start_up, wait_workers_ready
 from tests.e2e.trained_hhem import build as build_hhem

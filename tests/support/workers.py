@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from service.embedded import free_port, wait_for_port
+from service.local.embedded import free_port, wait_for_port
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 

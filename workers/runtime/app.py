@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from service.contracts.config import ConfigError
 from service.contracts.kafka import ensure_topics
-from service.gctune import tune_gc
+from service.contracts.process import tune_gc
 from workers.runtime.consumer import ConsumerRuntime
 from workers.runtime.emitter import KafkaEmitter
 from workers.runtime.http import serve
@@ -67,7 +67,7 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    tune_gc()  # startup (models, schemas, clients) is done: see service/gctune.py
+    tune_gc()  # startup (models, schemas, clients) is done: see service/contracts/process.py
     try:
         return runtime.run()
     finally:

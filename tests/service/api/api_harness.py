@@ -21,8 +21,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from service.api.app import create_app
-from service.api.auth import hash_key
-from service.config import ApiKeyEntry, ApiSettings
+from service.api.settings import ApiKeyEntry, ApiSettings, hash_key
 from service.contracts.topics import Topics
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, READONLY_KEY
 

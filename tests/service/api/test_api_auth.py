@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from service.api import auth
 from service.api.app import create_app
-from service.api.auth import AuthError, KeyStore, hash_key
-from service.config import ApiKeyEntry, ApiSettings
+from service.api.auth import AuthError, KeyStore
+from service.api.settings import ApiKeyEntry, ApiSettings, hash_key
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, feedback_event, headers_of, trace_event
 from tests.service.api.api_harness import DEFAULT_KEYS, KafkaReader, RunningApi, key_entry
 

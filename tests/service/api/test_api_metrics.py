@@ -7,7 +7,7 @@ from collections.abc import Callable
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from service.embedded import free_port
+from service.local.embedded import free_port
 from tests.service.api.api_events import feedback_event, now_iso, trace_event
 from tests.service.api.api_harness import RunningApi
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from service.embedded import free_port, wait_for_port
+from service.local.embedded import free_port, wait_for_port
 
 
 def _children(pid: int) -> list[int]:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import redis
 
-from service.embedded import ChildProcess, start_redis
+from service.local.embedded import ChildProcess, start_redis
 from tests.conftest import LOG_DIR
 from tests.service.api.api_events import ACME_KEY, feedback_event
 from tests.service.api.api_harness import DEFAULT_KEYS, KafkaReader, RunningApi, key_entry

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from service.embedded import ChildProcess, start_broker
+from service.local.embedded import ChildProcess, start_broker
 from tests.conftest import LOG_DIR
 from tests.service.api.api_events import feedback_event, trace_event
 from tests.service.api.api_harness import KafkaReader, RunningApi

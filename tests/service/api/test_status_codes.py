@@ -15,7 +15,7 @@ import orjson
 import pytest
 import redis
 
-from service.embedded import free_port
+from service.local.embedded import free_port
 from tests.service.api.api_events import (
     ACME_KEY,
     GLOBEX_KEY,

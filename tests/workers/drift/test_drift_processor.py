@@ -207,7 +207,7 @@ def test_sampling_is_decided_by_event_id(redis_client: redis.Redis, registry: Co
 
 
 def test_redis_down_skips_scheduled_tests_and_fails_the_batch(registry: CollectorRegistry) -> None:
-    from service.embedded import start_redis
+    from service.local.embedded import start_redis
 
     server = start_redis()
     client = redis.Redis(port=server.port, socket_timeout=1, socket_connect_timeout=1)

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from service.contracts import Topics
-from service.embedded import ChildProcess, start_redis
+from service.local.embedded import ChildProcess, start_redis
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess, wait_ready, worker_env

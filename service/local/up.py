@@ -21,10 +21,17 @@ from pathlib import Path
 
 import httpx
 
-from service.api.auth import hash_key
-from service.contracts.discovery import worker_names
-from service.embedded import ChildProcess, EmbeddedError, free_port, start_broker, start_redis, wait_for_port
-from service.up_prometheus import start_prometheus_stack
+from service.api.settings import hash_key
+from service.local.discovery import worker_names
+from service.local.embedded import (
+    ChildProcess,
+    EmbeddedError,
+    free_port,
+    start_broker,
+    start_redis,
+    wait_for_port,
+)
+from service.local.prometheus import start_prometheus_stack
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")

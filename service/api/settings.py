@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +12,11 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from service.contracts import limits as L
 from service.contracts.settings import CommonSettings
+
+
+def hash_key(key: str) -> str:
+    """The SHA-256 hex digest a key is stored as."""
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 class ApiKeyEntry(BaseModel):
@@ -75,8 +81,6 @@ class ApiSettings(CommonSettings):
         return self
 
     def key_entries(self) -> list[ApiKeyEntry]:
-        from service.api.auth import hash_key
-
         entries = list(self.api_keys)
         if self.dev_api_key:
             entries.append(ApiKeyEntry(tenant=self.dev_tenant, key_sha256=hash_key(self.dev_api_key), name="dev"))

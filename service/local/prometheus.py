@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from service.embedded import ChildProcess, free_port, wait_for_port
+from service.local.embedded import ChildProcess, free_port, wait_for_port
 from service.rules.cli import rendered_text
 
 if TYPE_CHECKING:
-    from service.up import Stack
+    from service.local.up import Stack
 
 REPO_DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from service.contracts.config import load_config_file, load_section
+from service.local.up import DEMO_CONFIG
 from service.rules.cli import rendered_text
-from service.up import DEMO_CONFIG
 from workers.drift.config import DriftConfig
 from workers.exclusion.config import ExclusionConfig
 
