@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from service.contracts import Topics, TraceBody
-from workers.faithfulness.config import FaithfulnessConfig
-from workers.faithfulness.events import (
+from service.contracts.scores import (
     FaithfulnessScoreEvent,
     ModelRef,
     TruncationRecord,
@@ -27,6 +26,7 @@ from workers.faithfulness.events import (
     encode_record,
     score_event_id,
 )
+from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.kernels import MatmulChoice
 from workers.faithfulness.loader import LoadedModel, LoadError, load_hhem
 from workers.faithfulness.metrics import FaithfulnessMetrics

@@ -12,11 +12,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.contracts import Topics
+from service.contracts.scores import FaithfulnessScoreEvent
 from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_TENANT
 from tests.workers.faithfulness.faithfulness_events import CollectingEmitter, trace
 from tests.workers.faithfulness.hhem_builder import TinyHHEM
 from workers.faithfulness.config import FaithfulnessConfig
-from workers.faithfulness.events import FaithfulnessScoreEvent
 from workers.faithfulness.loader import LoadedModel
 from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.faithfulness.processor import FaithfulnessProcessor, ScorerUnavailable

@@ -1,6 +1,11 @@
-"""The score event the faithfulness worker writes to the scores topic (Topics.scores).
+"""Score events: what scoring workers write to the scores topic (Topics.scores).
 
-One event per sampled trace with an outcome: `scored` (with its score) or
+Consumers (the shadow worker, the Phoenix exporter, the review sampler) read
+them from there; they are part of the contract so no worker imports another.
+Every score event is keyed like its trace (tenant, request id), so production
+and candidate twins share a partition, and carries `type` to tell kinds apart.
+
+Faithfulness: one event per sampled trace with an outcome: `scored` (with its score) or
 `no_claims` (a refusal or empty answer: no score, by design). The shadow
 worker pairs production and candidate events by (tenant, request_id) — the
 record key, so twins share a partition — and Phoenix annotations can use the
@@ -20,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_SCHEMA, H_TENANT, record_key
 
 SCORE_EVENT_TYPE = "faithfulness_score"
+EXCLUSION_EVENT_TYPE = "exclusion_result"
 # Fixed namespace for uuid5 ids of score events (any constant would do; it must never change).
 SCORE_EVENT_NAMESPACE = uuid.UUID("5b0c7a52-3c1e-4f43-9a56-6b8a0f0e7c21")
 
@@ -84,10 +90,53 @@ def score_event_id(source_event_id: uuid.UUID, mode: str, revision: str) -> uuid
 
 def encode_record(event: FaithfulnessScoreEvent) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """(key, value, headers) for the scores topic; keyed like traces, by tenant and request id."""
+    return score_record(event)
+
+
+class ExcludedGold(_Strict):
+    """One eligible gold document that no relevance predicate let through."""
+
+    doc_id: str
+    predicates: list[str] = Field(description="'field op' of each relevance predicate it fails (never values)")
+
+
+class ExclusionResultEvent(_Strict):
+    """The exclusion worker's verdict on one trace's exclusion sample.
+
+    `falsely_excluded` is None when the query has no eligible gold (missing
+    evidence, not a pass).
+    """
+
+    schema_version: Literal[1] = 1
+    type: Literal["exclusion_result"] = "exclusion_result"
+    event_id: uuid.UUID
+    source_event_id: uuid.UUID
+    tenant: str
+    trace_id: str
+    request_id: str
+    variant: str
+    release: str | None = None
+    intent: str | None = None
+    trace_timestamp: datetime
+    scored_at: datetime
+    gold_source: Literal["labels", "proxy"]
+    eligible_gold: int = Field(ge=0)
+    surviving_gold: int = Field(ge=0)
+    falsely_excluded: bool | None
+    excluded_gold: list[ExcludedGold] = Field(default_factory=list, max_length=100)
+    leaked: int = Field(0, ge=0, description="candidates or context documents violating an entitlement predicate")
+
+
+def exclusion_event_id(source_event_id: uuid.UUID, gold_source: str) -> uuid.UUID:
+    return uuid.uuid5(SCORE_EVENT_NAMESPACE, f"{source_event_id}/exclusion/{gold_source}")
+
+
+def score_record(event: FaithfulnessScoreEvent | ExclusionResultEvent) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """(key, value, headers) for the scores topic, for any score event kind."""
     key = record_key("trace", event.tenant, {"request_id": event.request_id})
     headers = [
         (H_EVENT_ID, str(event.event_id).encode()),
-        (H_EVENT_TYPE, SCORE_EVENT_TYPE.encode()),
+        (H_EVENT_TYPE, event.type.encode()),
         (H_TENANT, event.tenant.encode()),
         (H_SCHEMA, str(event.schema_version).encode()),
     ]
