@@ -45,9 +45,8 @@ from workers.exclusion.state import (
     labelled_key,
     sample_key,
 )
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
-
-UNSUPPORTED_TYPE = "unsupported_event_type"
 
 
 class RecentKeys:
@@ -122,10 +121,8 @@ class ExclusionProcessor:
                 elif event.type == "label":
                     labels.append(plan_label(event))
                 else:
-                    detail = (
-                        f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
-                    )
-                    rejections.append(Rejection(event, UNSUPPORTED_TYPE, detail))
+                    detail = f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    rejections.append(Rejection(event, DeadLetterReason.UNEXPECTED_TYPE, detail))
             except InvalidEvent as exc:
                 rejections.append(Rejection(event, exc.reason, exc.detail))
         for t in traces:

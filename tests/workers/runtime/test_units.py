@@ -43,7 +43,7 @@ def test_decodes_a_valid_trace() -> None:
         (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
         (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
         (orjson.dumps(stored("trace", {"trace_id": "t"})), "trace", "invalid_body", "record.body.request_id"),
-        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "wrong_topic", "feedback"),
+        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "unexpected_event_type", "feedback"),
         (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
     ],
 )
