@@ -1,4 +1,4 @@
-"""POST /v1/events: the native batch endpoint (status semantics in DESIGN.md)."""
+"""POST /v1/events: the native batch endpoint (statuses in docs/conventions.md, "Errors", and README.md)."""
 
 from __future__ import annotations
 

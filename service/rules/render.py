@@ -35,7 +35,7 @@ def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str
 
 
 def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
-    """Seed 002's triage rule: right after a release suggests a regression; without one, drift."""
+    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift."""
     window = int(seconds(cfg.release_window))
     match = 'tenant=\\"%s\\",variant=\\"production\\"' if tenant_scoped else ""
     args = " $labels.tenant" if tenant_scoped else ""
