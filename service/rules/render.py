@@ -185,7 +185,7 @@ def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
 
 
 def _drift(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected_bool) == 1",
+    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected) == 1",
                   cfg.drift.for_, "ticket", "guardrail",
                   "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
                   "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "

@@ -23,18 +23,18 @@ class DriftMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         s = SIGNAL_LABELS
         self.mmd2 = Gauge(
-            "ragmon_drift_mmd2_statistic", "Unbiased MMD² between the reference and current windows", s, registry=registry
+            "ragmon_drift_mmd2", "Unbiased MMD² between the reference and current windows", s, registry=registry
         )
         self.p_value = Gauge(
             "ragmon_drift_p_value_ratio", "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)", s,
             registry=registry,
         )
         self.threshold = Gauge(
-            "ragmon_drift_mmd2_threshold_statistic",
+            "ragmon_drift_mmd2_threshold",
             "MMD² the last test had to exceed to flag drift at the configured alpha (from its permutations)",
             s, registry=registry,
         )
-        self.detected = Gauge("ragmon_drift_detected_bool", "1 when the last test's p-value was <= alpha", s, registry=registry)
+        self.detected = Gauge("ragmon_drift_detected", "1 when the last test's p-value was <= alpha", s, registry=registry)
         self.window_size = Gauge(
             "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window"), registry=registry
         )
@@ -68,7 +68,7 @@ class DriftMetrics:
             registry=registry,
         )
         self.encoder_ready = Gauge(
-            "ragmon_drift_encoder_ready_bool", "1 when the pinned encoder is loaded", registry=registry
+            "ragmon_drift_encoder_up", "1 when the pinned encoder is loaded", registry=registry
         )
         self.encoder_duration = Histogram(
             "ragmon_drift_encoder_batch_duration_seconds", "Time to embed one batch of query texts",

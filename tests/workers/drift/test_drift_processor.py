@@ -31,7 +31,7 @@ def test_no_value_before_the_windows_fill_then_one_test_per_k_queries(
     feed(proc, gaussian(1, 20))
     feed(proc, gaussian(2, 9), start=T0 + 100)
     proc.tick(T0 + 200)
-    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is None
+    assert value(registry, "ragmon_drift_mmd2", **A) is None
     assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 20
     assert value(registry, "ragmon_drift_window_size_queries", **A, window="current") == 9
     feed(proc, gaussian(3, 1), start=T0 + 150)  # the 10th current query: K reached
@@ -39,9 +39,9 @@ def test_no_value_before_the_windows_fill_then_one_test_per_k_queries(
     assert value(registry, "ragmon_drift_tests_total", **A) == 1
     p = value(registry, "ragmon_drift_p_value_ratio", **A)
     assert p is not None and 1 / 200 <= p <= 1
-    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is not None
-    assert value(registry, "ragmon_drift_mmd2_threshold_statistic", **A) is not None
-    assert value(registry, "ragmon_drift_detected_bool", **A) == 0
+    assert value(registry, "ragmon_drift_mmd2", **A) is not None
+    assert value(registry, "ragmon_drift_mmd2_threshold", **A) is not None
+    assert value(registry, "ragmon_drift_detected", **A) == 0
     assert value(registry, "ragmon_drift_last_test_timestamp_seconds", **A) == T0 + 201
     proc.tick(T0 + 202)  # nothing new: no second test
     assert value(registry, "ragmon_drift_tests_total", **A) == 1
@@ -66,10 +66,10 @@ def test_a_shifted_current_window_is_flagged(redis_client: redis.Redis, registry
     feed(proc, gaussian(1, 20))
     feed(proc, gaussian(2, 20, shift=2.0), start=T0 + 100)
     proc.tick(T0 + 200)
-    assert value(registry, "ragmon_drift_detected_bool", **A) == 1
+    assert value(registry, "ragmon_drift_detected", **A) == 1
     assert value(registry, "ragmon_drift_p_value_ratio", **A) == pytest.approx(1 / 200)
-    mmd2 = value(registry, "ragmon_drift_mmd2_statistic", **A)
-    threshold = value(registry, "ragmon_drift_mmd2_threshold_statistic", **A)
+    mmd2 = value(registry, "ragmon_drift_mmd2", **A)
+    threshold = value(registry, "ragmon_drift_mmd2_threshold", **A)
     assert mmd2 is not None and threshold is not None and mmd2 > threshold
 
 
@@ -89,12 +89,12 @@ def test_a_model_change_resets_the_reference_and_is_never_compared(
     assert value(registry, "ragmon_drift_model_resets_total", **resets) == 1
     b = {**A, "model": "emb-b/16"}
     assert value(registry, "ragmon_drift_window_size_queries", **b, window="reference") == 19
-    assert value(registry, "ragmon_drift_mmd2_statistic", **b) is None  # reference not full: no value
+    assert value(registry, "ragmon_drift_mmd2", **b) is None  # reference not full: no value
     assert value(registry, "ragmon_drift_tests_total", **A) == 1  # emb-a's 3 new queries: no test yet
     feed(proc, gaussian(6, 11, 16), model="emb-b", start=T0 + 400)
     proc.tick(T0 + 500)
     assert value(registry, "ragmon_drift_tests_total", **b) == 1
-    assert value(registry, "ragmon_drift_mmd2_statistic", **b) is not None
+    assert value(registry, "ragmon_drift_mmd2", **b) is not None
     # the same name with another dimension is another model too
     feed(proc, gaussian(7, 2, 4), model="emb-b", start=T0 + 600)
     proc.tick(T0 + 601)
@@ -147,7 +147,7 @@ def test_replicas_sharing_redis_run_one_test_per_interval(redis_url: str, redis_
     # and both replicas export the shared result, whoever ran it
     procs[0].tick(T0 + 1000 + steps + 5)
     procs[1].tick(T0 + 1000 + steps + 5)
-    mmd2 = [value(r, "ragmon_drift_mmd2_statistic", **A) for r in registries]
+    mmd2 = [value(r, "ragmon_drift_mmd2", **A) for r in registries]
     assert mmd2[0] is not None and mmd2[0] == mmd2[1]
 
 
@@ -166,9 +166,9 @@ def test_a_signal_not_seen_for_a_while_is_retired(redis_client: redis.Redis, reg
     proc = build_processor(app_config(retire_after_s=600.0), redis_client, registry)
     feed(proc, gaussian(1, 30))
     proc.tick(T0 + 100)
-    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is not None
+    assert value(registry, "ragmon_drift_mmd2", **A) is not None
     proc.tick(T0 + 30 + 601)
-    assert value(registry, "ragmon_drift_mmd2_statistic", **A) is None
+    assert value(registry, "ragmon_drift_mmd2", **A) is None
     assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") is None
     assert proc.store.signals() == []
 
@@ -181,7 +181,7 @@ def test_a_frozen_reference_is_tested_against_live_traffic(redis_client: redis.R
     proc.store.freeze(key, gaussian(9, 50, shift=3.0).astype(np.float32), stamp=T0 + 110)
     proc.tick(T0 + 111)  # forced: no need to wait for K or T
     assert value(registry, "ragmon_drift_tests_total", **A) == 2
-    assert value(registry, "ragmon_drift_detected_bool", **A) == 1
+    assert value(registry, "ragmon_drift_detected", **A) == 1
     assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 50
 
 
