@@ -2,10 +2,14 @@
 
 Per-signal series are labelled (tenant, signal, intent, model): tenants come
 from the API-key configuration, signal is 'encoder' or 'app', intent is 'all'
-or one of the configured intents, and model is a configured model name with
-its dimension ('all-minilm-l6-v2/384') or 'other'. Test results are shared
-through Redis, so every replica exports the same values for a signal (alert
-rules aggregate with max by those labels); counters count this replica's work.
+or one of the configured intents, and model is a configured model name
+('all-minilm-l6-v2'). Each label set belongs to exactly one signal: a model
+that is not configured gets no windows (counted in embeddings_total as
+`unknown_model`), and of a model seen with several dimensions only the most
+recently seen one is tested and exported (scheduler.py). Test results are
+shared through Redis, so every replica exports the same values for a signal
+(alert rules aggregate with max by those labels); counters count this
+replica's work.
 """
 
 from __future__ import annotations
@@ -82,7 +86,10 @@ class DriftMetrics:
         self.window_size.labels(*labels, "current").set(current)
         self._published.add(labels)
         if "mmd2" not in result:
-            return  # no drift value before the first test of a full reference
+            # No drift value before the first test of a full reference; values still there came
+            # from the signal that held these labels before (the same model in another dimension).
+            self._remove_result(labels)
+            return
         self.mmd2.labels(*labels).set(result["mmd2"])
         self.p_value.labels(*labels).set(result["p_value"])
         self.threshold.labels(*labels).set(result["threshold"])
@@ -94,10 +101,13 @@ class DriftMetrics:
 
     def withdraw(self, labels: tuple[str, ...]) -> None:
         """Stop exporting a retired signal (its gauges would otherwise freeze at old values)."""
-        for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
-            with contextlib.suppress(KeyError):  # never tested: nothing to remove
-                gauge.remove(*labels)
+        self._remove_result(labels)
         for window in WINDOWS:
             with contextlib.suppress(KeyError):
                 self.window_size.remove(*labels, window)
         self._published.discard(labels)
+
+    def _remove_result(self, labels: tuple[str, ...]) -> None:
+        for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
+            with contextlib.suppress(KeyError):  # never tested: nothing to remove
+                gauge.remove(*labels)

@@ -24,6 +24,7 @@ from workers.drift.metrics import DriftMetrics
 from workers.drift.scheduler import DriftScheduler
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
 from workers.drift.windows import ModelChange, Observation, WindowStore
+from workers.runtime.labels import OTHER
 from workers.runtime.types import Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,9 @@ class DriftProcessor:
             emb, model = q.body.query.embedding, q.body.query.embedding_model
             if emb is None or model is None:
                 continue
+            if self.labels(model) is None:  # not configured: no windows, so no series of its own
+                self.metrics.embeddings.labels(q.event.tenant, APP, "unknown_model").inc()
+                continue
             vector = np.asarray(emb, dtype=np.float32)
             for intent in q.intents:
                 key = SignalKey(q.event.tenant, APP, intent, model, len(vector))
@@ -144,7 +148,7 @@ class DriftProcessor:
         for change in changes:
             new, old = change.key, change.previous
             self.metrics.model_resets.labels(
-                new.tenant, new.signal, new.intent, self.labels(old.model, old.dim), self.labels(new.model, new.dim)
+                new.tenant, new.signal, new.intent, self.labels(old.model) or OTHER, self.labels(new.model) or OTHER
             ).inc()
             log.warning(
                 "drift: %s switched from %s (dim %d) to %s (dim %d): new reference, no comparison across models",

@@ -16,7 +16,7 @@ from workers.drift.encoder import EncoderSlot, EncoderUnavailable, PinnedEncoder
 from workers.drift.mmd import mmd_test
 from workers.drift.processor import DriftProcessor
 
-E = {"tenant": "acme", "signal": "encoder", "intent": "all", "model": "all-minilm-l6-v2/384"}
+E = {"tenant": "acme", "signal": "encoder", "intent": "all", "model": "all-minilm-l6-v2"}
 
 
 def encoder_config() -> DriftConfig:

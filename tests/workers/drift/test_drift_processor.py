@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from tests.workers.drift.drift_support import T0, app_config, build_processor, make_event, value
 from workers.drift.processor import DriftProcessor
 
-A = {"tenant": "acme", "signal": "app", "intent": "all", "model": "emb-a/8"}
+A = {"tenant": "acme", "signal": "app", "intent": "all", "model": "emb-a"}
 
 
 def feed(proc: DriftProcessor, vectors: np.ndarray, model: str = "emb-a", start: float = T0, **kw: object) -> None:
@@ -85,9 +85,9 @@ def test_a_model_change_resets_the_reference_and_is_never_compared(
     mixed += [make_event(embedding=v, model="emb-a", received_at=T0 + 250 + i) for i, v in enumerate(gaussian(5, 3))]
     assert proc.process(mixed) == []
     proc.tick(T0 + 300)
-    resets = {"tenant": "acme", "signal": "app", "intent": "all", "from_model": "emb-a/8", "to_model": "emb-b/16"}
+    resets = {"tenant": "acme", "signal": "app", "intent": "all", "from_model": "emb-a", "to_model": "emb-b"}
     assert value(registry, "ragmon_drift_model_resets_total", **resets) == 1
-    b = {**A, "model": "emb-b/16"}
+    b = {**A, "model": "emb-b"}
     assert value(registry, "ragmon_drift_window_size_queries", **b, window="reference") == 19
     assert value(registry, "ragmon_drift_mmd2", **b) is None  # reference not full: no value
     assert value(registry, "ragmon_drift_tests_total", **A) == 1  # emb-a's 3 new queries: no test yet
@@ -95,21 +95,28 @@ def test_a_model_change_resets_the_reference_and_is_never_compared(
     proc.tick(T0 + 500)
     assert value(registry, "ragmon_drift_tests_total", **b) == 1
     assert value(registry, "ragmon_drift_mmd2", **b) is not None
-    # the same name with another dimension is another model too
+    # the same name with another dimension is another model too, exported under the same label
     feed(proc, gaussian(7, 2, 4), model="emb-b", start=T0 + 600)
     proc.tick(T0 + 601)
-    again = {**resets, "from_model": "emb-b/16", "to_model": "emb-b/4"}
+    again = {**resets, "from_model": "emb-b", "to_model": "emb-b"}
     assert value(registry, "ragmon_drift_model_resets_total", **again) == 1
+    # the label set now belongs to the 4-dimensional stream only: its fresh windows, no old result
+    assert value(registry, "ragmon_drift_window_size_queries", **b, window="reference") == 2
+    assert value(registry, "ragmon_drift_mmd2", **b) is None
 
 
-def test_unknown_models_are_labelled_other(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+def test_unknown_models_get_no_windows_and_no_series_of_their_own(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    # Two unconfigured models used to share the label `other` and overwrite each other's gauges.
     proc = build_processor(app_config(), redis_client, registry)
     feed(proc, gaussian(1, 3), model="text-embedding-9000")
-    proc.tick(T0 + 10)
-    other = {**A, "model": "other"}
-    assert value(registry, "ragmon_drift_window_size_queries", **other, window="reference") == 3
-    assert value(registry, "ragmon_drift_embeddings_total", tenant="acme", signal="app", outcome="reference") == 3
-
+    feed(proc, gaussian(2, 4, 16), model="another-embedder", start=T0 + 10)
+    proc.tick(T0 + 20)
+    assert proc.store.signals() == []
+    assert value(registry, "ragmon_drift_embeddings_total", tenant="acme", signal="app", outcome="unknown_model") == 7
+    families = {m.name: m.samples for m in registry.collect()}
+    assert families["ragmon_drift_window_size_queries"] == []
 
 def test_replicas_sharing_redis_run_one_test_per_interval(redis_url: str, redis_client: redis.Redis) -> None:
     """Two processors tick at the same instants, in threads released together by a barrier."""
