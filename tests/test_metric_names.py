@@ -1,5 +1,5 @@
-"""Every metric a rule, a recording rule, a promtool test or a dashboard reads is defined by some
-process, and every defined metric follows docs/conventions.md ("Metric names", "Labels").
+"""Every metric a rule, a recording rule, a promtool test, a dashboard or the documentation names is
+defined by some process, and every defined metric follows docs/conventions.md ("Metric names", "Labels").
 
 Defined names come from the registries of every package's metrics.py, built on a
 fresh CollectorRegistry; referenced names are read from the committed artifacts.
@@ -113,6 +113,11 @@ def _rule_texts() -> tuple[list[str], set[str]]:
     return texts, recorded
 
 
+def _documentation_texts() -> list[str]:
+    paths = [ROOT / "README.md", ROOT / "deploy" / "runbooks.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [p.read_text() for p in paths]
+
+
 def _promtool_texts() -> list[str]:
     paths = sorted((ROOT / "deploy" / "prometheus" / "tests").glob("*.yml"))
     assert paths
@@ -124,6 +129,7 @@ def test_every_referenced_metric_is_defined(defined: list[Defined]) -> None:
     rules, recorded = _rule_texts()
     sources: dict[str, list[str]] = {
         "rules": rules, "dashboards": _dashboard_texts(), "promtool tests": _promtool_texts(),
+        "documentation": _documentation_texts(),
     }
     missing = {}
     for source, texts in sources.items():
