@@ -15,13 +15,19 @@ from service.local.discovery import worker_names
 def _cmd_api(args: argparse.Namespace) -> int:
     import prometheus_client
     import uvicorn
+    from pydantic import ValidationError
 
     from service.api.app import create_app
     from service.api.processes import run_api_processes, serve_handed_connections
     from service.api.settings import ApiSettings
+    from service.contracts.settings import describe_settings_error
 
     prometheus_client.disable_created_metrics()
-    settings = ApiSettings()
+    try:
+        settings = ApiSettings()
+    except ValidationError as exc:
+        print(describe_settings_error(exc), file=sys.stderr)
+        return 2
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections

@@ -1,10 +1,16 @@
-"""What one API process holds: settings, keys, the limiter, the producer, metrics."""
+"""What one API process holds (settings, keys, the limiter, the producer, metrics) and how handlers get it.
+
+The lifespan builds the state and yields it as lifespan state; Starlette hands
+that to every request as `request.state`, and handlers declare `ApiStateDep`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import redis.asyncio as aioredis
+from fastapi import Depends, Request
 
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
@@ -24,3 +30,14 @@ class ApiState:
     limiter: RateLimiter
     preparer: BatchPreparer
     inflight_events: int = 0
+
+
+STATE_KEY = "ragmon"
+
+
+def _api_state(request: Request) -> ApiState:
+    state: ApiState = getattr(request.state, STATE_KEY)
+    return state
+
+
+ApiStateDep = Annotated[ApiState, Depends(_api_state)]

@@ -97,7 +97,10 @@ TENANT_OVERRIDABLE = {
 
 class GuardrailsConfig(Strict):
     release_window: Duration = Field("30m", description="triage: a release this recent suggests a regression")
-    runbook_base_url: str = "https://github.com/ragmon/ragmon/blob/main/deploy/runbooks.md"
+    runbook_base_url: str = Field(
+        "deploy/runbooks.md", min_length=1,
+        description="where the runbook is served (e.g. your repository's URL of deploy/runbooks.md); "
+                    "each alert links to its section, <base>#<alert name in lower case>")
     faithfulness: FaithfulnessRule = Field(default_factory=FaithfulnessRule)
     latency: LatencyRule = Field(default_factory=LatencyRule)
     false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)

@@ -35,7 +35,7 @@ def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str
 
 
 def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
-    """Seed 002's triage rule: right after a release suggests a regression; without one, drift."""
+    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift."""
     window = int(seconds(cfg.release_window))
     match = 'tenant=\\"%s\\",variant=\\"production\\"' if tenant_scoped else ""
     args = " $labels.tenant" if tenant_scoped else ""
@@ -185,7 +185,7 @@ def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
 
 
 def _drift(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected_bool) == 1",
+    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected) == 1",
                   cfg.drift.for_, "ticket", "guardrail",
                   "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
                   "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "

@@ -122,7 +122,7 @@ def test_the_catalog_sees_every_worker_and_the_api() -> None:
     names = set(known_series())
     for expected in ("ragmon_api_requests_total", "ragmon_worker_consumer_lag_messages",
                      "ragmon_rag_stage_duration_seconds_bucket", "ragmon_faithfulness_score_ratio_count",
-                     "ragmon_exclusion_predicate_exclusions_total", "ragmon_drift_mmd2_statistic",
+                     "ragmon_exclusion_predicate_exclusions_total", "ragmon_drift_mmd2",
                      "ragmon:false_exclusion:rate"):
         assert expected in names
     assert "ragmon_rag_stage_duration_seconds" not in names  # a classic histogram has no bare series

@@ -9,6 +9,8 @@ import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
+from service.contracts.errors import describe_errors
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
 
 
@@ -17,7 +19,7 @@ class Undecodable:
     source: SourceRecord
     value: bytes | None
     headers: list[tuple[str, bytes]]
-    reason: str
+    reason: DeadLetterReason
     detail: str
 
 
@@ -47,31 +49,23 @@ _RECORD = TypeAdapter(Annotated[Union[_TraceRecord, _FeedbackRecord, _ReleaseRec
                                 Field(discriminator="type")])
 
 
-def _explain(value: bytes) -> tuple[str, str]:
+def _explain(value: bytes) -> tuple[DeadLetterReason, str]:
     """Why a record failed, step by step (the slow path runs only for bad records)."""
     try:
         doc = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        return "undecodable", f"value is not JSON: {exc}"
+        return DeadLetterReason.UNDECODABLE, f"value is not JSON: {exc}"
     if not isinstance(doc, dict):
-        return "undecodable", "value is not a JSON object"
+        return DeadLetterReason.UNDECODABLE, "value is not a JSON object"
     try:
         stored = StoredEvent.model_validate(doc)
     except ValidationError as exc:
-        return "invalid_envelope", _format("record", exc)
+        return DeadLetterReason.INVALID_ENVELOPE, describe_errors("record", exc, limit=3)
     try:
         BODY_MODELS[stored.type].model_validate(stored.body)
     except ValidationError as exc:
-        return "invalid_body", _format("record.body", exc)
-    return "invalid_envelope", "record: rejected by the typed decoder but not by the step-by-step one"
-
-
-def _format(prefix: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:3]:
-        loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']} ({err['type']})")
-    return "; ".join(parts)
+        return DeadLetterReason.INVALID_BODY, describe_errors("record.body", exc, limit=3)
+    return DeadLetterReason.INVALID_ENVELOPE, "record: rejected by the typed decoder but not by the step-by-step one"
 
 
 def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable:
@@ -80,14 +74,14 @@ def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable
     headers = list(record.headers or [])
     value = record.value
     if value is None:
-        return Undecodable(source, value, headers, "undecodable", "record has no value (a tombstone)")
+        return Undecodable(source, value, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)")
     try:
         stored = _RECORD.validate_json(value)
     except ValidationError:
         reason, detail = _explain(value)
         return Undecodable(source, value, headers, reason, detail)
     if expected_type is not None and stored.type != expected_type:
-        return Undecodable(source, value, headers, "wrong_topic",
+        return Undecodable(source, value, headers, DeadLetterReason.UNEXPECTED_TYPE,
                            f"record.type: '{stored.type}' on the topic of '{expected_type}' events")
     traceparent = next((v.decode("latin-1") for k, v in headers if k == "traceparent"), None)
     return Event(source=source, stored=stored, body=stored.body, traceparent=traceparent, raw=value,

@@ -47,9 +47,6 @@ class KafkaEmitter:
         except KafkaError as exc:
             raise EmitFailed(f"derived records not acknowledged: {exc}") from exc
 
-    def discard(self) -> None:
-        self._pending = []
-
     def close(self) -> None:
         try:
             self._producer.flush(timeout=5)

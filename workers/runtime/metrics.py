@@ -27,7 +27,7 @@ class RuntimeMetrics:
             "ragmon_worker_batch_duration_seconds", "Time to process and commit one batch",
             ["worker"], buckets=_BATCH_BUCKETS, registry=registry)
         self.delay_seconds = Histogram(
-            "ragmon_worker_event_delay_seconds", "From the API receiving an event to its offset being committed",
+            "ragmon_worker_ingest_to_commit_duration_seconds", "From the API receiving an event to its offset being committed",
             ["worker"], buckets=_DELAY_BUCKETS, registry=registry)
         self.lag = Gauge(
             "ragmon_worker_consumer_lag_messages", "Records behind the end of each assigned partition",

@@ -68,7 +68,8 @@ def test_every_alert_has_the_required_fields_and_a_runbook_section() -> None:
         assert "for" in rule and rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
         ann = rule["annotations"]
         assert {"summary", "description", "runbook_url", "triage"} <= set(ann), rule["alert"]
-        anchor = ann["runbook_url"].rsplit("#", 1)[1]
+        base, anchor = ann["runbook_url"].rsplit("#", 1)
+        assert base == "deploy/runbooks.md", "the default points at the runbook inside the repository"
         assert anchor == rule["alert"].lower() and anchor in anchors, f"no runbook section for {rule['alert']}"
 
 
@@ -143,3 +144,9 @@ def test_pipeline_down_inhibits_its_symptoms() -> None:
     first = cfg["inhibit_rules"][0]
     assert first["target_matchers"] == ['category="symptom"']
     assert "RagmonTargetDown" in first["source_matchers"][0] and "RagmonBrokerUnavailable" in first["source_matchers"][0]
+
+
+def test_the_runbook_base_url_is_configuration() -> None:
+    cfg = GuardrailsConfig(runbook_base_url="https://runbooks.example.com/ragmon.md")
+    urls = {r["annotations"]["runbook_url"] for g in render(cfg)["groups"] for r in g["rules"] if "alert" in r}
+    assert urls and all(u.startswith("https://runbooks.example.com/ragmon.md#ragmon") for u in urls)

@@ -14,6 +14,7 @@ import os
 import time
 
 from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, Readiness, Rejection
 
 
@@ -35,7 +36,7 @@ class ProbeProcessor:
         for e in events:
             pipe.hincrby("ragmon:probe:attempts", e.id, 1)
             if e.type == "trace" and e.body.query.text == "reject me":
-                rejected.append(Rejection(e, "probe_rejected", "query.text: 'reject me' (probe rule)"))
+                rejected.append(Rejection(e, DeadLetterReason.INVALID_BODY, "query.text: 'reject me' (probe rule)"))
             else:
                 pipe.hsetnx("ragmon:probe:effect", e.id, self.pid)
         pipe.execute()
