@@ -15,7 +15,9 @@ from service.rules.cli import rendered_text
 if TYPE_CHECKING:
     from service.local.up import Stack
 
-REPO_DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+REPO_DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+INSTALL_HINT = "make run installs it, or: apt-get install prometheus prometheus-alertmanager"
+NOT_INSTALLED = f"not installed ({INSTALL_HINT})"
 
 
 def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: list[str],
@@ -38,8 +40,7 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
                            env: dict[str, str], interval: str = "5s") -> str | None:
     binary = shutil.which("prometheus")
     if binary is None:
-        print("prometheus not installed: skipping (apt-get install prometheus to see alerts fire)", flush=True)
-        return None
+        return None  # the summary says "Prometheus: not installed (...)"
     logs = workdir / "logs"
     am_port = None
     am_binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
@@ -49,6 +50,8 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
         argv = [am_binary, f"--config.file={am_config}", f"--web.listen-address=127.0.0.1:{am_port}",
                 f"--storage.path={workdir / 'alertmanager'}", "--cluster.listen-address="]
         stack.add(_spawn(argv, "alertmanager", logs, am_port))
+    else:
+        print(f"Alertmanager: {NOT_INSTALLED}: alerts fire in Prometheus but are not routed", flush=True)
     # Rules are rendered from the active config, so `ragmon up --config` runs the thresholds it names.
     rules_path = workdir / "ragmon.rules.yml"
     rules_path.write_text(rendered_text(env.get("RAGMON_CONFIG")))

@@ -31,7 +31,7 @@ from service.local.embedded import (
     start_redis,
     wait_for_port,
 )
-from service.local.prometheus import start_prometheus_stack
+from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
@@ -116,6 +116,8 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
     lines += [f"  worker {n:<10} http://127.0.0.1:{p}/metrics" for n, p in ports.items()]
     if prom:
         lines.append(f"  Prometheus   {prom}   (alerts: {prom}/alerts)")
+    else:
+        lines.append(f"  Prometheus: {NOT_INSTALLED if opts.prometheus else 'off (--no-prometheus)'}")
     lines += [
         f"  logs         {opts.workdir / 'logs'}",
         "",

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from service.contracts.config import ConfigError
 from service.rules.cli import DEFAULT_OUT, rendered_text
 from service.rules.config import GuardrailsConfig
 from service.rules.render import render
+from tests.support.tools import require_tool
 
 ROOT = Path(__file__).resolve().parents[3]
 PROM = ROOT / "deploy" / "prometheus"
@@ -22,12 +21,7 @@ TESTS = sorted((PROM / "tests").glob("*.test.yml"))
 
 
 def tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{name} missing in CI: .ci/run installs prometheus and prometheus-alertmanager")
-        pytest.skip(f"{name} not installed (apt-get install prometheus prometheus-alertmanager)")
-    return found
+    return require_tool(name)
 
 
 def alerts(doc: dict) -> list[dict]:  # type: ignore[type-arg]
