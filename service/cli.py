@@ -76,11 +76,13 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from service.local.supervise import RestartPolicy
     from service.local.up import UpOptions, run_up
 
     return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
                             prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,
-                            workers=args.workers, scrape_interval=args.scrape_interval))
+                            workers=args.workers, scrape_interval=args.scrape_interval,
+                            restart=RestartPolicy(args.max_crashes, args.crash_window)))
 
 
 def _cmd_drift(args: argparse.Namespace) -> int:
@@ -103,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workdir", default=".ragmon", help="logs and generated config go here")
     up.add_argument("--config", default=None, help="ragmon YAML config (RAGMON_CONFIG)")
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus even if installed")
+    up.add_argument("--max-crashes", type=int, default=5,
+                    help="give up on a process that crashes this many times within --crash-window (default 5)")
+    up.add_argument("--crash-window", type=float, default=600.0, metavar="SECONDS",
+                    help="the window --max-crashes counts over (default 600)")
     up.add_argument("--api-port", type=int, default=8000)
     up.add_argument("--workers", default=None, help="comma-separated workers to start (default: all)")
     up.add_argument("--scrape-interval", default="5s", help="Prometheus scrape and rule evaluation interval")
