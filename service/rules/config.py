@@ -81,10 +81,10 @@ class PipelineRule(Strict):
     target_down_for: Duration = "2m"
     max_lag_messages: int = Field(10_000, ge=1)
     lag_for: Duration = "10m"
-    dead_letter_window: Duration = "10m"
+    dead_letter_window: Duration = Field("2m", description="RagmonDeadLetters clears this long after the last one")
     not_ready_for: Duration = "5m"
     no_traffic_for: Duration = "15m"
-    shed_for: Duration = "5m"
+    shed_for: Duration = Field("3m", description="shedding this long opens a ticket; a shorter pause that recovers never does")
 
 
 TENANT_OVERRIDABLE = {

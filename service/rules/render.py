@@ -18,27 +18,31 @@ from service.rules.promql import compare_with_overrides, number, selector
 PROD = "production"
 
 
+# Seed 002's release-or-drift hint is about what the app serves: it fits the quality guardrails and
+# entitlement leaks, not the pipeline's own health nor its symptoms (a broker pause is neither).
+TRIAGED_CATEGORIES = ("guardrail", "security")
+
+
 def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str, category: str,
            summary: str, description: str, **labels: str) -> dict[str, Any]:
+    annotations = {"summary": summary, "description": description}
+    if category in TRIAGED_CATEGORIES:
+        annotations["triage"] = _triage(cfg)
+    annotations["runbook_url"] = f"{cfg.runbook_base_url}#{name.lower()}"
     return {
         "alert": name,
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity, "category": category, **labels},
-        "annotations": {
-            "summary": summary,
-            "description": description,
-            "triage": _triage(cfg, tenant_scoped=category in ("guardrail", "security")),
-            "runbook_url": f"{cfg.runbook_base_url}#{name.lower()}",
-        },
+        "annotations": annotations,
     }
 
 
-def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
+def _triage(cfg: GuardrailsConfig) -> str:
     """Seed 002's triage rule: right after a release suggests a regression; without one, drift."""
     window = int(seconds(cfg.release_window))
-    match = 'tenant=\\"%s\\",variant=\\"production\\"' if tenant_scoped else ""
-    args = " $labels.tenant" if tenant_scoped else ""
+    match = 'tenant=\\"%s\\",variant=\\"production\\"'
+    args = " $labels.tenant"
     query = f'ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}'
     return (
         f'{{{{ with printf "{query}"{args} | query }}}}'
@@ -223,17 +227,22 @@ def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         a(cfg, "RagmonConsumerLag", f"sum by (worker) (ragmon_worker_consumer_lag_messages) > {p.max_lag_messages}",
           p.lag_for, "ticket", "symptom", "Worker {{ $labels.worker }} is {{ $value }} records behind",
           "Processing is slower than traffic: scale the worker (up to the partition count) or find the slow batch."),
+        # Any dead letter is worth a ticket at once; the short window clears it soon after they stop.
         a(cfg, "RagmonDeadLetters",
           f"sum by (worker, reason) (increase(ragmon_worker_dead_letters_total[{p.dead_letter_window}])) > 0",
           "0m", "ticket", "pipeline", "Worker {{ $labels.worker }} dead-lettered records ({{ $labels.reason }})",
-          "Records that could not be decoded or validated went to the DLQ topic with their reason in headers."),
+          f"Records that could not be decoded or validated went to the DLQ topic in the last {p.dead_letter_window}, "
+          "with their reason in headers."),
         a(cfg, "RagmonNoTraffic",
           f"sum by (tenant) (increase(ragmon_api_events_accepted_total{{type=\"trace\"}}[{p.no_traffic_for}])) == 0",
           "0m", "ticket", "symptom", "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
           "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind."),
-        a(cfg, "RagmonIngestShedding", "sum(increase(ragmon_api_shed_total[5m])) > 0", p.shed_for, "ticket",
+        # Shedding now (a 1m rate), sustained for shed_for: a pause shorter than shed_for - 1m that
+        # recovered never fires, and the alert clears about a minute after shedding stops.
+        a(cfg, "RagmonIngestShedding", "sum(rate(ragmon_api_shed_total[1m])) > 0", p.shed_for, "ticket",
           "symptom", "The API is answering 503",
-          "Requests are shed (broker down or too many events awaiting acknowledgement); apps retry with backoff."),
+          f"Requests have been shed for {p.shed_for} (broker down or too many events awaiting acknowledgement); "
+          "apps retry with backoff."),
     ]
 
 

@@ -61,9 +61,29 @@ def test_every_alert_has_the_required_fields_and_a_runbook_section() -> None:
     for rule in alerts(yaml.safe_load(DEFAULT_OUT.read_text())):
         assert "for" in rule and rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
         ann = rule["annotations"]
-        assert {"summary", "description", "runbook_url", "triage"} <= set(ann), rule["alert"]
+        assert {"summary", "description", "runbook_url"} <= set(ann), rule["alert"]
+        triaged = rule["labels"]["category"] in ("guardrail", "security")
+        # The release-or-drift hint is for what the app serves, not for the pipeline or its symptoms.
+        assert ("triage" in ann) == triaged, rule["alert"]
         anchor = ann["runbook_url"].rsplit("#", 1)[1]
         assert anchor == rule["alert"].lower() and anchor in anchors, f"no runbook section for {rule['alert']}"
+
+
+def test_pipeline_alerts_fire_while_the_condition_holds() -> None:
+    """No `increase(...) > 0` held for a while: it fires as a short problem ends and lingers a window after.
+
+    An alert on 'any event in the window' has for: 0 (it fires at once and clears a window later);
+    one that must persist looks at the current rate, so a blip shorter than for: never fires
+    (deploy/prometheus/tests/recovery.test.yml checks both on promtool).
+    """
+    for rule in alerts(render(GuardrailsConfig())):
+        if rule["labels"]["category"] not in ("pipeline", "symptom"):
+            continue
+        firing_side = rule["expr"].split("unless", 1)[0]  # after `unless`: evidence whose absence fires
+        if re.search(r"increase\([^)]*\[[^]]+\]\)\)? > 0", firing_side):
+            assert rule["for"] in ("0m", "0s"), rule["alert"]
+            window = re.search(r"\[(\d+)m\]", firing_side)
+            assert window and int(window.group(1)) <= 5, f"{rule['alert']} lingers too long after recovery"
 
 
 def test_guardrails_only_look_at_production() -> None:
