@@ -62,6 +62,7 @@ class RegenerationRule(Strict):
     baseline_window: Duration = "1d"
     baseline_offset: Duration = Field("1h", description="the baseline ends this long before now")
     min_n: int = Field(50, ge=1, description="minimum queries in the current window")
+    min_baseline_n: int = Field(1000, ge=1, description="no alert before the baseline window holds this many queries")
     sigmas: float = Field(3.0, gt=0)
     for_: Duration = Field("15m", alias="for")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from service.rules.config import GuardrailsConfig, seconds
-from service.rules.promql import compare_with_overrides, number, selector
+from service.rules.promql import compare_with_overrides, number, selector, window_count
 
 PROD = "production"
 
@@ -55,9 +55,8 @@ def _triage(cfg: GuardrailsConfig) -> str:
 
 
 def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
-    lat, cost, reg, fai, exc = cfg.latency, cfg.cost, cfg.regeneration, cfg.faithfulness, cfg.false_exclusion
+    lat, cost, fai, exc = cfg.latency, cfg.cost, cfg.faithfulness, cfg.false_exclusion
     tv = "tenant, variant"
-    regen = 'ragmon_feedback_total{kind="regenerate"}'
     return [
         {"record": "ragmon:release:last_timestamp_seconds",
          "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
@@ -72,16 +71,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
                  f" / sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
         {"record": "ragmon:rag_cost_per_query_usd:samples",
          "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
-        {"record": "ragmon:regeneration:queries",
-         "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.window}]))"},
-        {"record": "ragmon:regeneration:rate",
-         "expr": f"sum by ({tv}) (increase({regen}[{reg.window}])) / ragmon:regeneration:queries"},
-        {"record": "ragmon:regeneration:baseline_rate",
-         "expr": f"sum by ({tv}) (increase({regen}[{reg.baseline_window}] offset {reg.baseline_offset}))"
-                 f" / sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.baseline_window}] offset {reg.baseline_offset}))"},
-        {"record": "ragmon:regeneration:band_half_width",
-         "expr": f"{number(reg.sigmas)} * sqrt(ragmon:regeneration:baseline_rate * (1 - ragmon:regeneration:baseline_rate)"
-                 " / ragmon:regeneration:queries)"},
+        *regeneration_rules(cfg),
         {"record": "ragmon:faithfulness_score:mean",
          "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
                  f" / sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
@@ -94,6 +84,35 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
                  " / (ragmon:false_exclusion:eligible > 0)"},
         {"record": "ragmon:traces:received",
          "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))"},
+    ]
+
+
+def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """The regeneration control band as a two-sample test of proportions.
+
+    Current window: x regenerations of n queries; baseline window: x_b of n_b. The band
+    around the baseline is z·√(p̄(1−p̄)(1/n + 1/n_b)) with p̄ the pooled rate, so a
+    thin baseline widens it instead of being taken as exact. Counts include each new
+    series' first events (promql.window_count). docs/regeneration-band.md has the
+    measured false-alarm rate and power.
+    """
+    reg, tv = cfg.regeneration, "tenant, variant"
+    regen, queries = 'ragmon_feedback_total{kind="regenerate"}', "ragmon_rag_queries_total"
+    w, bw, bo = reg.window, reg.baseline_window, reg.baseline_offset
+    ws, bws, bos = seconds(w), seconds(bw), seconds(bo)
+    r = "ragmon:regeneration:"
+    return [
+        {"record": r + "queries", "expr": window_count(queries, w, tv, window_s=ws)},
+        {"record": r + "regenerations", "expr": window_count(regen, w, tv, window_s=ws)},
+        {"record": r + "rate", "expr": f"{r}regenerations / {r}queries"},
+        {"record": r + "baseline_queries", "expr": window_count(queries, bw, tv, bo, bos, bws)},
+        {"record": r + "baseline_regenerations", "expr": window_count(regen, bw, tv, bo, bos, bws)},
+        {"record": r + "baseline_rate", "expr": f"{r}baseline_regenerations / {r}baseline_queries"},
+        {"record": r + "pooled_rate",
+         "expr": f"({r}regenerations + {r}baseline_regenerations) / ({r}queries + {r}baseline_queries)"},
+        {"record": r + "band_half_width",
+         "expr": f"{number(reg.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
+                 f" * (1 / {r}queries + 1 / {r}baseline_queries))"},
     ]
 
 
@@ -167,12 +186,15 @@ def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.regeneration
     expr = ("abs(ragmon:regeneration:rate{variant=\"production\"} - ragmon:regeneration:baseline_rate)"
             "\n> ragmon:regeneration:band_half_width"
-            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})")
+            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})"
+            f"\nand on (tenant, variant) (ragmon:regeneration:baseline_queries{{variant=\"production\"}}"
+            f" >= {r.min_baseline_n})")
     return _alert(cfg, "RagmonRegenerationOutOfBand", expr, r.for_, "ticket", "guardrail",
                   "Regeneration rate of {{ $labels.tenant }} left its control band",
-                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.2f\" }}}} "
+                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.3f\" }}}} "
                   f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
-                  f"{number(r.sigmas)}·√(p̄(1−p̄)/n) with n ≥ {r.min_n}.",
+                  f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}, "
+                  f"baseline n_b ≥ {r.min_baseline_n}).",
                   guardrail="regeneration")
 
 
