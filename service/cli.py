@@ -95,6 +95,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return rules_main(args.rest)
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from service.models.fetch import main as models_main
+
+    return models_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragmon", description="Online monitoring for RAG applications")
     sub = p.add_subparsers(dest="command", required=True)
@@ -147,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
     rules.set_defaults(func=_cmd_rules)
+    models = sub.add_parser("models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads",
+                            add_help=False)
+    models.add_argument("rest", nargs=argparse.REMAINDER)
+    models.set_defaults(func=_cmd_models)
     return p
 
 

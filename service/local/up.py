@@ -34,6 +34,7 @@ from service.local.embedded import (
     start_redis,
     wait_for_port,
 )
+from service.local.models import report_faithfulness, with_local_models
 from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
 from service.local.supervise import (
     DURABLE_KAFKA_SETTING,
@@ -201,10 +202,11 @@ def run_up(opts: UpOptions) -> int:
                # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
                "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
                    [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
-        if opts.config:
-            env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
-        elif opts.demo:
-            env["RAGMON_CONFIG"] = str(DEMO_CONFIG)
+        config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
+                  else os.environ.get("RAGMON_CONFIG"))
+        config = with_local_models(config, workdir)
+        if config:
+            env["RAGMON_CONFIG"] = config
         api_port = _port_or_free(opts.api_port)
         api_url = f"http://127.0.0.1:{api_port}"
         api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
@@ -213,6 +215,8 @@ def run_up(opts: UpOptions) -> int:
         wait_for_port("127.0.0.1", api_port, 30, api.proc)
         _wait_ready(api_url + "/readyz", api, 30)
         ports = _start_workers(opts, env, stack, logs)
+        if "faithfulness" in ports:
+            report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
         for child in stack.children:
             if child.name.startswith("worker-"):
                 supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})

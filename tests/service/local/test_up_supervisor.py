@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,6 +19,8 @@ from service.local.embedded import free_port
 from tests.support.kafka import wait_until
 from tests.support.leaks import command_line, live_descendants, stop_pids
 from tests.support.workers import metric_sum, parse_metrics
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass
@@ -47,15 +50,19 @@ class Up:
                           process=process)
 
 
-@pytest.fixture
-def up(tmp_path: Path) -> Iterator[Up]:
+@contextlib.contextmanager
+def running_up(tmp_path: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+               ) -> Iterator[Up]:
+    """`ragmon up ARGS` on free ports; stopped (with every child, by PID) whatever happens."""
     out = tmp_path / "up.out"
-    env = {k: v for k, v in os.environ.items() if k != "RAGMON_KAFKA_BOOTSTRAP_SERVERS"}
+    base = {k: v for k, v in os.environ.items() if k != "RAGMON_KAFKA_BOOTSTRAP_SERVERS"}
+    base["PYTHONPATH"] = str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")
     with open(out, "wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "up", "--no-prometheus", "--workers", "metrics",
-             "--workdir", str(tmp_path / "up"), "--api-port", str(free_port()), "--max-crashes", "2", "--crash-window", "120"],
-            stdout=sink, stderr=subprocess.STDOUT, env={**env, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+            [sys.executable, "-m", "service.cli", "up", "--no-prometheus", "--workdir", str(tmp_path / "up"),
+             "--api-port", str(free_port()), *args],
+            stdout=sink, stderr=subprocess.STDOUT, env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True, cwd=cwd)
     running = Up(proc, out)
     children: list[int] = []
     try:
@@ -64,7 +71,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
         text = running.text()
         assert proc.poll() is None, text
         running.api = re.search(r"API\s+(http://\S+)", text).group(1)  # type: ignore[union-attr]
-        running.worker = re.search(r"worker metrics\s+(http://\S+)/metrics", text).group(1)  # type: ignore[union-attr]
+        running.worker = re.search(r"worker \w+\s+(http://\S+)/metrics", text).group(1)  # type: ignore[union-attr]
         running.supervisor = re.search(r"supervisor\s+(http://\S+/metrics)", text).group(1)  # type: ignore[union-attr]
         children = live_descendants(proc.pid)
         yield running
@@ -79,6 +86,12 @@ def up(tmp_path: Path) -> Iterator[Up]:
                 proc.wait(10)
         ours = set(live_descendants(os.getpid()))
         stop_pids([p for p in children if p in ours])
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[Up]:
+    with running_up(tmp_path, "--workers", "metrics", "--max-crashes", "2", "--crash-window", "120") as running:
+        yield running
 
 
 @pytest.mark.slow
