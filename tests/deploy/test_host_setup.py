@@ -54,3 +54,16 @@ def test_without_root_or_sudo_it_names_the_command_and_exits() -> None:
 def test_an_unknown_profile_is_refused() -> None:
     out = subprocess.run(["bash", str(SCRIPT), "everything"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "usage:" in out.stderr
+
+
+def test_no_process_is_ever_stopped_by_name() -> None:
+    """A user's own Prometheus or Redis may run beside ours: we stop only what we started, by PID."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    offenders = []
+    for name in files:
+        path = ROOT / name
+        if path.resolve() == Path(__file__).resolve() or not path.is_file():
+            continue
+        text = path.read_bytes().decode(errors="ignore")
+        offenders += [f"{name}: {word}" for word in ("pkill", "killall") if word in text]
+    assert offenders == []
