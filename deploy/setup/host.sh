@@ -59,7 +59,7 @@ apt_install() {
     local rc=0
     "${runner[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || rc=$?
     [[ $rc == 0 ]] && { "${runner[@]}" env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?; }
+        apt-get install -y -qq --no-install-recommends --no-upgrade "$@" >/dev/null || rc=$?; }
     [[ -n "$placed" ]] && "${runner[@]}" rm -f "$policy"
     if [[ $rc != 0 ]]; then
         echo "ragmon set-up: apt-get install ${*} failed (exit $rc); see the output above" >&2

@@ -181,61 +181,83 @@ def _supervise(stack: Stack, supervisor: Supervisor, api_url: str, ports: dict[s
             print(_status_line(api_url, ports), flush=True)
 
 
-def run_up(opts: UpOptions) -> int:
+@dataclass
+class _Keys:
+    dev: str
+    tenant: str
+    demo: dict[str, str]
+
+
+def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys) -> dict[str, str]:
+    env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+           "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
+           # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
+           "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
+               [{"tenant": t, "key_sha256": hash_key(k)} for t, k in keys.demo.items()])}
+    config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
+              else os.environ.get("RAGMON_CONFIG"))
+    config = with_local_models(config, workdir)
+    if config:
+        env["RAGMON_CONFIG"] = config
+    return env
+
+
+def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: Supervisor, logs: Path) -> int:
+    api_port = _port_or_free(opts.api_port)
+    api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
+                                  api_port))
+    supervisor.watch(api, env)
+    wait_for_port("127.0.0.1", api_port, 30, api.proc)
+    _wait_ready(f"http://127.0.0.1:{api_port}/readyz", api, 30)
+    return api_port
+
+
+def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
+               registry: CollectorRegistry) -> tuple[str, dict[str, int]]:
     workdir = opts.workdir.resolve()
     logs = workdir / "logs"
+    kafka = _start_kafka(stack, supervisor, logs)
+    redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
+    supervisor.watch(redis, None)
+    keys = _Keys(os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
+                 os.environ.get("RAGMON_DEV_TENANT", "demo"),
+                 {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS})
+    env = _environment(opts, workdir, kafka, redis.port, keys)
+    api_port = _start_api(opts, env, stack, supervisor, logs)
+    api_url = f"http://127.0.0.1:{api_port}"
+    ports = _start_workers(opts, env, stack, logs)
+    if "faithfulness" in ports:
+        report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
+    for child in stack.children:
+        if child.name.startswith("worker-"):
+            supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})
+    supervisor_port = free_port()
+    start_http_server(supervisor_port, addr="127.0.0.1", registry=registry)
+    prom_url = None
+    if opts.prometheus:
+        prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval,
+                                          extra_jobs={"ragmon-up": supervisor_port})
+        for child in stack.children:
+            if child.name in ("prometheus", "alertmanager"):
+                supervisor.watch(child, None)
+    if opts.demo:
+        # Keys travel in the environment, not on the command line (ps shows argv).
+        sim_env = {**env, "RAGMON_API_KEY": keys.dev,
+                   "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.demo.items())}
+        stack.add(_spawn_ragmon("simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url],
+                                sim_env, logs, 0))
+    _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port)
+    return api_url, ports
+
+
+def run_up(opts: UpOptions) -> int:
     stack = Stack()
     registry = CollectorRegistry()
     supervisor = Supervisor(stack, opts.restart, SupervisorMetrics(registry))
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
-        kafka = _start_kafka(stack, supervisor, logs)
-        redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
-        supervisor.watch(redis, None)
-        key = os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}"
-        tenant = os.environ.get("RAGMON_DEV_TENANT", "demo")
-        demo_keys = {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS}
-        env = {**os.environ, DURABLE_KAFKA_SETTING: kafka,
-               "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": key,
-               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1",
-               # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
-               "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-                   [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
-        config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
-                  else os.environ.get("RAGMON_CONFIG"))
-        config = with_local_models(config, workdir)
-        if config:
-            env["RAGMON_CONFIG"] = config
-        api_port = _port_or_free(opts.api_port)
-        api_url = f"http://127.0.0.1:{api_port}"
-        api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
-                                      api_port))
-        supervisor.watch(api, env)
-        wait_for_port("127.0.0.1", api_port, 30, api.proc)
-        _wait_ready(api_url + "/readyz", api, 30)
-        ports = _start_workers(opts, env, stack, logs)
-        if "faithfulness" in ports:
-            report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
-        for child in stack.children:
-            if child.name.startswith("worker-"):
-                supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})
-        supervisor_port = free_port()
-        start_http_server(supervisor_port, addr="127.0.0.1", registry=registry)
-        prom_url = None
-        if opts.prometheus:
-            prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval,
-                                              extra_jobs={"ragmon-up": supervisor_port})
-            for child in stack.children:
-                if child.name in ("prometheus", "alertmanager"):
-                    supervisor.watch(child, None)
-        if opts.demo:
-            scenario = opts.scenario or "demo"
-            # Keys travel in the environment, not on the command line (ps shows argv).
-            sim_env = {**env, "RAGMON_API_KEY": key,
-                       "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in demo_keys.items())}
-            stack.add(_spawn_ragmon("simulator", ["simulate", "send", scenario, "--api", api_url], sim_env, logs, 0))
-        _print_summary(api_url, key, tenant, ports, prom_url, opts, supervisor_port)
+        api_url, ports = _start_all(opts, stack, supervisor, registry)
         _supervise(stack, supervisor, api_url, ports, stopping)
     except KeyboardInterrupt:
         pass
