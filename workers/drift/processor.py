@@ -98,8 +98,8 @@ class DriftProcessor:
         return rejections
 
     def tick(self, now: float) -> None:
-        """Run due tests. A Redis outage here is not fatal: the next tick tries again (the
-        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        """Run due tests. A Redis outage here only skips them until the next tick (counted in
+        tick_errors): the worker keeps consuming, and process() raises it for the batch."""
         try:
             self.scheduler.tick(now)
         except redis.exceptions.RedisError as exc:

@@ -10,7 +10,7 @@ import redis
 
 from service.contracts import FeedbackBody, ReleaseBody, TraceBody
 from workers.metrics.config import MetricsConfig
-from workers.metrics.joins import FeedbackJoin, JoinInfo, ParkedFeedback
+from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
@@ -119,8 +119,7 @@ class MetricsProcessor:
                    payload["kind"], payload.get("reason") or NONE).inc()
 
     def _sweep_unjoined(self, now: float) -> None:
-        claimed: list[tuple[str, ParkedFeedback]] = self.join.claim_expired(now)
-        for tenant, parked in claimed:
+        for tenant, parked in self.join.iter_claim_expired(now):
             self.m.feedback_unjoined.labels(tenant, str(parked.payload.get("kind")),
                                             str(parked.payload.get("reason") or NONE)).inc()
 

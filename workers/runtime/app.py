@@ -60,7 +60,7 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
     def readiness() -> tuple[bool, str]:
         if runtime.halted:
             return False, f"halted: {runtime.halted}"
-        r = processor.readiness()
+        r = runtime.readiness()
         return r.ready, r.reason
 
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, readiness)
