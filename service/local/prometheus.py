@@ -15,7 +15,10 @@ from service.rules.cli import rendered_text
 if TYPE_CHECKING:
     from service.local.up import Stack
 
-REPO_DEPLOY = Path(__file__).resolve().parent.parent / "deploy" / "prometheus"
+# service/local/prometheus.py -> the repository root is three levels up.
+REPO_DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
+# The routing docker compose uses too; tests/deploy/test_alert_routing.py lints and routes every alert through it.
+ALERTMANAGER_CONFIG = REPO_DEPLOY.parent / "alertmanager.yml"
 
 
 def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: list[str],
@@ -43,7 +46,7 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
     logs = workdir / "logs"
     am_port = None
     am_binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    am_config = REPO_DEPLOY.parent / "alertmanager.yml"
+    am_config = ALERTMANAGER_CONFIG
     if am_binary and am_config.is_file():
         am_port = free_port()
         argv = [am_binary, f"--config.file={am_config}", f"--web.listen-address=127.0.0.1:{am_port}",
