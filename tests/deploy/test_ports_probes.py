@@ -257,7 +257,7 @@ def test_k8s_probes(container: RagmonContainer) -> None:
 
 
 def _pod_templates() -> list[dict[str, Any]]:
-    return [d["spec"]["template"] for d in k8s_of_kind("Deployment")]
+    return [d["spec"]["template"] for d in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet")]
 
 
 def _selected(selector: dict[str, str]) -> list[dict[str, Any]]:
@@ -278,7 +278,7 @@ def test_k8s_services_select_pods_with_their_target_ports() -> None:
 
 
 def test_k8s_deployment_selectors_match_their_pods() -> None:
-    for d in k8s_of_kind("Deployment"):
+    for d in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet"):
         selector = d["spec"]["selector"]["matchLabels"]
         assert selector.items() <= d["spec"]["template"]["metadata"]["labels"].items(), d["metadata"]["name"]
         assert _selected(selector) == [d["spec"]["template"]], f"{d['metadata']['name']}: selector overlaps another"
