@@ -76,8 +76,6 @@ def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_for_the_exporter() 
         ports = egress_ports(labels)
         if labels["app.kubernetes.io/component"] == "postgres":
             assert ports == {KUBE_DNS_PORT}, name
-        elif labels["app.kubernetes.io/component"] == "api":
-            assert ports == allowed | {6006}, name  # its own spans, when OTEL_EXPORTER_OTLP_ENDPOINT is set
         else:
             assert ports == allowed, name
     exporter = {"app.kubernetes.io/name": "ragmon", "app.kubernetes.io/component": "worker",
