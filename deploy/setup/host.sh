@@ -76,4 +76,5 @@ fi
 if [[ "$profile" == test ]]; then
     bash "$root/tests/ci_extra_dashboards.sh"
     bash "$root/tests/alibi/setup_venv.sh"
+    bash "$root/tests/deploy/checkov/setup_venv.sh"   # checkov pins its own dependencies
 fi

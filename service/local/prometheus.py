@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 REPO_DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 INSTALL_HINT = "make run installs it, or: apt-get install prometheus prometheus-alertmanager"
 NOT_INSTALLED = f"not installed ({INSTALL_HINT})"
+# The routing docker compose uses too; tests/deploy/test_alert_routing.py lints and routes every alert through it.
+ALERTMANAGER_CONFIG = REPO_DEPLOY.parent / "alertmanager.yml"
 
 
 def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: list[str],
@@ -48,7 +50,7 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
     logs = workdir / "logs"
     am_port = None
     am_binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    am_config = REPO_DEPLOY.parent / "alertmanager.yml"
+    am_config = ALERTMANAGER_CONFIG
     if am_binary and am_config.is_file():
         am_port = free_port()
         argv = [am_binary, f"--config.file={am_config}", f"--web.listen-address=127.0.0.1:{am_port}",

@@ -179,7 +179,8 @@ def _exclusion_no_data(cfg: GuardrailsConfig) -> dict[str, Any]:
                   "No exclusion evidence for {{ $labels.tenant }}",
                   f"Traces arrive but none carried an exclusion sample with eligible gold in the last {r.no_data_for} "
                   "(or since ragmon started): the false-exclusion guardrail is blind (no data is not 0%).",
-                  guardrail="false_exclusion")
+                  # the worker that produces the evidence: Alertmanager binds its not-ready/halted alert to this one
+                  guardrail="false_exclusion", worker="exclusion")
 
 
 def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
@@ -259,10 +260,11 @@ def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
           f"sum by (tenant) (increase(ragmon_api_events_accepted_total{{type=\"trace\"}}[{p.no_traffic_for}])) == 0",
           "0m", "ticket", "symptom", "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
           "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind."),
-        # Shedding now (a 1m rate), sustained for shed_for: a pause shorter than shed_for - 1m that
-        # recovered never fires, and the alert clears about a minute after shedding stops.
-        a(cfg, "RagmonIngestShedding", "sum(rate(ragmon_api_shed_total[1m])) > 0", p.shed_for, "ticket",
-          "symptom", "The API is answering 503",
+        # Shedding now (a 1m rate) by API instance (the one whose broker is unreachable), sustained for
+        # shed_for: a pause shorter than shed_for - 1m that recovered never fires, and the alert clears
+        # about a minute after shedding stops.
+        a(cfg, "RagmonIngestShedding", "sum by (instance) (rate(ragmon_api_shed_total[1m])) > 0", p.shed_for,
+          "ticket", "symptom", "The API ({{ $labels.instance }}) is answering 503",
           f"Requests have been shed for {p.shed_for} (broker down or too many events awaiting acknowledgement); "
           "apps retry with backoff."),
     ]

@@ -150,14 +150,12 @@ def test_alertmanager_config_is_valid_and_routes() -> None:
         assert out.stdout.strip() == receiver, (labels, out.stdout, out.stderr)
 
 
-def test_pipeline_down_inhibits_its_symptoms() -> None:
+def test_every_inhibition_is_bound_by_a_shared_label() -> None:
+    """An inhibition without `equal` mutes its targets everywhere (tests/deploy/test_alert_routing.py routes them)."""
     cfg = yaml.safe_load((ROOT / "deploy" / "alertmanager.yml").read_text())
-    symptom_alerts = {r["alert"] for r in alerts(render(GuardrailsConfig())) if r["labels"]["category"] == "symptom"}
-    assert symptom_alerts == {"RagmonFalseExclusionNoData", "RagmonConsumerLag", "RagmonNoTraffic",
-                              "RagmonIngestShedding"}
-    first = cfg["inhibit_rules"][0]
-    assert first["target_matchers"] == ['category="symptom"']
-    assert "RagmonTargetDown" in first["source_matchers"][0] and "RagmonBrokerUnavailable" in first["source_matchers"][0]
+    assert cfg["inhibit_rules"]
+    for rule in cfg["inhibit_rules"]:
+        assert rule.get("equal"), rule
 
 
 def test_the_runbook_base_url_is_configuration() -> None:
