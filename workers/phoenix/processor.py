@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.phoenix.annotations import (
@@ -33,11 +33,10 @@ from workers.phoenix.gateway import PhoenixGateway, PhoenixRejected, PhoenixUnav
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.settings import PhoenixSettings
 from workers.phoenix.waiting import Waiting, WaitingRoom
-from workers.runtime.records import ScoreEvent, Subscription, decode_score_record
+from workers.runtime.records import SCORE_EVENT, ScoreEvent, Subscription, decode_score_record
 from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.phoenix")
-_SCORE = TypeAdapter(FaithfulnessScoreEvent | ExclusionResultEvent)
 RETRY_BATCH = 500  # waiting scores retried per tick
 
 
@@ -96,7 +95,7 @@ class PhoenixExporter:
         first_seen: dict[str, float] = {}
         for w in entries:
             try:
-                scores.append(_SCORE.validate_json(w.score_json))
+                scores.append(SCORE_EVENT.validate_json(w.score_json))
                 first_seen[w.event_id] = w.first_seen
             except ValidationError:
                 log.error("dropping waiting score %s: it no longer validates", w.event_id)

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import StoredEvent
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
@@ -31,7 +31,9 @@ from workers.runtime.types import Event, SourceRecord
 RecordDecoder = Callable[[Any], "Event | Undecodable"]
 ScoreEvent = FaithfulnessScoreEvent | ExclusionResultEvent
 
-_SCORE = TypeAdapter(FaithfulnessScoreEvent | ExclusionResultEvent)
+# Discriminated by `type`, so an error names the field of the right kind of score.
+SCORE_EVENT: TypeAdapter[ScoreEvent] = TypeAdapter(
+    Annotated[FaithfulnessScoreEvent | ExclusionResultEvent, Field(discriminator="type")])
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,11 @@ def decode_score_record(record: Any) -> Event | Undecodable:
     if record.value is None:
         return Undecodable(source, None, headers, "undecodable", "record has no value (a tombstone)")
     try:
-        score: ScoreEvent = _SCORE.validate_json(record.value)
+        score = SCORE_EVENT.validate_json(record.value)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in err["loc"])
-        return Undecodable(source, record.value, headers, "invalid_score", f"score.{where}: {err['msg']}")
+        where = "".join(f".{p}" for p in err["loc"][1:])  # loc[0] is the score kind (the union's tag)
+        return Undecodable(source, record.value, headers, "invalid_score", f"score{where}: {err['msg']}")
     stored = envelope(str(score.event_id), score.type, score.tenant, score.scored_at)
     return Event(source=source, stored=stored, body=score, raw=record.value, headers=headers)
 

@@ -109,7 +109,8 @@ def exclusion_result(trace_id: str, excluded: list[str], *, eligible: int = 1, t
         event_id=exclusion_event_id(source, "labels"), source_event_id=source, tenant=tenant, trace_id=trace_id,
         request_id=f"r-{trace_id}", variant="production", trace_timestamp=datetime.now(UTC),
         scored_at=datetime.now(UTC), gold_source="labels", eligible_gold=eligible,
-        surviving_gold=eligible - len(excluded), falsely_excluded=bool(excluded) and len(excluded) == eligible,
+        surviving_gold=eligible - len(excluded),
+        falsely_excluded=None if eligible == 0 else len(excluded) == eligible,
         excluded_gold=[ExcludedGold(doc_id=d, predicates=["locale eq"]) for d in excluded])
 
 
