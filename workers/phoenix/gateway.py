@@ -56,7 +56,8 @@ class PhoenixGateway:
                  http_client: httpx.Client | None = None) -> None:
         self._settings = settings
         self._metrics = metrics
-        headers = {"Authorization": f"Bearer {settings.api_key.get_secret_value()}"} if settings.api_key else {}
+        key = settings.api_key.get_secret_value() if settings.api_key else ""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}  # an empty key (compose's default): no auth
         self._http = http_client or httpx.Client(base_url=settings.url.rstrip("/") + "/", headers=headers,
                                                  timeout=settings.timeout_s)
         self._client = Client(http_client=self._http)
