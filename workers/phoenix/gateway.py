@@ -9,6 +9,8 @@ would not help: counted and logged).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,7 +25,7 @@ from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.settings import PhoenixSettings
 
 T = TypeVar("T")
-_DOC_ID = re.compile(r"^retrieval\.documents\.(\d+)\.document\.id$")
+_DOC_FIELD = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|content|metadata)$")
 _PERMANENT = {400, 404, 409, 413, 422}
 
 
@@ -35,19 +37,45 @@ class PhoenixRejected(Exception):
     """Phoenix refused the request's content: retrying it unchanged would fail again."""
 
 
+def document_id(document: Mapping[str, Any]) -> str | None:
+    """A retrieved document's id by the assembler's rule (docs/otlp.md, the mapping table), so the ids
+    Phoenix lists match the ids ragmon's trace events (and so its gold ids) use: `document.id`, else the
+    metadata's `id`/`doc_id`/`document_id`, else `sha256:` + 32 hex of the content's SHA-256."""
+    if document.get("id") not in (None, ""):
+        return str(document["id"])
+    metadata = document.get("metadata")
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except ValueError:
+            metadata = None
+    if isinstance(metadata, Mapping):
+        for key in ("id", "doc_id", "document_id"):
+            if metadata.get(key) not in (None, ""):
+                return str(metadata[key])
+    content = document.get("content")
+    if isinstance(content, str):
+        return "sha256:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+    return None
+
+
 def retriever_documents(attributes: Mapping[str, Any]) -> dict[str, int]:
-    """doc id -> position from a RETRIEVER span's `retrieval.documents.N.document.id` attributes."""
-    found: dict[str, int] = {}
+    """doc id -> position in a RETRIEVER span's `retrieval.documents` (flat OTLP keys or nested)."""
+    by_position: dict[int, dict[str, Any]] = {}
     for key, value in attributes.items():
-        m = _DOC_ID.match(key)
-        if m and isinstance(value, str | int):
-            found.setdefault(str(value), int(m.group(1)))
+        m = _DOC_FIELD.match(key)
+        if m:
+            by_position.setdefault(int(m.group(1)), {})[m.group(2)] = value
     nested = attributes.get("retrieval", {})
     documents = nested.get("documents", []) if isinstance(nested, Mapping) else []
     for position, doc in enumerate(documents if isinstance(documents, list) else []):
-        doc_id = doc.get("document", {}).get("id") if isinstance(doc, Mapping) else None
+        if isinstance(doc, Mapping) and isinstance(doc.get("document"), Mapping):
+            by_position.setdefault(position, dict(doc["document"]))
+    found: dict[str, int] = {}
+    for position in sorted(by_position):
+        doc_id = document_id(by_position[position])
         if doc_id is not None:
-            found.setdefault(str(doc_id), position)
+            found.setdefault(doc_id, position)
     return found
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from pydantic import SecretStr
 
@@ -93,9 +95,19 @@ def test_retriever_documents_from_flat_and_nested_attributes() -> None:
     flat = {"retrieval.documents.0.document.id": "a", "retrieval.documents.2.document.id": "c",
             "retrieval.documents.0.document.content": "text"}
     assert retriever_documents(flat) == {"a": 0, "c": 2}
-    nested = {"retrieval": {"documents": [{"document": {"id": "a"}}, {"document": {"content": "no id"}},
+    nested = {"retrieval": {"documents": [{"document": {"id": "a"}}, {"document": {"score": 0.3}},
                                           {"document": {"id": 7}}]}}
     assert retriever_documents(nested) == {"a": 0, "7": 2}
+
+
+def test_document_ids_follow_the_assemblers_rule() -> None:
+    """LangChain sets no document.id: the metadata's id, else a content hash (docs/otlp.md)."""
+    attributes = {"retrieval.documents.0.document.metadata": '{"doc_id": "kb-12", "source": "faq"}',
+                  "retrieval.documents.0.document.content": "refunds",
+                  "retrieval.documents.1.document.content": "shipping",
+                  "retrieval.documents.2.document.metadata": {"document_id": "kb-40"}}
+    content_hash = "sha256:" + hashlib.sha256(b"shipping").hexdigest()[:32]
+    assert retriever_documents(attributes) == {"kb-12": 0, content_hash: 1, "kb-40": 2}
 
 
 def test_settings_fail_fast_and_say_how_to_fix(monkeypatch: pytest.MonkeyPatch) -> None:
