@@ -36,6 +36,10 @@ class PhoenixUnavailable(Exception):
 class PhoenixRejected(Exception):
     """Phoenix refused the request's content: retrying it unchanged would fail again."""
 
+    def __init__(self, detail: str, status: int) -> None:
+        super().__init__(detail)
+        self.status = status
+
 
 def document_id(document: Mapping[str, Any]) -> str | None:
     """A retrieved document's id by the assembler's rule (docs/otlp.md, the mapping table), so the ids
@@ -102,7 +106,9 @@ class PhoenixGateway:
             outcome = "rejected" if code in _PERMANENT else "unavailable"
             self._metrics.requests.labels(endpoint, outcome).inc()
             detail = f"Phoenix answered {code} on {endpoint}: {exc.response.text[:300]}"
-            raise (PhoenixRejected if outcome == "rejected" else PhoenixUnavailable)(detail) from exc
+            if outcome == "rejected":
+                raise PhoenixRejected(detail, code) from exc
+            raise PhoenixUnavailable(detail) from exc
         except (httpx.TransportError, PhoenixException) as exc:
             self._metrics.requests.labels(endpoint, "unavailable").inc()
             raise PhoenixUnavailable(f"{endpoint}: {type(exc).__name__}: {exc}") from exc
@@ -134,8 +140,10 @@ class PhoenixGateway:
         try:
             return self._call("get_spans", lambda: self._client.spans.get_spans(
                 project_identifier=project, trace_ids=trace_ids, limit=10_000, **filters))  # type: ignore[arg-type]
-        except PhoenixRejected:
-            return []  # the project does not exist (yet): no span of these traces reached Phoenix
+        except PhoenixRejected as exc:
+            if exc.status == 404:  # the project does not exist (yet): no span of these traces reached Phoenix
+                return []
+            raise
 
     def write_span_annotations(self, payloads: list[dict[str, Any]]) -> None:
         self._call("span_annotations", lambda: self._client.spans.log_span_annotations(

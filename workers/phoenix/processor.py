@@ -118,7 +118,12 @@ class PhoenixExporter:
         plan, missing = Plan(), []
         for project, group in by_project.items():
             with_docs = [tid for tid, s in group if isinstance(s, ExclusionResultEvent) and s.excluded_gold]
-            found = self._gateway.find_traces(project, sorted({tid for tid, _ in group}), with_docs)
+            try:
+                found = self._gateway.find_traces(project, sorted({tid for tid, _ in group}), with_docs)
+            except PhoenixRejected as exc:  # e.g. a project name Phoenix cannot take: no retry will place these
+                log.error("Phoenix refused the span lookup in project %r: %s", project, exc)
+                self._count([s for _, s in group], "rejected")
+                continue
             for tid, score in group:
                 trace = found.get(tid)
                 if trace is None or trace.root is None:

@@ -157,3 +157,26 @@ def test_a_wrong_key_is_an_outage_not_a_rejection(phoenix: PhoenixServer, redis_
     finally:
         gateway.close()
         rig.close()
+
+
+def test_a_tenants_project_is_used_on_both_sides(phoenix: PhoenixServer, redis_client: redis.Redis) -> None:
+    rig = Rig(phoenix, redis_client, tenant_projects={"globex": "globex-rag"})
+    forward = ForwarderSettings(endpoint=f"{phoenix.base_url}/v1/traces", tenant_projects={"globex": "globex-rag"},
+                                headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"))
+    rig.forwarder = SpanForwarder(forward, ForwarderMetrics(CollectorRegistry()), "t.spans")
+    try:
+        trace = rag_trace(["d1"])
+        rig.forwarder.process([spans_event(trace, tenant="globex")])
+        wait_for(lambda: _project_exists(phoenix, "globex-rag") and root_span(phoenix, trace.trace_id, "globex-rag"))
+        rig.exporter.process([score_event(faithfulness_score(trace.trace_id, mode="answer", tenant="globex"))])
+        (annotation,) = span_annotations(phoenix, trace.root, "globex-rag")
+        assert annotation["name"] == "ragmon.faithfulness"
+    finally:
+        rig.close()
+
+
+def _project_exists(phoenix: PhoenixServer, name: str) -> bool:
+    import httpx
+
+    answer = httpx.get(f"{phoenix.base_url}/v1/projects", headers=phoenix.headers, timeout=5)
+    return name in [p["name"] for p in answer.json()["data"]]

@@ -9,6 +9,9 @@ annotation arrives exactly once.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -105,3 +108,15 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
         wait_for(lambda: lag_drained(forwarder), timeout_s=10)
     finally:
         producer.close(timeout=5)
+
+
+@pytest.mark.parametrize(("worker", "variable"), [("phoenix", "RAGMON_PHOENIX_URL"),
+                                                  ("forwarder", "RAGMON_FORWARD_ENDPOINT")])
+def test_without_an_endpoint_the_worker_refuses_to_start_and_says_why(
+        kafka_bootstrap: str, redis_url: str, topic_prefix: str, worker: str, variable: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMON_PHOENIX_", "RAGMON_FORWARD_"))}
+    env.update(worker_env(kafka_bootstrap, redis_url, topic_prefix))
+    done = subprocess.run([sys.executable, "-m", f"workers.{worker}"], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert variable in done.stderr + done.stdout
