@@ -83,9 +83,11 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     try:
         first, second = rag_trace(["d1", "d2"]), rag_trace(["d9"])
+        producer.send(topics.scores, key=b"acme/x", value=b'{"type": "faithfulness_score", "tenant": "acme"}')
         send(producer, topics, first)
         (annotation,) = wait_for(lambda: annotated(phoenix, first), timeout_s=30)
         assert annotation["result"]["label"] == "unfaithful"  # type: ignore[index]
+        wait_for(lambda: exporter.total("ragmon_worker_dead_letters_total", reason="invalid_score") == 1)
 
         phoenix.stop()
         try:
@@ -93,17 +95,19 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
             wait_for(lambda: forwarder.total("ragmon_worker_retries_total") >= 2
                      and exporter.total("ragmon_worker_retries_total") >= 2, timeout_s=30)
             committed, end = committed_total(kafka_bootstrap, "ragmon-phoenix", topics.scores)
-            assert committed == end - 1  # the second score is not committed while Phoenix is down
+            assert (committed, end) == (2, 3)  # the second score is not committed while Phoenix is down
         finally:
             phoenix.start()
 
         (annotation,) = wait_for(lambda: annotated(phoenix, second), timeout_s=40)
         assert annotation["span_id"] == second.root
-        wait_for(lambda: committed_total(kafka_bootstrap, "ragmon-phoenix", topics.scores)[0] == 2, timeout_s=15)
+        wait_for(lambda: committed_total(kafka_bootstrap, "ragmon-phoenix", topics.scores)[0] == 3, timeout_s=15)
         assert exporter.total("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="sent") == 2
         assert forwarder.total("ragmon_forwarder_spans_total", outcome="forwarded") == 6
-        for worker in workers:
-            assert worker.total("ragmon_worker_dead_letters_total") == 0
+        # The malformed score went to the dead-letter topic (bad input); the outage did not.
+        assert exporter.total("ragmon_worker_dead_letters_total") == 1
+        assert exporter.total("ragmon_worker_dead_letters_total", reason="invalid_score") == 1
+        assert forwarder.total("ragmon_worker_dead_letters_total") == 0
         # The forwarder's lag is exposed and drains to zero once Phoenix takes spans again.
         wait_for(lambda: lag_drained(forwarder), timeout_s=10)
     finally:
