@@ -108,7 +108,7 @@ def main() -> None:
             settings = PhoenixSettings(url=px.base_url, api_key=SecretStr(px.api_key))
             metrics = PhoenixMetrics(CollectorRegistry())
             waiting = WaitingRoom(redis.Redis(port=redis_server.port), "bench", 10, 100_000)
-            exporter = PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics, "bench.scores")
+            exporter = PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics)
             for _ in range(args.repeats):
                 rates["per_trace"].append(forward(px, [rag_trace(["d", "gold"]) for _ in range(args.traces)], False))
                 traces = [rag_trace(["d", "gold"]) for _ in range(args.traces)]

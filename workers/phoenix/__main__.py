@@ -17,7 +17,7 @@ def build(ctx: WorkerContext) -> PhoenixExporter:
     settings = load_settings()
     metrics = PhoenixMetrics(ctx.registry)
     waiting = WaitingRoom(ctx.redis, ctx.settings.group_id(ctx.name), settings.retry_interval_s, settings.max_waiting)
-    return PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics, ctx.settings.topics.scores)
+    return PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,7 @@ from workers.phoenix.annotations import (
 from workers.phoenix.gateway import PhoenixGateway, PhoenixRejected, PhoenixUnavailable
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.settings import PhoenixSettings
-from workers.phoenix.waiting import Waiting, WaitingRoom
-from workers.runtime.records import SCORE_EVENT, ScoreEvent, Subscription, decode_score_record
+from workers.phoenix.waiting import SCORE_EVENT, ScoreEvent, Waiting, WaitingRoom
 from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.phoenix")
@@ -59,11 +58,10 @@ def _kind(score: ScoreEvent) -> str:
 
 class PhoenixExporter:
     name = "phoenix"
-    event_types: tuple[str, ...] = ()
+    event_types: tuple[str, ...] = ("score",)  # the scores topic, decoded by workers/runtime/decode.py
 
     def __init__(self, settings: PhoenixSettings, gateway: PhoenixGateway, waiting: WaitingRoom,
-                 metrics: PhoenixMetrics, scores_topic: str, clock: Callable[[], float] = time.time) -> None:
-        self.subscriptions = (Subscription(scores_topic, "score", decode_score_record),)
+                 metrics: PhoenixMetrics, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
         self._gateway = gateway
         self._waiting = waiting

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Annotated
 
 import redis
+from pydantic import Field, TypeAdapter
+
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 
 # Per consumer group (two exporters feeding two Phoenix instances keep apart):
 # <prefix>:waiting is a zset (score event id -> due time), <prefix>:data a hash (id -> first_seen, score).
 KEY_PREFIX = "ragmon:phoenix:{group}"
+
+ScoreEvent = FaithfulnessScoreEvent | ExclusionResultEvent
+# A waiting score is stored as its JSON and validated again when it is retried.
+SCORE_EVENT: TypeAdapter[ScoreEvent] = TypeAdapter(Annotated[ScoreEvent, Field(discriminator="type")])
 
 _TAKE_DUE = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))

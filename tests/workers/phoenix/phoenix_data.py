@@ -116,10 +116,10 @@ def exclusion_result(trace_id: str, excluded: list[str], *, eligible: int = 1, t
 
 def score_event(score: FaithfulnessScoreEvent | ExclusionResultEvent, offset: int = 0) -> Event:
     from service.contracts.scores import score_record
-    from workers.runtime.records import decode_score_record
+    from workers.runtime.decode import decode_record
 
     key, value, headers = score_record(score)
-    decoded = decode_score_record(FakeRecord("t.scores", 0, offset, key, value, headers, int(time.time() * 1000)))
+    decoded = decode_record(FakeRecord("t.scores", 0, offset, key, value, headers, int(time.time() * 1000)), "score")
     assert isinstance(decoded, Event)
     return decoded
 

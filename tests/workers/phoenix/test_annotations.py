@@ -32,8 +32,8 @@ from workers.phoenix.annotations import (
 )
 from workers.phoenix.gateway import retriever_documents
 from workers.phoenix.settings import PhoenixSettings, load_settings
-from workers.runtime.decode import Undecodable
-from workers.runtime.records import decode_score_record, decode_spans_record
+from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.records import decode_spans_record
 from workers.runtime.types import Event
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -137,10 +137,10 @@ def test_forwarder_headers_are_parsed_like_otel_exporter_headers() -> None:
 def test_score_and_span_records_decode_or_say_why_not() -> None:
     score = exclusion_result(TRACE, ["g"])
     key, value, headers = score_record(score)
-    event = decode_score_record(FakeRecord("t.scores", 0, 5, key, value, headers, 0))
+    event = decode_record(FakeRecord("t.scores", 0, 5, key, value, headers, 0), "score")
     assert isinstance(event, Event) and event.body == score
-    assert (event.id, event.type, event.tenant) == (str(score.event_id), "exclusion_result", "acme")
-    bad = decode_score_record(FakeRecord("t.scores", 0, 6, key, value.replace(b'"labels"', b'"gut"'), headers, 0))
+    assert (event.id, event.type, event.tenant) == (str(score.event_id), "score", "acme")
+    bad = decode_record(FakeRecord("t.scores", 0, 6, key, value.replace(b'"labels"', b'"gut"'), headers, 0), "score")
     assert isinstance(bad, Undecodable) and bad.reason == "invalid_score" and "gold_source" in bad.detail
     spans = spans_event(rag_trace(["d"]))
     assert spans.body.span_count == 3 and spans.type == "otlp_spans"

@@ -47,7 +47,7 @@ class Rig:
         self.now = time.time()
         self.waiting = WaitingRoom(client, "test-phoenix", self.settings.retry_interval_s, self.settings.max_waiting)
         self.exporter = PhoenixExporter(self.settings, PhoenixGateway(self.settings, self.metrics), self.waiting,
-                                        self.metrics, "t.scores", clock=lambda: self.now)
+                                        self.metrics, clock=lambda: self.now)
         forward = ForwarderSettings(endpoint=f"{phoenix.base_url}/v1/traces",
                                     headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"))
         self.forwarder = SpanForwarder(forward, ForwarderMetrics(self.registry), "t.spans")
