@@ -24,5 +24,6 @@ class ForwarderMetrics:
             "ragmon_forwarder_request_duration_seconds", "Duration of acknowledged OTLP export requests",
             buckets=REQUEST_BUCKETS, registry=r)
         self.delay_seconds = Histogram(
-            "ragmon_forwarder_delay_seconds", "From the API accepting spans to the collector acknowledging them",
+            "ragmon_forwarder_ingest_to_ack_duration_seconds",
+            "From the API accepting spans to the collector acknowledging them",
             buckets=DELAY_BUCKETS, registry=r)

@@ -31,8 +31,9 @@ class PhoenixMetrics:
             "ragmon_phoenix_request_duration_seconds", "Duration of successful Phoenix REST calls",
             ["endpoint"], buckets=REQUEST_BUCKETS, registry=r)
         self.delay_seconds = Histogram(
-            "ragmon_phoenix_annotation_delay_seconds", "From a score event's scoring to Phoenix acknowledging it",
+            "ragmon_phoenix_score_to_annotation_duration_seconds",
+            "From a score event's scoring to Phoenix acknowledging its annotation",
             ["kind"], buckets=DELAY_BUCKETS, registry=r)
         self.waiting = Gauge(
-            "ragmon_phoenix_waiting_scores", "Score events waiting in Redis for their trace to reach Phoenix",
+            "ragmon_phoenix_waiting_events", "Score events waiting in Redis for their trace to reach Phoenix",
             registry=r)
