@@ -77,4 +77,5 @@ if [[ "$profile" == test ]]; then
     bash "$root/tests/ci_extra_dashboards.sh"
     bash "$root/tests/alibi/setup_venv.sh"
     bash "$root/tests/deploy/checkov/setup_venv.sh"   # checkov pins its own dependencies
+    bash "$root/tests/phoenix/setup_venv.sh"          # a real Phoenix for tests/workers/phoenix (own pins)
 fi

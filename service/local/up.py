@@ -47,6 +47,8 @@ from service.local.supervise import (
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
 DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"
+# Workers that feed an external system start only when it is configured (docs/phoenix.md).
+OPTIONAL_WORKERS = {"phoenix": "RAGMON_PHOENIX_URL", "forwarder": "RAGMON_FORWARD_ENDPOINT"}
 
 
 @dataclass
@@ -107,8 +109,13 @@ def _wait_ready(url: str, child: ChildProcess, timeout: float) -> None:
     raise EmbeddedError(f"{child.name} not ready at {url} within {timeout:.0f}s; see {child.log_path}")
 
 
+def default_workers(env: dict[str, str]) -> list[str]:
+    """Every worker, less the optional ones whose endpoint is not configured."""
+    return [n for n in worker_names() if n not in OPTIONAL_WORKERS or env.get(OPTIONAL_WORKERS[n])]
+
+
 def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Path) -> dict[str, int]:
-    wanted = opts.workers.split(",") if opts.workers else worker_names()
+    wanted = opts.workers.split(",") if opts.workers else default_workers(env)
     ports: dict[str, int] = {}
     for i, name in enumerate(wanted):
         port = _port_or_free(9101 + i)

@@ -30,6 +30,7 @@ from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import Children
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.periodic import PeriodicWork
+from workers.runtime.records import RecordDecoder
 from workers.runtime.settings import WorkerSettings
 from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection
 
@@ -61,6 +62,11 @@ class ConsumerRuntime:
                                   settings.worker_dlq_min_messages)
         topics = settings.topics
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
+        # Topics of non-native records (scores, raw spans) come with their own decoder: workers/runtime/records.py
+        self.decoders: dict[str, RecordDecoder] = {}
+        for sub in getattr(processor, "subscriptions", ()):
+            self.type_by_topic[sub.topic] = sub.event_type
+            self.decoders[sub.topic] = sub.decode
         self.dlq_topic = topics.dlq
         self.stopping = threading.Event()
         self.halted: str | None = None
@@ -176,8 +182,9 @@ class ConsumerRuntime:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, records in polled.items():
             expected = self.type_by_topic.get(tp.topic)
+            decoder = self.decoders.get(tp.topic)
             for rec in records:
-                decoded = decode_record(rec, expected)
+                decoded = decoder(rec) if decoder else decode_record(rec, expected)
                 (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
             offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         try:

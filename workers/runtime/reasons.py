@@ -16,3 +16,5 @@ class DeadLetterReason(StrEnum):
     INVALID_BODY = "invalid_body"  # the body breaks the contract, or a rule a worker checks on it
     UNEXPECTED_TYPE = "unexpected_event_type"  # a type this consumer does not read (e.g. on another type's topic)
     INVALID_PREDICATE = "invalid_predicate"  # a retrieval filter the exclusion worker cannot evaluate
+    INVALID_SCORE = "invalid_score"  # a score event on the scores topic that breaks its contract
+    INVALID_SPANS = "invalid_spans"  # a spans-topic record that is not a TracesData protobuf

@@ -114,6 +114,8 @@ class Processor(Protocol):
 
     name: str  # worker name; the consumer group is "ragmon-<name>"
     event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
+    # Optionally also `subscriptions`: topics of other records (scores, raw spans) with their decoder
+    # (workers/runtime/records.py).
 
     def readiness(self) -> Readiness:
         """Not ready (e.g. a model that did not load) means: do not consume, retry later."""
