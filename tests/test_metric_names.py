@@ -24,7 +24,9 @@ from workers.drift.metrics import DriftMetrics
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.faithfulness.metrics import FaithfulnessMetrics
+from workers.forwarder.metrics import ForwarderMetrics
 from workers.metrics.metrics import MetricsWorkerMetrics
+from workers.phoenix.metrics import PhoenixMetrics
 from workers.runtime.metrics import RuntimeMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,9 +40,12 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/drift/metrics.py": DriftMetrics,
     "workers/faithfulness/metrics.py": FaithfulnessMetrics,
     "workers/exclusion/metrics.py": lambda r: ExclusionMetrics(r, ExclusionConfig()),
+    "workers/phoenix/metrics.py": PhoenixMetrics,
+    "workers/forwarder/metrics.py": ForwarderMetrics,
 }
 
-SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift")
+SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift", "phoenix",
+              "forwarder")
 NAME = re.compile(rf"^ragmon_({'|'.join(SUBSYSTEMS)})_[a-z0-9]+(_[a-z0-9]+)*$")
 UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events")
 FLAGS = ("_up", "_ready", "_halted", "_detected", "_info")
