@@ -9,6 +9,7 @@ import redis.asyncio as aioredis
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
+from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
 from service.api.settings import ApiSettings
@@ -23,4 +24,5 @@ class ApiState:
     redis: aioredis.Redis
     limiter: RateLimiter
     preparer: BatchPreparer
+    span_preparer: SpanPreparer
     inflight_events: int = 0
