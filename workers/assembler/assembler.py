@@ -1,0 +1,170 @@
+"""The assembler's two steps, free of the consumer loop.
+
+consume(records): decode spans-topic records, store their spans in Redis (idempotent),
+produce feedback events for annotation spans, dead-letter what cannot be decoded, and
+wait for every acknowledgement: only then may the caller commit the offsets.
+
+tick(now): claim the traces that are due, assemble each into one trace event (id
+derived from tenant and trace id, so a replay or a re-assembly yields the same id),
+produce them, and only after the acknowledgement close their state in Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from service.contracts import StoredEvent, record_key
+from service.contracts import topics as T
+from service.contracts.spans import SpanRecord, SpanRecordError, decode_span_record, trace_event_id
+from service.contracts.topics import Topics
+from workers.assembler.config import AssemblerConfig
+from workers.assembler.feedback import FeedbackEvent, feedback_events, has_annotations
+from workers.assembler.mapping import TraceSpans, assemble
+from workers.assembler.metrics import AssemblerMetrics
+from workers.assembler.store import OpenTrace, SpanEntry, TraceStore
+from workers.assembler.view import SpanView, attribute_map
+from workers.runtime.dlq import dlq_headers
+from workers.runtime.types import Emitter, SourceRecord
+
+log = logging.getLogger("ragmon.worker.assembler")
+WORKER = "assembler"
+
+
+def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
+    """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
+    doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
+           "received_at": datetime.now(UTC).isoformat(), "body": body}
+    value = orjson.dumps(doc)
+    StoredEvent.model_validate_json(value)
+    return value
+
+
+def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
+    return [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()), (T.H_TENANT, tenant.encode()),
+            (T.H_SCHEMA, b"1")]
+
+
+class Assembler:
+    def __init__(self, config: AssemblerConfig, store: TraceStore, emitter: Emitter, topics: Topics,
+                 metrics: AssemblerMetrics) -> None:
+        self.config = config
+        self.store = store
+        self.emitter = emitter
+        self.topics = topics
+        self.m = metrics
+
+    # -- consuming ---------------------------------------------------------
+
+    def consume(self, records: list[Any], now: float | None = None) -> int:
+        """Store a polled batch; returns the spans stored. Raises on outages (Redis, broker)."""
+        items: list[tuple[str, str, bytes, list[SpanEntry]]] = []
+        for rec in records:
+            try:
+                decoded = decode_span_record(rec.value or b"", list(rec.headers or []))
+            except SpanRecordError as exc:
+                self._dead_letter(rec, str(exc))
+                continue
+            items.append(self._entries(decoded))
+        results = self.store.add_many([i for i in items if i[3]], now or time.time())
+        stored = 0
+        for result in results:
+            stored += result.stored
+            for outcome, n in (("stored", result.stored), ("duplicate", result.duplicates),
+                               ("overflow", result.overflow), ("late", result.late)):
+                if n:
+                    self.m.spans.labels(outcome).inc(n)
+        self.emitter.wait()
+        return stored
+
+    def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
+        entries: list[SpanEntry] = []
+        resource = b""
+        for rs, _, span in record.spans():
+            resource = resource or rs.resource.SerializeToString()
+            view = SpanView.of(span)
+            if has_annotations(view) and view.links:
+                self._feedback(record, view)  # a feedback carrier, not part of the RAG trace
+                continue
+            if has_annotations(view):
+                self._feedback(record, view)
+            entries.append(SpanEntry(view.span_id, not view.parent_id, span.SerializeToString()))
+        return record.tenant, record.trace_id, resource, entries
+
+    def _feedback(self, record: SpanRecord, view: SpanView) -> None:
+        events, skipped = feedback_events(record.tenant, record.trace_id, view)
+        for reason, n in skipped.items():
+            self.m.annotations_skipped.labels(reason).inc(n)
+        for event in events:
+            self._emit_feedback(record.tenant, event)
+        self.m.spans.labels("feedback").inc()
+
+    def _emit_feedback(self, tenant: str, event: FeedbackEvent) -> None:
+        value = stored_event(event.id, "feedback", tenant, event.timestamp, event.body)
+        self.emitter.emit(self.topics.feedback, record_key("feedback", tenant, event.body), value,
+                          event_headers(event.id, "feedback", tenant))
+        self.m.feedback_emitted.labels(tenant).inc()
+
+    def _dead_letter(self, rec: Any, detail: str) -> None:
+        source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
+        self.emitter.emit(self.topics.dlq, rec.key, rec.value or b"",
+                          dlq_headers(source, list(rec.headers or []), "undecodable", detail, WORKER))
+        self.m.spans.labels("dead_letter").inc()
+        log.warning("dead-lettered %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, detail)
+
+    # -- assembling --------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> int:
+        """Assemble every due trace (up to max_traces_per_tick); returns the trace events produced."""
+        now = now or time.time()
+        due = self.store.claim_due(now, self.config.max_traces_per_tick)
+        finished: list[tuple[OpenTrace, str | None]] = []
+        emitted = 0
+        for tenant, trace_id in due:
+            trace = self.store.load(tenant, trace_id)
+            if trace is None:
+                self.store.forget(tenant, trace_id)
+                continue
+            if trace.root is None:
+                if now - trace.last_seen < self.config.root_wait_s:
+                    self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
+                    continue
+                finished.append((trace, "no_root"))
+                continue
+            finished.append((trace, self._emit_trace(trace)))
+        self.emitter.wait()
+        for trace, drop_reason in finished:  # acknowledged: now the state may go
+            late = self.store.finish(trace.tenant, trace.trace_id, len(trace.spans))
+            if late:
+                self.m.spans.labels("late").inc(late)
+            if drop_reason is not None:
+                self.m.traces_dropped.labels(drop_reason).inc()
+            else:
+                emitted += 1
+                self.m.traces_emitted.labels(trace.tenant).inc()
+        self.m.pending.set(self.store.pending())
+        return emitted
+
+    def _emit_trace(self, trace: OpenTrace) -> str | None:
+        """Produce the trace's event; returns the drop reason instead when it has none."""
+        spans = [SpanView.of(Span.FromString(payload)) for payload in trace.spans]
+        resource = attribute_map(Resource.FromString(trace.resource).attributes) if trace.resource else {}
+        result = assemble(TraceSpans(trace.trace_id, spans, resource))
+        if result.body is None:
+            log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
+            return result.drop_reason
+        event_id = trace_event_id(trace.tenant, trace.trace_id)
+        at = datetime.fromtimestamp(result.start_ns / 1e9, UTC)
+        value = stored_event(event_id, "trace", trace.tenant, at, result.body)
+        self.emitter.emit(self.topics.traces, record_key("trace", trace.tenant, result.body), value,
+                          event_headers(event_id, "trace", trace.tenant))
+        root_end = max((s.end_ns for s in spans if not s.parent_id), default=0)
+        if root_end:
+            self.m.assembly_delay.observe(max(0.0, time.time() - root_end / 1e9))
+        return None
