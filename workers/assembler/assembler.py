@@ -28,13 +28,15 @@ from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events, has_annotations
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.store import OpenTrace, SpanEntry, TraceStore
+from workers.assembler.usage import STAGE_OF_KIND
+from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
 from workers.assembler.view import SpanView, attribute_map
 from workers.runtime.dlq import dlq_headers
 from workers.runtime.types import Emitter, SourceRecord
 
 log = logging.getLogger("ragmon.worker.assembler")
 WORKER = "assembler"
+MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
 
 
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
@@ -94,7 +96,8 @@ class Assembler:
                 continue
             if has_annotations(view):
                 self._feedback(record, view)
-            entries.append(SpanEntry(view.span_id, not view.parent_id, span.SerializeToString()))
+            span_class = ROOT if not view.parent_id else MAPPED if view.kind in MAPPED_KINDS else OTHER
+            entries.append(SpanEntry(view.span_id, span_class, span.SerializeToString()))
         return record.tenant, record.trace_id, resource, entries
 
     def _feedback(self, record: SpanRecord, view: SpanView) -> None:

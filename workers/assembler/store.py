@@ -8,8 +8,9 @@ holds every open trace scored by when to look at it next.
 
 Adding is idempotent (a span id already stored is a duplicate), so a redelivered
 record after a kill -9 changes nothing; every key has a TTL, and a trace holds at
-most max_spans/max_bytes (the root span is always kept, so an oversized trace still
-completes).
+most max_bytes, max_spans spans the mapping reads (RETRIEVER, RERANKER, LLM, EMBEDDING)
+and max_spans others; the root span is always kept, so an oversized trace still completes
+with what matters to its event.
 """
 
 from __future__ import annotations
@@ -22,26 +23,30 @@ _ADD = """
 local n = (#ARGV - 7) / 3
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
 local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
+local mapped = tonumber(redis.call('HGET', KEYS[2], 'mapped') or '0')
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
 local max_spans, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stored, dup, over = 0, 0, 0
 for i = 8, #ARGV, 3 do
-  local sid, root, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local sid, class, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local full = bytes + #payload > max_bytes
+  if class == '1' then full = full or mapped >= max_spans elseif class == '0' then full = full or count >= max_spans end
   if redis.call('HEXISTS', KEYS[1], sid) == 1 then
     dup = dup + 1
-  elseif root ~= '1' and (count >= max_spans or bytes + #payload > max_bytes) then
+  elseif class ~= '2' and full then
     over = over + 1
   else
     redis.call('HSET', KEYS[1], sid, payload)
-    count = count + 1
+    if class == '1' then mapped = mapped + 1 elseif class == '0' then count = count + 1 end
     bytes = bytes + #payload
     stored = stored + 1
-    if root == '1' then redis.call('HSET', KEYS[2], 'root', sid) end
+    if class == '2' then redis.call('HSET', KEYS[2], 'root', sid) end
   end
 end
 if over > 0 then redis.call('HINCRBY', KEYS[2], 'overflow', over) end
 if stored > 0 then
-  redis.call('HSET', KEYS[2], 'count', count, 'bytes', bytes, 'last', ARGV[1])
+  redis.call('HINCRBY', KEYS[2], 'stored', stored)
+  redis.call('HSET', KEYS[2], 'count', count, 'mapped', mapped, 'bytes', bytes, 'last', ARGV[1])
   redis.call('HSETNX', KEYS[2], 'resource', ARGV[7])
   redis.call('EXPIRE', KEYS[1], ARGV[5])
   redis.call('EXPIRE', KEYS[2], ARGV[5])
@@ -61,7 +66,7 @@ return due
 """
 
 _FINISH = """
-local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
+local count = tonumber(redis.call('HGET', KEYS[2], 'stored') or '0')
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('SET', KEYS[3], '1', 'EX', ARGV[3])
 redis.call('ZREM', KEYS[4], ARGV[1])
@@ -88,10 +93,13 @@ class OpenTrace:
     resource: bytes
 
 
+ROOT, MAPPED, OTHER = "2", "1", "0"  # a span's class: each has its own cap (see _ADD)
+
+
 @dataclass(frozen=True)
 class SpanEntry:
     span_id: str
-    is_root: bool
+    span_class: str  # ROOT, MAPPED or OTHER
     payload: bytes
 
 
@@ -118,7 +126,7 @@ class TraceStore:
             args: list[bytes | str | float | int] = [now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s,
                                                      f"{tenant}/{trace_id}", resource]
             for entry in spans:
-                args += [entry.span_id, "1" if entry.is_root else "0", entry.payload]
+                args += [entry.span_id, entry.span_class, entry.payload]
             self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 

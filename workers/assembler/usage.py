@@ -88,10 +88,11 @@ def query_embedding(embedders: list[SpanView], query: str) -> dict[str, Any]:
                 exact.append((vector, model))
             elif text is None and len(items) == 1:
                 untexted.append((vector, model))
-    chosen = (exact or untexted or [None])[0]
-    if chosen is None:
+    chosen = exact or untexted
+    if not chosen:
         return {}
-    return {"embedding": chosen[0], "embedding_model": chosen[1][: L.MAX_ID_LEN]}
+    vector, model = chosen[0]
+    return {"embedding": vector, "embedding_model": model[: L.MAX_ID_LEN]}
 
 
 def timings(root: SpanView, spans: list[SpanView]) -> dict[str, float]:

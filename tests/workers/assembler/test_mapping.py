@@ -10,11 +10,11 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from service.contracts import TraceBody
+from tests.workers.assembler.oi_spans import MS, oi_span, rag_trace
 from workers.assembler.documents import TRUNCATED_KEY, content_id
 from workers.assembler.feedback import feedback_events
 from workers.assembler.mapping import Assembled, TraceSpans, assemble
 from workers.assembler.view import SpanView
-from tests.workers.assembler.oi_spans import MS, oi_span, rag_trace
 
 
 def run(spans: list[Span], resource: dict[str, Any] | None = None) -> Assembled:
