@@ -10,6 +10,7 @@ The wire rules are in docs/otlp.md.
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ JSON = "application/json"
 _KEEP_SUFFIXES = (".id", "_id", "metadata", ".mime_type", ".model_name", ".name", "span.kind", ".provider",
                   ".system", ".role")
 _DOCUMENT_CONTENT = ".document.content"
+USER_ID = "user.id"
 _BAD_HEX = b"\xff" * 3  # marks an id that was not hex in JSON: no valid id is 3 bytes long
 
 
@@ -151,6 +153,11 @@ def span_problem(span: Span) -> str | None:
     return next((problem for failed, problem in checks if failed), None)
 
 
+def pseudonymous_user(tenant: str, user_id: str) -> str:
+    """`user.id` is never stored in clear: a per-tenant hash still groups one user's traces."""
+    return "sha256:" + hashlib.sha256(f"{tenant}/{user_id}".encode()).hexdigest()[:32]
+
+
 class SpanPreparer:
     """Turns a decoded export into spans-topic records (one per trace id)."""
 
@@ -158,9 +165,11 @@ class SpanPreparer:
         self.topics = topics
         self.redactor = redactor
         self.max_value_chars = max_value_chars
+        self._tenant = ""
 
     def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
         batch = OtlpBatch([], 0)
+        self._tenant = tenant
         kept: list[ResourceSpans] = []
         for rs in request.resource_spans:
             self._clean_attributes(rs.resource.attributes, batch)
@@ -197,6 +206,9 @@ class SpanPreparer:
             if kv.value.WhichOneof("value") != "string_value":
                 continue
             original = text = kv.value.string_value
+            if kv.key == USER_ID:
+                kv.value.string_value = pseudonymous_user(self._tenant, text)
+                continue
             if len(text) > self.max_value_chars:
                 text = text[: self.max_value_chars]
                 batch.truncated_values += 1

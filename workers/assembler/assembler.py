@@ -28,8 +28,8 @@ from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events, has_annotations
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.usage import STAGE_OF_KIND
 from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
+from workers.assembler.usage import STAGE_OF_KIND
 from workers.assembler.view import SpanView, attribute_map
 from workers.runtime.dlq import dlq_headers
 from workers.runtime.types import Emitter, SourceRecord

@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from service.api.otlp import pseudonymous_user
 from service.contracts import topics as T
 from service.contracts.spans import H_SPAN_COUNT, SPANS_EVENT_TYPE
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, READONLY_KEY
@@ -49,7 +50,7 @@ def sdk_spans(traces: int = 2) -> list[ReadableSpan]:
     tracer = provider.get_tracer("tests")
     for i in range(traces):
         root = {"openinference.span.kind": "CHAIN", "input.value": f"mail me at ann{i}@example.com",
-                "session.id": "123e4567-e89b-12d3-a456-426614174000"}
+                "session.id": "123e4567-e89b-12d3-a456-426614174000", "user.id": "ann@example.com"}
         with tracer.start_as_current_span("rag", attributes=root), \
                 tracer.start_as_current_span("retrieve", attributes={"openinference.span.kind": "RETRIEVER"}):
             pass
@@ -72,6 +73,7 @@ def test_sdk_exporter_spans_land_one_record_per_trace_redacted(api: RunningApi, 
         attrs = attributes(root)
         assert "@example.com" not in attrs["input.value"] and "[REDACTED_EMAIL]" in attrs["input.value"]
         assert attrs["session.id"] == "123e4567-e89b-12d3-a456-426614174000"  # identifiers are never redacted
+        assert attrs["user.id"] == pseudonymous_user("acme", "ann@example.com")  # users never in clear
     assert api.metric("ragmon_api_otlp_spans_accepted_total", {"tenant": "acme"}) == 4
     assert api.metric("ragmon_api_redactions_total", {"kind": "email"}) == 2
 

@@ -7,10 +7,12 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import redis
 from kafka import KafkaProducer
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from prometheus_client import CollectorRegistry
 
 from service.contracts import TraceBody
@@ -36,7 +38,7 @@ class Rig:
     kafka: KafkaReader
     producer: KafkaProducer
 
-    def send(self, spans: list, tenant: str = "acme") -> None:  # type: ignore[type-arg]
+    def send(self, spans: list[Span], tenant: str = "acme") -> None:
         key, value, headers = encode_span_record(tenant, spans[0].trace_id.hex(), traces_data(spans))
         self.producer.send(self.topics.spans, key=key, value=value, headers=headers)
         self.producer.flush()
@@ -48,7 +50,7 @@ class Rig:
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
 
-    def trace_events(self) -> list:  # type: ignore[type-arg]
+    def trace_events(self) -> list[Any]:
         return [decode_record(r, "trace") for r in self.kafka.records(self.topics.traces)]
 
 
