@@ -25,7 +25,7 @@ from service.contracts import topics as T
 from service.contracts.spans import SpanRecord, SpanRecordError, decode_span_record, trace_event_id
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
-from workers.assembler.feedback import FeedbackEvent, feedback_events, has_annotations
+from workers.assembler.feedback import FeedbackEvent, feedback_events
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
 from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
@@ -51,6 +51,18 @@ def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dic
 def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
     return [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()), (T.H_TENANT, tenant.encode()),
             (T.H_SCHEMA, b"1")]
+
+
+def _kind_and_annotations(span: Span) -> tuple[str | None, bool]:
+    """The OpenInference kind and whether the span carries annotations, without decoding every attribute."""
+    kind = None
+    annotated = False
+    for item in span.attributes:
+        if item.key == "openinference.span.kind":
+            kind = item.value.string_value.upper()
+        elif item.key.startswith("annotations."):
+            annotated = True
+    return kind, annotated
 
 
 class Assembler:
@@ -90,14 +102,15 @@ class Assembler:
         resource = b""
         for rs, _, span in record.spans():
             resource = resource or rs.resource.SerializeToString()
-            view = SpanView.of(span)
-            if has_annotations(view) and view.links:
-                self._feedback(record, view)  # a feedback carrier, not part of the RAG trace
-                continue
-            if has_annotations(view):
+            kind, annotated = _kind_and_annotations(span)
+            if annotated:
+                view = SpanView.of(span)
                 self._feedback(record, view)
-            span_class = ROOT if not view.parent_id else MAPPED if view.kind in MAPPED_KINDS else OTHER
-            entries.append(SpanEntry(view.span_id, span_class, span.SerializeToString()))
+                if view.links:
+                    continue  # a feedback carrier, not part of the RAG trace
+            parent = span.parent_span_id
+            span_class = ROOT if not parent else MAPPED if kind in MAPPED_KINDS else OTHER
+            entries.append(SpanEntry(span.span_id.hex(), span_class, span.SerializeToString()))
         return record.tenant, record.trace_id, resource, entries
 
     def _feedback(self, record: SpanRecord, view: SpanView) -> None:
@@ -128,30 +141,28 @@ class Assembler:
         now = now or time.time()
         due = self.store.claim_due(now, self.config.max_traces_per_tick)
         finished: list[tuple[OpenTrace, str | None]] = []
-        emitted = 0
-        for tenant, trace_id in due:
-            trace = self.store.load(tenant, trace_id)
+        for (tenant, trace_id), trace in zip(due, self.store.load_many(due), strict=True):
             if trace is None:
                 self.store.forget(tenant, trace_id)
-                continue
-            if trace.root is None:
-                if now - trace.last_seen < self.config.root_wait_s:
-                    self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
-                    continue
+            elif trace.root is not None:
+                finished.append((trace, self._emit_trace(trace)))
+            elif now - trace.last_seen >= self.config.root_wait_s:
                 finished.append((trace, "no_root"))
-                continue
-            finished.append((trace, self._emit_trace(trace)))
+            else:
+                self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
         self.emitter.wait()
-        for trace, drop_reason in finished:  # acknowledged: now the state may go
-            late = self.store.finish(trace.tenant, trace.trace_id, len(trace.spans))
-            if late:
-                self.m.spans.labels("late").inc(late)
+        emitted = 0
+        late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
+        for (trace, drop_reason), n in zip(finished, late, strict=True):
+            if n:
+                self.m.spans.labels("late").inc(n)
             if drop_reason is not None:
                 self.m.traces_dropped.labels(drop_reason).inc()
             else:
                 emitted += 1
                 self.m.traces_emitted.labels(trace.tenant).inc()
-        self.m.pending.set(self.store.pending())
+        if due:
+            self.m.pending.set(self.store.pending())
         return emitted
 
     def _emit_trace(self, trace: OpenTrace) -> str | None:

@@ -138,17 +138,24 @@ class TraceStore:
             out.append((tenant, trace_id))
         return out
 
-    def load(self, tenant: str, trace_id: str) -> OpenTrace | None:
-        spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
+    def load_many(self, members: list[tuple[str, str]]) -> list[OpenTrace | None]:
+        """Each trace's spans and meta in one round trip; None where the state expired."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.hgetall(spans_key)
-        pipe.hgetall(meta_key)
-        spans, meta = pipe.execute()
-        if not spans or not meta:
-            return None
-        root = meta.get(b"root")
-        return OpenTrace(tenant, trace_id, list(spans.values()), root.decode() if root else None,
-                         float(meta.get(b"last", 0)), int(meta.get(b"overflow", 0)), meta.get(b"resource", b""))
+        for tenant, trace_id in members:
+            spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
+            pipe.hgetall(spans_key)
+            pipe.hgetall(meta_key)
+        replies = pipe.execute() if members else []
+        out: list[OpenTrace | None] = []
+        for (tenant, trace_id), spans, meta in zip(members, replies[0::2], replies[1::2], strict=True):
+            if not spans or not meta:
+                out.append(None)
+                continue
+            root = meta.get(b"root")
+            out.append(OpenTrace(tenant, trace_id, list(spans.values()), root.decode() if root else None,
+                                 float(meta.get(b"last", 0)), int(meta.get(b"overflow", 0)),
+                                 meta.get(b"resource", b"")))
+        return out
 
     def reschedule(self, tenant: str, trace_id: str, at: float) -> None:
         self.client.zadd(self.pending_key, {f"{tenant}/{trace_id}": at})
@@ -157,10 +164,17 @@ class TraceStore:
         """A pending entry whose state expired (TTL): nothing left to assemble."""
         self.client.zrem(self.pending_key, f"{tenant}/{trace_id}")
 
-    def finish(self, tenant: str, trace_id: str, loaded_spans: int) -> int:
-        """Close the trace after its event was acknowledged (or it was dropped); returns spans stored meanwhile."""
-        keys = self._keys(tenant, trace_id)
-        return int(self._finish(keys=keys, args=[f"{tenant}/{trace_id}", loaded_spans, self.done_ttl_s]))
+    def finish_many(self, traces: list[OpenTrace]) -> list[int]:
+        """Close traces whose events were acknowledged (or that were dropped), in one round trip.
+
+        Returns, per trace, the spans stored after it was loaded: they are late.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        for trace in traces:
+            keys = self._keys(trace.tenant, trace.trace_id)
+            self._finish(keys=keys, args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s],
+                         client=pipe)
+        return [int(n) for n in pipe.execute()] if traces else []
 
     def pending(self) -> int:
         return int(self.client.zcard(self.pending_key))
