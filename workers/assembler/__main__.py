@@ -28,6 +28,7 @@ log = logging.getLogger("ragmon.worker.assembler")
 # A tick emits up to max_traces_per_tick events and then waits for them all (which flushes):
 # lingering meanwhile batches them instead of waking the producer's sender for each one.
 EMIT_LINGER_MS = 200
+EMIT_BATCH_BYTES = 512 * 1024
 
 
 def build_store(client: redis.Redis, config: AssemblerConfig) -> TraceStore:
@@ -48,7 +49,8 @@ def main() -> int:
     registry = CollectorRegistry()
     ensure_topics(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    emitter = KafkaEmitter(settings, client_id=f"ragmon-{WORKER}-{settings.worker_instance}", linger_ms=EMIT_LINGER_MS)
+    emitter = KafkaEmitter(settings, client_id=f"ragmon-{WORKER}-{settings.worker_instance}", linger_ms=EMIT_LINGER_MS,
+                           batch_size=EMIT_BATCH_BYTES)
     assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry))
     loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, WORKER))
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry,

@@ -49,14 +49,14 @@ class TraceSpans:
 
     def lookup(self, key: str, root: SpanView) -> Any:
         """A ragmon.* setting: on the root span, in its `metadata`, on the resource, then on any span."""
-        for holder in (root.attrs, root.metadata(), self.resource):
+        for holder in (root.attrs, root.metadata, self.resource):
             if holder.get(key) is not None:
                 return holder[key]
         for span in sorted(self.spans, key=lambda s: s.start_ns):
             if span.attrs.get(key) is not None:
                 return span.attrs[key]
-            if span.metadata().get(key) is not None:
-                return span.metadata()[key]
+            if span.metadata.get(key) is not None:
+                return span.metadata[key]
         return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -74,8 +75,12 @@ class SpanView:
                 return None
         return None
 
+    @cached_property
     def metadata(self) -> dict[str, Any]:
-        """The OpenInference `metadata` attribute (a JSON object as a string), {} when absent or not an object."""
+        """The OpenInference `metadata` attribute (a JSON object as a string), {} when absent or not an object.
+
+        Parsed once: every ragmon.* lookup reads it.
+        """
         return json_object(self.attrs.get("metadata"))
 
     def indexed(self, prefix: str) -> dict[int, dict[str, Any]]:
