@@ -77,25 +77,25 @@ class Assembler:
     # -- consuming ---------------------------------------------------------
 
     def consume(self, records: list[Any], now: float | None = None) -> int:
-        """Store a polled batch; returns the spans stored. Raises on outages (Redis, broker)."""
+        """Store a polled batch; returns how many records were dead-lettered. Raises on outages (Redis, broker)."""
         items: list[tuple[str, str, bytes, list[SpanEntry]]] = []
+        dead = 0
         for rec in records:
             try:
                 decoded = decode_span_record(rec.value or b"", list(rec.headers or []))
             except SpanRecordError as exc:
                 self._dead_letter(rec, str(exc))
+                dead += 1
                 continue
             items.append(self._entries(decoded))
         results = self.store.add_many([i for i in items if i[3]], now or time.time())
-        stored = 0
         for result in results:
-            stored += result.stored
             for outcome, n in (("stored", result.stored), ("duplicate", result.duplicates),
                                ("overflow", result.overflow), ("late", result.late)):
                 if n:
                     self.m.spans.labels(outcome).inc(n)
         self.emitter.wait()
-        return stored
+        return dead
 
     def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
         entries: list[SpanEntry] = []

@@ -18,6 +18,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from service.contracts.spans import SPANS_EVENT_TYPE
 from workers.assembler.assembler import WORKER, Assembler
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.settings import WorkerSettings
@@ -74,7 +75,8 @@ class AssemblerLoop:
     def _handle(self, polled: dict[TopicPartition, list[Any]]) -> None:
         started = time.perf_counter()
         records = [r for batch in polled.values() for r in batch]
-        if not self._guarded(lambda: self.assembler.consume(records)):
+        dead: list[int] = []
+        if not self._guarded(lambda: dead.append(self.assembler.consume(records))):
             for tp, batch in polled.items():  # redelivered on the next poll; storing is idempotent
                 self.consumer.seek(tp, batch[0].offset)
             return
@@ -83,6 +85,11 @@ class AssemblerLoop:
             self.consumer.commit(offsets=offsets)
         except CommitFailedError as exc:
             log.warning("commit refused after a rebalance (the records are redelivered, harmlessly): %s", exc)
+        # The runtime's counters too: `ragmon up`'s status line and the dead-letter alerts read them.
+        self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "processed").inc(len(records) - dead[0])
+        if dead[0]:
+            self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "dead_letter").inc(dead[0])
+            self.metrics.dead_letters.labels(WORKER, "undecodable").inc(dead[0])
         self.metrics.last_commit.labels(WORKER).set(time.time())
         self.metrics.batch_seconds.labels(WORKER).observe(time.perf_counter() - started)
 

@@ -43,9 +43,9 @@ class Rig:
         self.producer.send(self.topics.spans, key=key, value=value, headers=headers)
         self.producer.flush()
 
-    def consume_all(self) -> None:
+    def consume_all(self) -> int:
         """Hand every record of the spans topic to the assembler (as a fresh consumer group would)."""
-        self.assembler.consume(self.kafka.records(self.topics.spans))
+        return self.assembler.consume(self.kafka.records(self.topics.spans))
 
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
@@ -149,7 +149,7 @@ def test_undecodable_records_are_dead_lettered(rig: Rig) -> None:
                       headers=[("ragmon-event-type", b"otlp_spans"), ("ragmon-schema", b"1"),
                                ("ragmon-tenant", b"acme")])
     rig.producer.flush()
-    rig.consume_all()
+    assert rig.consume_all() == 1
     [dead] = rig.kafka.records(rig.topics.dlq)
     assert dict(dead.headers)["ragmon-dlq-reason"] == b"undecodable"
     assert rig.metric("ragmon_assembler_spans_total", outcome="dead_letter") == 1

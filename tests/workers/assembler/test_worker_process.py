@@ -56,6 +56,7 @@ def test_kill9_then_restart_emits_every_trace_once(kafka_bootstrap: str, redis_u
     first = WorkerProcess("workers.assembler", env, LOG_DIR / f"{topic_prefix}-assembler-1.log")
     processes.append(first)
     wait_until(lambda: len(kafka.records(settings.topics.traces)) >= 40, 60, what="some traces emitted")
+    assert first.total("ragmon_worker_events_total", worker="assembler", outcome="processed") > 0
     first.kill9()
 
     second = WorkerProcess("workers.assembler", env, LOG_DIR / f"{topic_prefix}-assembler-2.log")
