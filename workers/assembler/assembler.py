@@ -169,7 +169,11 @@ class Assembler:
         """Produce the trace's event; returns the drop reason instead when it has none."""
         spans = [SpanView.of(Span.FromString(payload)) for payload in trace.spans]
         resource = attribute_map(Resource.FromString(trace.resource).attributes) if trace.resource else {}
-        result = assemble(TraceSpans(trace.trace_id, spans, resource))
+        try:
+            result = assemble(TraceSpans(trace.trace_id, spans, resource))
+        except (ValueError, TypeError, KeyError):  # a mapping bug must not wedge the loop on one trace
+            log.exception("trace %s/%s could not be mapped", trace.tenant, trace.trace_id)
+            return "invalid_trace"
         if result.body is None:
             log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
             return result.drop_reason

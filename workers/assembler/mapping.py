@@ -75,11 +75,21 @@ def _context(trace: TraceSpans, root: SpanView) -> dict[str, Any]:
     for name, key in RAGMON_FIELDS.items():
         value = trace.lookup(key, root)
         if value is not None:
-            out[name] = float(value) if name == "sample_rate" and isinstance(value, str) else value
+            out[name] = _number(value) if name == "sample_rate" else value
     session = trace.lookup("session.id", root)
     if session is not None:
         out["session_id"] = identifier(session) or _hashed(str(session))
     return out
+
+
+def _number(value: Any) -> Any:
+    """A numeric string as a number; anything else unchanged, for the contract validation to refuse by name."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _hashed(text: str) -> str:

@@ -97,7 +97,7 @@ def test_redacted_vector_is_absent_and_dropped_attributes_mark_truncation() -> N
 
 @pytest.mark.parametrize(("case", "reason"), [
     ("plain_otel", "not_openinference"), ("chain_only", "no_retriever_or_llm"),
-    ("no_query", "no_query"), ("bad_variant", "invalid_trace")])
+    ("no_query", "no_query"), ("bad_variant", "invalid_trace"), ("bad_sample_rate", "invalid_trace")])
 def test_drop_reasons(case: str, reason: str) -> None:
     tid, t0 = os.urandom(16), 1_700_000_000_000_000_000
     if case == "plain_otel":
@@ -106,6 +106,8 @@ def test_drop_reasons(case: str, reason: str) -> None:
         spans = [oi_span(tid, "CHAIN", "rag", t0, 10, attrs={"input.value": "q"})]
     elif case == "no_query":
         spans = [oi_span(tid, "CHAIN", "rag", t0, 10), oi_span(tid, "LLM", "llm", t0, 5, b"x" * 8)]
+    elif case == "bad_sample_rate":
+        spans = rag_trace(root_attrs={"ragmon.sample_rate": "half"})
     else:
         spans = rag_trace(root_attrs={"ragmon.variant": "Not A Slug!"})
     result = run(spans)
