@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-from service.api.ingest import IngestError
+from service.api.ingest import IngestError, decompress
 from service.api.producer import OutgoingRecord
 from service.api.redaction import Redactor
 from service.contracts.spans import encode_span_record, split_by_trace
@@ -93,6 +94,22 @@ def _hex_ids_to_base64(doc: dict[str, Any]) -> None:
                 _convert_ids(span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
                 for link in _list(span, "links"):
                     _convert_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
+
+
+def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """gzip and identity as on /v1/events; also deflate (zlib), which the OTel SDK's exporter can send."""
+    if (encoding or "").strip().lower() != "deflate":
+        return decompress(raw, encoding, limit)
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise IngestError(400, f"body is not valid deflate (zlib) data: {exc}", field="body", rule="deflate") from exc
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise IngestError(413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes")
+    if not inflater.eof:
+        raise IngestError(400, "deflate body is truncated", field="body", rule="deflate")
+    return out
 
 
 def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:

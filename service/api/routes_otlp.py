@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from redis.exceptions import RedisError
 
 from service.api.auth import AuthError, Principal
-from service.api.ingest import IngestError, decompress
-from service.api.otlp import JSON, PROTOBUF, OtlpBatch, parse_request
+from service.api.ingest import IngestError
+from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
 from service.api.routes_events import _read_body
 from service.api.state import ApiState
@@ -115,7 +115,7 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     principal = state.keys.authenticate(request.headers.get("authorization"))
     encoding = _content_type(request)
     raw = await _read_body(request, s.max_body_bytes)
-    data = decompress(raw, request.headers.get("content-encoding"), s.max_decompressed_bytes)
+    data = decompress_body(raw, request.headers.get("content-encoding"), s.max_decompressed_bytes)
     if len(data) > _THREAD_ABOVE_BYTES:
         export = await asyncio.to_thread(parse_request, data, encoding)
     else:

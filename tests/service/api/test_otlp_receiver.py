@@ -7,6 +7,7 @@ What reached the spans topic is read back and decoded with the contract helpers,
 from __future__ import annotations
 
 import gzip
+import zlib
 from collections.abc import Callable
 
 import orjson
@@ -78,12 +79,22 @@ def test_sdk_exporter_spans_land_one_record_per_trace_redacted(api: RunningApi, 
     assert api.metric("ragmon_api_redactions_total", {"kind": "email"}) == 2
 
 
-def test_sdk_exporter_with_gzip(api: RunningApi, kafka: KafkaReader) -> None:
-    exporter = OTLPSpanExporter(endpoint=f"{api.url}/v1/traces", headers=auth(), timeout=10,
-                                compression=Compression.Gzip)
-    assert exporter.export(sdk_spans(traces=3)) == SpanExportResult.SUCCESS
-    exporter.shutdown()
-    assert sum(r.span_count for r in span_records(kafka, api.topics.spans)) == 6
+def test_sdk_exporter_with_gzip_and_deflate(api: RunningApi, kafka: KafkaReader) -> None:
+    for compression in (Compression.Gzip, Compression.Deflate):
+        exporter = OTLPSpanExporter(endpoint=f"{api.url}/v1/traces", headers=auth(), timeout=10,
+                                    compression=compression)
+        assert exporter.export(sdk_spans(traces=3)) == SpanExportResult.SUCCESS, compression
+        exporter.shutdown()
+    assert sum(r.span_count for r in span_records(kafka, api.topics.spans)) == 12
+    big = export_of([span(new_trace_id(), attrs={"input.value": "x" * 600_000})]).SerializeToString()
+    bomb = api.http.post("/v1/traces", content=zlib.compress(big), headers={**auth(), **PB, "Content-Encoding": "deflate"})
+    assert bomb.status_code == 413
+    small = export_of([span(new_trace_id(), attrs={"input.value": "x" * 2000})]).SerializeToString()
+    broken = api.http.post("/v1/traces", content=zlib.compress(small)[:-20],
+                           headers={**auth(), **PB, "Content-Encoding": "deflate"})
+    assert broken.status_code == 400 and "truncated" in Status.FromString(broken.content).message
+    other = api.http.post("/v1/traces", content=big[:10], headers={**auth(), **PB, "Content-Encoding": "br"})
+    assert other.status_code == 415
 
 
 def test_spec_json_with_hex_ids_answers_json(api: RunningApi, kafka: KafkaReader) -> None:
