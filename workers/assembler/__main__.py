@@ -53,8 +53,7 @@ def main() -> int:
                            batch_size=EMIT_BATCH_BYTES)
     assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry))
     loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, WORKER))
-    server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry,
-                   lambda: (not loop.stopping.is_set(), "stopping" if loop.stopping.is_set() else ""))
+    server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, loop.readiness)
     print(f"ragmon worker {WORKER}: metrics on http://{settings.worker_metrics_host}:{server.server_address[1]}"
           "/metrics", flush=True)
 

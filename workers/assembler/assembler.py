@@ -76,18 +76,29 @@ class Assembler:
 
     # -- consuming ---------------------------------------------------------
 
-    def consume(self, records: list[Any], now: float | None = None) -> int:
-        """Store a polled batch; returns how many records were dead-lettered. Raises on outages (Redis, broker)."""
-        items: list[tuple[str, str, bytes, list[SpanEntry]]] = []
-        dead = 0
+    @staticmethod
+    def decode(records: list[Any]) -> tuple[list[SpanRecord], list[tuple[Any, str]]]:
+        """(decoded records, (record, why) for each one that cannot be decoded)."""
+        good: list[SpanRecord] = []
+        bad: list[tuple[Any, str]] = []
         for rec in records:
             try:
-                decoded = decode_span_record(rec.value or b"", list(rec.headers or []))
+                good.append(decode_span_record(rec.value or b"", list(rec.headers or [])))
             except SpanRecordError as exc:
-                self._dead_letter(rec, str(exc))
-                dead += 1
-                continue
-            items.append(self._entries(decoded))
+                bad.append((rec, str(exc)))
+        return good, bad
+
+    def consume(self, records: list[Any], now: float | None = None) -> int:
+        """Decode and store a polled batch; returns how many records were dead-lettered."""
+        good, bad = self.decode(records)
+        self.store_decoded(good, bad, now)
+        return len(bad)
+
+    def store_decoded(self, good: list[SpanRecord], bad: list[tuple[Any, str]], now: float | None = None) -> None:
+        """Store the spans, dead-letter the rest, wait for every acknowledgement. Raises on outages."""
+        for rec, detail in bad:
+            self._dead_letter(rec, detail)
+        items = [self._entries(record) for record in good]
         results = self.store.add_many([i for i in items if i[3]], now or time.time())
         for result in results:
             for outcome, n in (("stored", result.stored), ("duplicate", result.duplicates),
@@ -95,7 +106,6 @@ class Assembler:
                 if n:
                     self.m.spans.labels(outcome).inc(n)
         self.emitter.wait()
-        return dead
 
     def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
         entries: list[SpanEntry] = []

@@ -3,8 +3,9 @@
 The spans topic carries protobuf, not the JSON events the shared runtime decodes, so this
 worker has its own short loop with the runtime's rules: offsets are committed only after
 the spans are in Redis and every derived record is acknowledged; an outage (Redis, the
-broker) rewinds the batch and retries it with backoff; SIGTERM finishes the batch, commits
-and exits. The runtime's metrics (lag, ready, retries, last commit) are reused.
+broker) rewinds the batch and retries it with backoff; a batch that would push the share of
+dead letters over the limit halts consumption (not ready) without dead-lettering it; SIGTERM
+finishes the batch, commits and exits. The runtime's metrics (lag, ready, retries, last commit) are reused.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kafka.structs import OffsetAndMetadata
 
 from service.contracts.spans import SPANS_EVENT_TYPE
 from workers.assembler.assembler import WORKER, Assembler
+from workers.runtime.dlq import DlqLimit, DlqLimitExceeded
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.settings import WorkerSettings
 
@@ -32,6 +34,9 @@ class AssemblerLoop:
         self.settings = settings
         self.metrics = metrics
         self.stopping = threading.Event()
+        self.halted: str | None = None
+        self.dlq_limit = DlqLimit(settings.worker_dlq_max_ratio, settings.worker_dlq_window,
+                                  settings.worker_dlq_min_messages)
         self._next_lag = 0.0
         self.consumer = KafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
@@ -62,23 +67,46 @@ class AssemblerLoop:
         return 0
 
     def step(self) -> None:
-        polled = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms,
-                                    max_records=self.settings.worker_max_batch)
-        if polled:
-            self._handle(polled)
-        self._guarded(self.assembler.tick)
+        if self.halted is not None:
+            self._idle_poll()
+        else:
+            polled = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms,
+                                        max_records=self.settings.worker_max_batch)
+            if polled:
+                self._handle(polled)
+        self._guarded(self.assembler.tick)  # traces already in Redis are still assembled while halted
         now = time.time()
         if now >= self._next_lag:
             self._next_lag = now + self.settings.worker_lag_interval_s
             self._measure_lag()
 
+    def _idle_poll(self) -> None:
+        """Keep the group membership without fetching (every partition paused)."""
+        self.consumer.pause(*self.consumer.assignment())
+        stray = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms)
+        self._rewind(stray)
+        self.consumer.pause(*self.consumer.assignment())
+
+    def _rewind(self, polled: dict[TopicPartition, list[Any]]) -> None:
+        for tp, batch in polled.items():
+            if batch and tp in self.consumer.assignment():
+                self.consumer.seek(tp, batch[0].offset)
+
     def _handle(self, polled: dict[TopicPartition, list[Any]]) -> None:
         started = time.perf_counter()
         records = [r for batch in polled.values() for r in batch]
-        dead: list[int] = []
-        if not self._guarded(lambda: dead.append(self.assembler.consume(records))):
-            for tp, batch in polled.items():  # redelivered on the next poll; storing is idempotent
-                self.consumer.seek(tp, batch[0].offset)
+        good, bad = self.assembler.decode(records)
+        try:
+            self.dlq_limit.check(len(good), len(bad))
+        except DlqLimitExceeded as exc:
+            self.halted = "dead_letter_ratio"
+            self._rewind(polled)
+            self.metrics.halted.labels(WORKER, self.halted).set(1)
+            self.metrics.ready.labels(WORKER).set(0)
+            log.error("assembler HALTED: %s", exc)
+            return
+        if not self._guarded(lambda: self.assembler.store_decoded(good, bad)):
+            self._rewind(polled)  # redelivered on the next poll; storing is idempotent
             return
         offsets = {tp: OffsetAndMetadata(batch[-1].offset + 1, "", -1) for tp, batch in polled.items()}
         try:
@@ -86,12 +114,17 @@ class AssemblerLoop:
         except CommitFailedError as exc:
             log.warning("commit refused after a rebalance (the records are redelivered, harmlessly): %s", exc)
         # The runtime's counters too: `ragmon up`'s status line and the dead-letter alerts read them.
-        self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "processed").inc(len(records) - dead[0])
-        if dead[0]:
-            self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "dead_letter").inc(dead[0])
-            self.metrics.dead_letters.labels(WORKER, "undecodable").inc(dead[0])
+        self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "processed").inc(len(good))
+        if bad:
+            self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "dead_letter").inc(len(bad))
+            self.metrics.dead_letters.labels(WORKER, "undecodable").inc(len(bad))
         self.metrics.last_commit.labels(WORKER).set(time.time())
         self.metrics.batch_seconds.labels(WORKER).observe(time.perf_counter() - started)
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.halted is not None:
+            return False, f"halted: {self.halted}"
+        return (False, "stopping") if self.stopping.is_set() else (True, "")
 
     def _guarded(self, work: Any) -> bool:
         """Run `work`; on an outage count it, back off (heartbeating through poll is not needed: short waits)."""
@@ -103,7 +136,7 @@ class AssemblerLoop:
             log.warning("assembler step failed (%s: %s); retrying", type(exc).__name__, exc)
             self.stopping.wait(min(self.settings.worker_retry_max_s, 1.0))
             return False
-        self.metrics.ready.labels(WORKER).set(1)
+        self.metrics.ready.labels(WORKER).set(0 if self.halted else 1)
         return True
 
     def _measure_lag(self) -> None:

@@ -26,8 +26,11 @@ from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.metrics import AssemblerMetrics
+from workers.assembler.runner import AssemblerLoop
 from workers.runtime.decode import Undecodable, decode_record
 from workers.runtime.emitter import KafkaEmitter
+from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.settings import WorkerSettings
 
 
 @dataclass
@@ -153,3 +156,34 @@ def test_undecodable_records_are_dead_lettered(rig: Rig) -> None:
     [dead] = rig.kafka.records(rig.topics.dlq)
     assert dict(dead.headers)["ragmon-dlq-reason"] == b"undecodable"
     assert rig.metric("ragmon_assembler_spans_total", outcome="dead_letter") == 1
+
+
+def test_the_loop_halts_on_a_dead_letter_flood_without_dead_lettering_it(
+    kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str
+) -> None:
+    settings = WorkerSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
+                              kafka_partitions=1, worker_dlq_min_messages=10, worker_poll_timeout_ms=100)
+    ensure_topics(settings)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for _ in range(20):
+        producer.send(settings.topics.spans, value=b"not a span record")
+    producer.flush()
+    producer.close()
+    config = AssemblerConfig()
+    registry = CollectorRegistry()
+    emitter = KafkaEmitter(settings, client_id="test-assembler")
+    assembler = Assembler(config, build_store(redis_client, config), emitter, settings.topics,
+                          AssemblerMetrics(registry))
+    loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
+    try:
+        deadline = time.monotonic() + 30
+        while loop.halted is None and time.monotonic() < deadline:
+            loop.step()
+        assert loop.halted == "dead_letter_ratio" and loop.readiness() == (False, "halted: dead_letter_ratio")
+        assert registry.get_sample_value("ragmon_worker_halted", {"worker": "assembler",
+                                                                  "reason": "dead_letter_ratio"}) == 1
+        loop.step()  # halted: fetches nothing, dead-letters nothing
+        assert KafkaReader(kafka_bootstrap).records(settings.topics.dlq) == []
+    finally:
+        loop.consumer.close()
+        emitter.close()
