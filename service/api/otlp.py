@@ -48,6 +48,7 @@ class OtlpBatch:
     rejected: Counter[str] = field(default_factory=Counter)
     truncated_values: int = 0
     redactions: Counter[str] = field(default_factory=Counter)
+    tenant: str = ""
 
     @property
     def rejected_spans(self) -> int:
@@ -182,11 +183,9 @@ class SpanPreparer:
         self.topics = topics
         self.redactor = redactor
         self.max_value_chars = max_value_chars
-        self._tenant = ""
 
     def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
-        batch = OtlpBatch([], 0)
-        self._tenant = tenant
+        batch = OtlpBatch([], 0, tenant=tenant)
         kept: list[ResourceSpans] = []
         for rs in request.resource_spans:
             self._clean_attributes(rs.resource.attributes, batch)
@@ -224,7 +223,7 @@ class SpanPreparer:
                 continue
             original = text = kv.value.string_value
             if kv.key == USER_ID:
-                kv.value.string_value = pseudonymous_user(self._tenant, text)
+                kv.value.string_value = pseudonymous_user(batch.tenant, text)
                 continue
             if len(text) > self.max_value_chars:
                 text = text[: self.max_value_chars]
