@@ -117,6 +117,7 @@ class Assembler:
                 view = SpanView.of(span)
                 self._feedback(record, view)
                 if view.links:
+                    self.m.spans.labels("feedback").inc()
                     continue  # a feedback carrier, not part of the RAG trace
             parent = span.parent_span_id
             span_class = ROOT if not parent else MAPPED if kind in MAPPED_KINDS else OTHER
@@ -129,7 +130,6 @@ class Assembler:
             self.m.annotations_skipped.labels(reason).inc(n)
         for event in events:
             self._emit_feedback(record.tenant, event)
-        self.m.spans.labels("feedback").inc()
 
     def _emit_feedback(self, tenant: str, event: FeedbackEvent) -> None:
         value = stored_event(event.id, "feedback", tenant, event.timestamp, event.body)
