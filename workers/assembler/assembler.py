@@ -36,6 +36,9 @@ from workers.runtime.types import Emitter, SourceRecord
 
 log = logging.getLogger("ragmon.worker.assembler")
 WORKER = "assembler"
+# The span kinds of the OpenInference specification (metric label values), plus "none" for plain OTel spans.
+OPENINFERENCE_KINDS = frozenset({"CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "AGENT", "GUARDRAIL",
+                                 "EVALUATOR", "PROMPT", "UNKNOWN", "none"})
 MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
 
 
@@ -184,6 +187,8 @@ class Assembler:
         except (ValueError, TypeError, KeyError):  # a mapping bug must not wedge the loop on one trace
             log.exception("trace %s/%s could not be mapped", trace.tenant, trace.trace_id)
             return "invalid_trace"
+        for kind, n in result.counts.items():
+            self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
         if result.body is None:
             log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
             return result.drop_reason

@@ -24,6 +24,9 @@ class AssemblerMetrics:
         self.annotations_skipped = Counter(
             "ragmon_assembler_annotations_skipped_total", "Span annotations that are not user feedback, by reason",
             ["reason"], registry=registry)
+        self.trace_spans = Counter(
+            "ragmon_assembler_trace_spans_total", "Spans of finished traces by OpenInference kind (none: not "
+            "OpenInference, other: a kind outside the spec)", ["kind"], registry=registry)
         self.pending = Gauge(
             "ragmon_assembler_pending_traces", "Open traces waiting in Redis for their root or quiet period",
             registry=registry)

@@ -128,6 +128,7 @@ def test_drops_are_counted_by_reason(rig: Rig) -> None:
     rig.consume_all()
     assert rig.assembler.tick() == 0
     assert rig.metric("ragmon_assembler_traces_dropped_total", reason="not_openinference") == 1
+    assert rig.metric("ragmon_assembler_trace_spans_total", kind="none") == 1
     assert rig.assembler.tick(time.time() + 31) == 0  # past root_wait_s
     assert rig.metric("ragmon_assembler_traces_dropped_total", reason="no_root") == 1
     assert rig.trace_events() == []
