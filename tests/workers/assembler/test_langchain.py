@@ -16,6 +16,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import Runnable, RunnablePassthrough
 from langchain_core.vectorstores import InMemoryVectorStore
+from openinference.instrumentation import using_metadata, using_session, using_user
 from openinference.instrumentation.langchain import LangChainInstrumentor
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -97,7 +98,11 @@ def assemble_topic(api: RunningApi, kafka: KafkaReader, client: redis.Redis) -> 
 def test_langchain_rag_chain_becomes_a_native_trace_event(
     api: RunningApi, kafka: KafkaReader, instrumented: TracerProvider, redis_client: redis.Redis
 ) -> None:
-    assert rag_chain().invoke(QUESTION) == ANSWER
+    # How an app sets ragmon's fields without ragmon code: OpenInference's own context managers.
+    filters = {"entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}], "relevance": []}
+    with using_session("sess-7"), using_user("ann@example.com"), \
+            using_metadata({"ragmon.intent": "billing", "ragmon.retrieval.filters": filters}):
+        assert rag_chain().invoke(QUESTION) == ANSWER
     assert instrumented.force_flush(10_000)
     [event] = assemble_topic(api, kafka, redis_client)
     assert isinstance(event, Event), event  # decoded and validated exactly like a native event
@@ -107,6 +112,9 @@ def test_langchain_rag_chain_becomes_a_native_trace_event(
     assert {d.id: d.text for d in body.retrieval.documents} == {
         "kb-1": "Reset the router with the pin button.",
         content_id("The warranty lasts two years."): "The warranty lasts two years."}
+    assert body.session_id == "sess-7" and body.intent == "billing"
+    assert body.retrieval.filters.model_dump(exclude_none=True)["entitlement"] == filters["entitlement"]
+    assert all(b"ann@example.com" not in r.value for r in kafka.records(api.topics.spans))  # user.id never in clear
     assert body.usage.model == "fake-gpt"
     assert body.usage.tokens == {"prompt": 50, "completion": 6, "cached_prompt": 20}
     assert {"retrieval", "generation", "total"} <= set(body.timings)
@@ -120,7 +128,7 @@ def test_langchain_rag_chain_becomes_a_native_trace_event(
         return registry.get_sample_value(name, labels) or 0.0
 
     tv = {"tenant": "acme", "variant": "production"}
-    assert value("ragmon_rag_queries_total", **tv, intent="none") == 1
+    assert value("ragmon_rag_queries_total", **tv, intent="billing") == 1
     assert value("ragmon_rag_stage_duration_seconds_count", **tv, stage="retrieval") == 1
     # a model outside the price table is labelled "other", as for native traces
     assert value("ragmon_rag_tokens_total", **tv, kind="cached_prompt", model="other") == 20
