@@ -20,6 +20,8 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from service.api.metrics import ApiMetrics
+from service.local.metrics import SupervisorMetrics
+from workers.assembler.metrics import AssemblerMetrics
 from workers.drift.metrics import DriftMetrics
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.metrics import ExclusionMetrics
@@ -41,18 +43,22 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/faithfulness/metrics.py": FaithfulnessMetrics,
     "workers/exclusion/metrics.py": lambda r: ExclusionMetrics(r, ExclusionConfig()),
     "workers/phoenix/metrics.py": PhoenixMetrics,
+    "workers/assembler/metrics.py": AssemblerMetrics,
+    "service/local/metrics.py": SupervisorMetrics,
     "workers/forwarder/metrics.py": ForwarderMetrics,
 }
 
 SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift", "phoenix",
-              "forwarder")
+              "forwarder", "assembler", "supervisor")
 NAME = re.compile(rf"^ragmon_({'|'.join(SUBSYSTEMS)})_[a-z0-9]+(_[a-z0-9]+)*$")
-UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events")
+UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events",
+         "_traces")
 FLAGS = ("_up", "_ready", "_halted", "_detected", "_info")
 DIMENSIONLESS = {"ragmon_drift_mmd2", "ragmon_drift_mmd2_threshold"}  # statistics with no unit
 NEVER_LABELS = {"id", "event_id", "trace_id", "request_id", "session_id", "query", "text", "answer", "user",
                 "doc_id", "document", "value", "path", "url"}
-REFERENCE = re.compile(r"\bragmon_[a-z0-9_]+\b")
+# A metric name; not a metadata key the assembler writes (`metadata.ragmon_truncated`).
+REFERENCE = re.compile(r"(?<!metadata\.)\bragmon_[a-z0-9_]+\b")
 RECORDED = re.compile(r"\bragmon:[a-z0-9_:]+\b")
 
 

@@ -15,10 +15,11 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import routes_events, routes_health
+from service.api import routes_events, routes_health, routes_otlp
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
+from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Redactor
@@ -80,6 +81,7 @@ def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, clie
         redis=client,
         limiter=RateLimiter(client),
         preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
+        span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars),
     )
 
 
@@ -110,6 +112,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
 
     app = FastAPI(title="ragmon ingestion API", version="1", lifespan=lifespan)
     app.include_router(routes_events.router)
+    app.include_router(routes_otlp.router)
     app.include_router(routes_health.router)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
 
@@ -121,6 +124,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             # Only ingestion takes a key: /healthz, /readyz and /metrics are open to probes and scrapers.
             schema["paths"]["/v1/events"]["post"]["security"] = [{"bearer": []}]
+            schema["paths"]["/v1/traces"]["post"]["security"] = [{"bearer": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

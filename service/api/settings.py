@@ -89,6 +89,9 @@ class ApiSettings(CommonSettings):
     )
     kafka_compression: str = Field("lz4", pattern=r"^(none|gzip|lz4|zstd)$")
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")
+    otlp_max_attribute_chars: int = Field(
+        65_536, ge=1024, description="POST /v1/traces: longer string attribute values are truncated (and reported)")
 
     @field_validator("api_keys_file")
     @classmethod

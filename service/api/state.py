@@ -15,6 +15,7 @@ from fastapi import Depends, Request
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
+from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
 from service.api.settings import ApiSettings
@@ -29,6 +30,7 @@ class ApiState:
     redis: aioredis.Redis
     limiter: RateLimiter
     preparer: BatchPreparer
+    span_preparer: SpanPreparer
     inflight_events: int = 0
 
 

@@ -3,7 +3,7 @@
 The API, the workers, Redis, Prometheus and Alertmanager are restarted with
 exponential backoff, one printed line per restart (what exited, what it lost,
 when it restarts), counted in
-`ragmon_up_restarts_total{process}`. A process that crashes `max_crashes` times
+`ragmon_supervisor_restarts_total{process}`. A process that crashes `max_crashes` times
 within `window_s` is given up on: `ragmon up` says so and stops. The embedded
 broker is never restarted: it is memory-only, so its death lost every topic
 and offset; `ragmon up` says what was lost and stops.
@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter
-
 from service.local.embedded import ChildProcess
+from service.local.metrics import SupervisorMetrics
 
 if TYPE_CHECKING:
     from service.local.up import Stack
@@ -48,12 +47,6 @@ class RestartPolicy:
     window_s: float = 600.0
     initial_backoff_s: float = 1.0
     max_backoff_s: float = 30.0
-
-
-class SupervisorMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.restarts = Counter("ragmon_up_restarts_total", "Processes ragmon up restarted after they exited",
-                                ["process"], registry=registry)
 
 
 @dataclass

@@ -34,6 +34,7 @@ from service.local.embedded import (
     start_redis,
     wait_for_port,
 )
+from service.local.metrics import SupervisorMetrics
 from service.local.models import report_faithfulness, with_local_models
 from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
 from service.local.supervise import (
@@ -41,7 +42,6 @@ from service.local.supervise import (
     GiveUp,
     RestartPolicy,
     Supervisor,
-    SupervisorMetrics,
 )
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
@@ -134,7 +134,7 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
         f"  API key      {key}   (tenant '{tenant}')",
     ]
     lines += [f"  worker {n:<10} http://127.0.0.1:{p}/metrics" for n, p in ports.items()]
-    lines.append(f"  supervisor   http://127.0.0.1:{supervisor_port}/metrics   (ragmon_up_restarts_total)")
+    lines.append(f"  supervisor   http://127.0.0.1:{supervisor_port}/metrics   (ragmon_supervisor_restarts_total)")
     if prom:
         lines.append(f"  Prometheus   {prom}   (alerts: {prom}/alerts)")
     else:

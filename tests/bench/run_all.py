@@ -18,6 +18,7 @@ from tests.bench.common import REPORTS, ROOT
 
 BENCHES = {
     "ingest": "tests.bench.bench_ingest",
+    "otlp": "tests.bench.bench_otlp",
     "metrics_worker": "tests.bench.bench_metrics_worker",
     "exclusion": "tests.bench.bench_exclusion",
     "drift": "tests.bench.bench_drift",

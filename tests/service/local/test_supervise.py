@@ -11,7 +11,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.local.embedded import ChildProcess
-from service.local.supervise import GiveUp, RestartPolicy, Supervisor, SupervisorMetrics
+from service.local.metrics import SupervisorMetrics
+from service.local.supervise import GiveUp, RestartPolicy, Supervisor
 from service.local.up import Stack
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -38,7 +39,7 @@ def make(stack: Stack, tmp_path: Path, policy: RestartPolicy) -> tuple[Superviso
 
 
 def restarts(registry: CollectorRegistry, name: str) -> float:
-    return registry.get_sample_value("ragmon_up_restarts_total", {"process": name}) or 0.0
+    return registry.get_sample_value("ragmon_supervisor_restarts_total", {"process": name}) or 0.0
 
 
 def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ class Up:
             return False
 
     def restarts(self, process: str) -> float:
-        return metric_sum(parse_metrics(httpx.get(self.supervisor, timeout=2).text), "ragmon_up_restarts_total",
+        return metric_sum(parse_metrics(httpx.get(self.supervisor, timeout=2).text), "ragmon_supervisor_restarts_total",
                           process=process)
 
 
