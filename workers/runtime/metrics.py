@@ -21,7 +21,7 @@ class RuntimeMetrics:
             "ragmon_worker_dedupe_hits_total", "Records skipped because their event id was already done",
             ["worker"], registry=registry)
         self.retries = Counter(
-            "ragmon_worker_retries_total", "Batch attempts that failed on an outage and were retried",
+            "ragmon_worker_retries_total", "Batches, periodic work (tick) and readiness checks that failed on an outage and were retried",
             ["worker", "error"], registry=registry)
         self.batch_seconds = Histogram(
             "ragmon_worker_batch_duration_seconds", "Time to process and commit one batch",

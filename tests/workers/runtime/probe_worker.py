@@ -5,7 +5,9 @@
 - `ragmon:probe:attempts` (hash): event id -> how many times process() saw it
   (the non-idempotent view, to measure redelivery);
 - a trace whose query text is "reject me" is returned as a Rejection.
-PROBE_DELAY_S slows every batch so a test can kill a process mid-stream.
+PROBE_DELAY_S slows every batch so a test can kill a process mid-stream;
+PROBE_TICK_REDIS=1 makes tick() call Redis (INCR ragmon:probe:ticks), as
+periodic work of a real worker does.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class ProbeProcessor:
         self.redis = ctx.redis
         self.delay = float(os.environ.get("PROBE_DELAY_S", "0"))
         self.pid = str(os.getpid())
+        self.tick_redis = os.environ.get("PROBE_TICK_REDIS") == "1"
 
     def readiness(self) -> Readiness:
         return Readiness(True)
@@ -45,7 +48,8 @@ class ProbeProcessor:
         return rejected
 
     def tick(self, now: float) -> None:
-        return None
+        if self.tick_redis:
+            self.redis.incr("ragmon:probe:ticks")
 
     def close(self) -> None:
         return None
