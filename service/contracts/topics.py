@@ -55,6 +55,7 @@ class Topics:
             "feedback": self.feedback,
             "release": self.releases,
             "label": self.labels,
+            "score": self.scores,  # score events (service/contracts/scores.py), for consumers of scores
         }[event_type]
 
     def all(self) -> list[str]:

@@ -9,6 +9,7 @@ import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.runtime.types import Event, SourceRecord
 
 
@@ -74,6 +75,23 @@ def _format(prefix: str, exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+_SCORE = TypeAdapter(Annotated[Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
+                               Field(discriminator="type")])
+
+
+def _decode_score(source: SourceRecord, value: bytes, headers: list[tuple[str, bytes]]) -> Event | Undecodable:
+    """A score event: its body is the score event; the envelope is built from its own fields
+    (event_id is deterministic, so dedupe by id works as for ingested events)."""
+    try:
+        score = _SCORE.validate_json(value)
+    except ValidationError as exc:
+        return Undecodable(source, value, headers, "invalid_score", _format("score", exc))
+    envelope: dict[str, Any] = {"id": score.event_id, "type": "score", "tenant": score.tenant,
+                                "timestamp": score.trace_timestamp, "received_at": score.scored_at, "body": {}}
+    stored = StoredEvent.model_construct(**envelope)
+    return Event(source=source, stored=stored, body=score, raw=value, headers=headers)
+
+
 def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable:
     """Decode one kafka-python ConsumerRecord."""
     source = SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp)
@@ -81,6 +99,8 @@ def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable
     value = record.value
     if value is None:
         return Undecodable(source, value, headers, "undecodable", "record has no value (a tombstone)")
+    if expected_type == "score":
+        return _decode_score(source, value, headers)
     try:
         stored = _RECORD.validate_json(value)
     except ValidationError:
