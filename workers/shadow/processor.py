@@ -75,7 +75,7 @@ class ShadowProcessor:
         if done.new:
             self.metrics.events.labels(tenant, kind).inc()
         if done.formed:
-            self.metrics.pairs.labels(tenant, variant if variant != "production" else "any").inc(done.formed)
+            self.metrics.pairs_formed.labels(tenant).inc(done.formed)
 
     def tick(self, now: float) -> None:
         candidates = self.store.candidates()
@@ -107,7 +107,7 @@ class ShadowProcessor:
             self.store.mark_recomputed(tenant, candidate, now, pending)
             self.metrics.recompute_seconds.labels(tenant).observe(time.perf_counter() - started)
             self.metrics.recomputes.labels(tenant, candidate).inc()
-            self.metrics.snapshot.update(tenant, candidate, comparison)
+            self.metrics.publish(tenant, candidate, comparison)
             for flag in comparison.masked_regressions:
                 log.warning("shadow %s/%s: %s worse in %s=%s (%d pairs, %s) while better overall", tenant,
                             candidate, flag.metric, flag.dimension, flag.value, flag.n, flag.strength)
@@ -123,4 +123,4 @@ class ShadowProcessor:
         for tenant, candidate in candidates:
             raw = self.store.redis.get(self._result_key(tenant, candidate))
             if raw is not None:
-                self.metrics.snapshot.update(tenant, candidate, comparison_from_dict(json.loads(raw)))
+                self.metrics.publish(tenant, candidate, comparison_from_dict(json.loads(raw)))
