@@ -90,9 +90,11 @@ def _slice_results(table: PairTable, specs: list[MetricSpec], diffs: np.ndarray,
                    settings: CompareSettings) -> list[SliceResult]:
     out: list[SliceResult] = []
     for dim in sorted(table.slices):
-        labels = table.slices[dim]
-        for value in sorted({str(v) for v in labels if v}):
-            mask = labels == value
+        values, codes = np.unique(table.slices[dim].astype(str), return_inverse=True)
+        for code, value in enumerate(values):
+            if not value:
+                continue  # no label for this dimension
+            mask = codes == code
             rng = np.random.default_rng([settings.bootstrap.seed, zlib.crc32(f"{dim}={value}".encode())])
             intervals = mean_difference_intervals(diffs[mask], settings.bootstrap, rng)
             for j, spec in enumerate(specs):
