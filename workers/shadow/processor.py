@@ -23,7 +23,7 @@ from workers.shadow.live import live_comparison
 from workers.shadow.metrics import ShadowMetrics
 from workers.shadow.outcomes import exclusion_outcome, faithfulness_outcome, trace_outcome
 from workers.shadow.results import comparison_from_dict
-from workers.shadow.store import ShadowStore
+from workers.shadow.store import Item, ShadowStore
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_TYPE = "unsupported_event_type"
@@ -46,36 +46,41 @@ class ShadowProcessor:
         """Nothing to release: the Redis client belongs to the runtime."""
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        rejections = []
-        now = time.time()
+        rejections: list[Rejection] = []
+        items: list[Item] = []
+        kinds: list[str] = []
         for event in events:
-            body = event.body
-            if isinstance(body, TraceBody):
-                self._record(event.tenant, body.request_id, f"trace:{body.variant}",
-                             orjson.dumps(trace_outcome(body, self.config)), body.variant, "trace",
-                             body.timings.get("total", None), now)
-            elif isinstance(body, FaithfulnessScoreEvent):
-                self._record(body.tenant, body.request_id, f"faith:{body.variant}",
-                             orjson.dumps(faithfulness_outcome(body)), body.variant, "faithfulness", None, now)
-            elif isinstance(body, ExclusionResultEvent):
-                self._record(body.tenant, body.request_id, f"excl:{body.variant}",
-                             orjson.dumps(exclusion_outcome(body)), body.variant, "exclusion", None, now)
-            else:
+            planned = self._item(event)
+            if planned is None:
                 rejections.append(Rejection(event, UNSUPPORTED_TYPE,
                                             f"type: the shadow worker reads traces and score events, got {event.type!r}"))
+            else:
+                items.append(planned[0])
+                kinds.append(planned[1])
+        for item, kind, done in zip(items, kinds, self.store.record_many(items, time.time()), strict=True):
+            if done.refused:
+                self.metrics.refused.labels(item.tenant).inc()
+                continue
+            if done.new:
+                self.metrics.events.labels(item.tenant, kind).inc()
+            if done.formed:
+                self.metrics.pairs_formed.labels(item.tenant).inc(done.formed)
         return rejections
 
-    def _record(self, tenant: str, request_id: str, field: str, value: bytes, variant: str, kind: str,
-                total_ms: float | None, now: float) -> None:
-        latency = total_ms / 1000.0 if total_ms is not None else None
-        done = self.store.record(tenant, request_id, field, value, variant, kind == "trace", latency, now)
-        if done.refused:
-            self.metrics.refused.labels(tenant).inc()
-            return
-        if done.new:
-            self.metrics.events.labels(tenant, kind).inc()
-        if done.formed:
-            self.metrics.pairs_formed.labels(tenant).inc(done.formed)
+    def _item(self, event: Event) -> tuple[Item, str] | None:
+        body = event.body
+        if isinstance(body, TraceBody):
+            total_ms = body.timings.get("total")
+            return Item(event.tenant, body.request_id, f"trace:{body.variant}",
+                        orjson.dumps(trace_outcome(body, self.config)), body.variant, True,
+                        None if total_ms is None else total_ms / 1000.0), "trace"
+        if isinstance(body, FaithfulnessScoreEvent):
+            return Item(body.tenant, body.request_id, f"faith:{body.variant}", orjson.dumps(faithfulness_outcome(body)),
+                        body.variant, False), "faithfulness"
+        if isinstance(body, ExclusionResultEvent):
+            return Item(body.tenant, body.request_id, f"excl:{body.variant}", orjson.dumps(exclusion_outcome(body)),
+                        body.variant, False), "exclusion"
+        return None
 
     def tick(self, now: float) -> None:
         candidates = self.store.candidates()

@@ -81,6 +81,19 @@ return 0
 
 
 @dataclass(frozen=True)
+class Item:
+    """One event's contribution: a field of the request's hash."""
+
+    tenant: str
+    request_id: str
+    field: str
+    value: bytes
+    variant: str
+    is_trace: bool
+    latency_s: float | None = None
+
+
+@dataclass(frozen=True)
 class Recorded:
     """What one event did: new (first delivery), pairs formed, or refused (too many candidates)."""
 
@@ -111,17 +124,22 @@ class ShadowStore:
     def prefix(self, tenant: str) -> str:
         return f"{self.root}:{{{tenant}}}:"
 
-    def record(self, tenant: str, request_id: str, field: str, value: bytes, variant: str, is_trace: bool,
-               latency_s: float | None, now: float) -> Recorded:
+    def record_many(self, items: list[Item], now: float) -> list[Recorded]:
+        """Apply a batch of events in one round trip (a pipeline of the atomic script, in order:
+        twins of one request share a partition, so their order is kept)."""
+        if not items:
+            return []
         c = self.config
-        p = self.prefix(tenant)
-        reply = int(self._record(keys=[f"{p}req:{request_id}"], args=[
-            p, tenant, request_id, field, value, variant, "1" if is_trace else "0", int(c.pair_wait_s * 1000),
-            int(c.keep_s * 1000), now, "" if latency_s is None else repr(latency_s), c.latency_samples,
-            int(c.active_s * 1000), c.max_candidates_per_tenant, self.root]))
-        if reply < 0:
-            return Recorded(False, 0, refused=True)
-        return Recorded(reply > 0, max(0, reply - 1))
+        pipe = self.redis.pipeline(transaction=False)
+        for it in items:
+            p = self.prefix(it.tenant)
+            self._record(keys=[f"{p}req:{it.request_id}"], args=[
+                p, it.tenant, it.request_id, it.field, it.value, it.variant, "1" if it.is_trace else "0",
+                int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now,
+                "" if it.latency_s is None else repr(it.latency_s), c.latency_samples, int(c.active_s * 1000),
+                c.max_candidates_per_tenant, self.root], client=pipe)
+        return [Recorded(False, 0, refused=True) if int(r) < 0 else Recorded(int(r) > 0, max(0, int(r) - 1))
+                for r in pipe.execute()]
 
     def candidates(self) -> list[tuple[str, str]]:
         members = self.redis.smembers(f"{self.root}:candidates")
