@@ -29,6 +29,7 @@ from tests.deploy.deployfiles import (
     k8s_ragmon_containers,
 )
 from workers.drift.config import DriftConfig
+from workers.shadow.config import ShadowConfig
 from workers.exclusion.config import ExclusionConfig
 from workers.faithfulness.config import SECTION as FAITHFULNESS_SECTION
 from workers.faithfulness.config import FaithfulnessConfig
@@ -40,6 +41,7 @@ CONFIG_SECTIONS: dict[str, type[BaseModel]] = {
     FAITHFULNESS_SECTION: FaithfulnessConfig,
     "exclusion": ExclusionConfig,
     "drift": DriftConfig,
+    "shadow": ShadowConfig,
 }
 
 
