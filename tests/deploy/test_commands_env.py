@@ -29,12 +29,12 @@ from tests.deploy.deployfiles import (
     k8s_ragmon_containers,
 )
 from workers.drift.config import DriftConfig
-from workers.shadow.config import ShadowConfig
 from workers.exclusion.config import ExclusionConfig
 from workers.faithfulness.config import SECTION as FAITHFULNESS_SECTION
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.metrics.config import MetricsConfig
 from workers.runtime.settings import WorkerSettings
+from workers.shadow.config import ShadowConfig
 
 CONFIG_SECTIONS: dict[str, type[BaseModel]] = {
     "metrics": MetricsConfig,
