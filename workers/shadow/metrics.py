@@ -70,6 +70,8 @@ class ShadowMetrics:
         self.recompute_seconds = Histogram(
             "ragmon_shadow_recompute_duration_seconds", "Time to recompute one comparison", ["tenant"],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
+        self.tick_errors = Counter("ragmon_shadow_tick_errors_total", "Scheduled recomputes skipped because Redis "
+                                   "failed, by error type", ["error"], registry=r)
         self.recomputes = Counter("ragmon_shadow_recomputes_total", "Comparisons recomputed by this process",
                                   ["tenant", "candidate"], registry=r)
         self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}

@@ -14,6 +14,7 @@ import logging
 import time
 
 import orjson
+import redis
 
 from service.contracts import TraceBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
@@ -38,6 +39,7 @@ class ShadowProcessor:
         self.store = store
         self.metrics = metrics
         self._next_publish = 0.0
+        self._next_tick_warning = 0.0
 
     def readiness(self) -> Readiness:
         return Readiness(True)
@@ -83,6 +85,17 @@ class ShadowProcessor:
         return None
 
     def tick(self, now: float) -> None:
+        """Recompute due comparisons. A Redis outage here is not fatal: the next tick tries again (the
+        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        try:
+            self._tick(now)
+        except redis.exceptions.RedisError as exc:
+            self.metrics.tick_errors.labels(type(exc).__name__).inc()
+            if now >= self._next_tick_warning:
+                log.warning("shadow: scheduled recompute skipped, Redis: %s", exc)
+                self._next_tick_warning = now + 60.0
+
+    def _tick(self, now: float) -> None:
         candidates = self.store.candidates()
         for tenant, candidate in candidates:
             if self._is_due(tenant, candidate, now):

@@ -12,11 +12,11 @@ Keys (prefix P, all of one tenant under the hash tag {tenant}):
   P:{t}:lease:<candidate> STRING the replica recomputing now (SET NX PX)
   P:candidates            SET   "tenant<TAB>candidate"
 
-One Lua script applies an event: HSETNX of its field makes a redelivery a
-no-op (nothing counted twice), and the counts and pairing happen in the same
-atomic step, so a kill -9 between them is impossible (nothing lost: the
-offset is committed only after the script ran). Pairing is symmetric:
-whichever twin arrives second finds the first.
+One Lua script applies a batch of events, each atomically: HSETNX of its
+field makes a redelivery a no-op (nothing counted twice), and the counts and
+pairing happen in the same atomic step, so a kill -9 between them is
+impossible (nothing lost: the offset is committed only after the script ran).
+Pairing is symmetric: whichever twin arrives second finds the first.
 """
 
 from __future__ import annotations
@@ -30,48 +30,59 @@ import redis
 from workers.shadow.config import ShadowConfig
 
 PRODUCTION = "production"
+_SCRIPT_BATCH = 500  # events per script call: one call blocks Redis for about a millisecond
 
+# One call applies a batch: a header, then 7 values per event. Keys are built
+# here from the tenant (single Redis; on a cluster all of one tenant share the
+# hash tag {tenant}, but a batch may span tenants).
 _RECORD = """
-local req = KEYS[1]
-local p, tenant, rid, field, value = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local variant, is_trace, wait_ms, keep_ms, now = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local latency, lat_cap, active_ms, max_cand, root = ARGV[11], tonumber(ARGV[12]), ARGV[13], tonumber(ARGV[14]), ARGV[15]
-if variant ~= 'production' and redis.call('SISMEMBER', root .. ':candidates', tenant .. '\\t' .. variant) == 0 then
-  if redis.call('HLEN', p .. 'paired') >= max_cand and redis.call('HEXISTS', p .. 'paired', variant) == 0 then
-    return -1
-  end
-  redis.call('HSETNX', p .. 'paired', variant, 0)
-  redis.call('SADD', root .. ':candidates', tenant .. '\\t' .. variant)
-end
-if redis.call('HSETNX', req, field, value) == 0 then return 0 end
-if redis.call('PTTL', req) < 0 then redis.call('PEXPIRE', req, wait_ms) end
-if is_trace == '1' then
-  redis.call('HINCRBY', p .. 'seen', variant, 1)
-  if variant == 'production' then
-    if latency ~= '' then
-      local which = 'before'
-      if redis.call('EXISTS', p .. 'active') == 1 then which = 'during' end
-      redis.call('LPUSH', p .. 'prodlat:' .. which, latency)
-      redis.call('LTRIM', p .. 'prodlat:' .. which, 0, lat_cap - 1)
+local root, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local lat_cap, active_ms, max_cand = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
+local function one(tenant, rid, field, value, variant, is_trace, latency)
+  local p = root .. ':{' .. tenant .. '}:'
+  local req = p .. 'req:' .. rid
+  if variant ~= 'production' and redis.call('SISMEMBER', root .. ':candidates', tenant .. '\t' .. variant) == 0 then
+    if redis.call('HLEN', p .. 'paired') >= max_cand and redis.call('HEXISTS', p .. 'paired', variant) == 0 then
+      return -1
     end
-  else
-    redis.call('SET', p .. 'active', variant, 'PX', active_ms)
+    redis.call('HSETNX', p .. 'paired', variant, 0)
+    redis.call('SADD', root .. ':candidates', tenant .. '\t' .. variant)
   end
-end
-if redis.call('HEXISTS', req, 'trace:production') == 0 then return 1 end
-local formed = 0
-for _, f in ipairs(redis.call('HKEYS', req)) do
-  if string.sub(f, 1, 6) == 'trace:' and f ~= 'trace:production' then
-    local cand = string.sub(f, 7)
-    if redis.call('ZADD', p .. 'pairs:' .. cand, 'NX', now, rid) == 1 then
-      redis.call('HINCRBY', p .. 'paired', cand, 1)
-      redis.call('HINCRBY', p .. 'pending', cand, 1)
-      redis.call('PEXPIRE', req, keep_ms)
-      formed = formed + 1
+  if redis.call('HSETNX', req, field, value) == 0 then return 0 end
+  if redis.call('PTTL', req) < 0 then redis.call('PEXPIRE', req, wait_ms) end
+  if is_trace == '1' then
+    redis.call('HINCRBY', p .. 'seen', variant, 1)
+    if variant == 'production' then
+      if latency ~= '' then
+        local which = 'before'
+        if redis.call('EXISTS', p .. 'active') == 1 then which = 'during' end
+        redis.call('LPUSH', p .. 'prodlat:' .. which, latency)
+        redis.call('LTRIM', p .. 'prodlat:' .. which, 0, lat_cap - 1)
+      end
+    else
+      redis.call('SET', p .. 'active', variant, 'PX', active_ms)
     end
   end
+  if redis.call('HEXISTS', req, 'trace:production') == 0 then return 1 end
+  local formed = 0
+  for _, f in ipairs(redis.call('HKEYS', req)) do
+    if string.sub(f, 1, 6) == 'trace:' and f ~= 'trace:production' then
+      local cand = string.sub(f, 7)
+      if redis.call('ZADD', p .. 'pairs:' .. cand, 'NX', now, rid) == 1 then
+        redis.call('HINCRBY', p .. 'paired', cand, 1)
+        redis.call('HINCRBY', p .. 'pending', cand, 1)
+        redis.call('PEXPIRE', req, keep_ms)
+        formed = formed + 1
+      end
+    end
+  end
+  return 1 + formed
 end
-return 1 + formed
+local out = {}
+for i = 8, #ARGV, 7 do
+  out[#out + 1] = one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
+end
+return out
 """
 
 _RELEASE = """
@@ -125,21 +136,19 @@ class ShadowStore:
         return f"{self.root}:{{{tenant}}}:"
 
     def record_many(self, items: list[Item], now: float) -> list[Recorded]:
-        """Apply a batch of events in one round trip (a pipeline of the atomic script, in order:
-        twins of one request share a partition, so their order is kept)."""
-        if not items:
-            return []
+        """Apply a batch of events in order (twins of a request share a partition, so their order is
+        kept), one atomic script call per 500 events."""
         c = self.config
-        pipe = self.redis.pipeline(transaction=False)
-        for it in items:
-            p = self.prefix(it.tenant)
-            self._record(keys=[f"{p}req:{it.request_id}"], args=[
-                p, it.tenant, it.request_id, it.field, it.value, it.variant, "1" if it.is_trace else "0",
-                int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now,
-                "" if it.latency_s is None else repr(it.latency_s), c.latency_samples, int(c.active_s * 1000),
-                c.max_candidates_per_tenant, self.root], client=pipe)
-        return [Recorded(False, 0, refused=True) if int(r) < 0 else Recorded(int(r) > 0, max(0, int(r) - 1))
-                for r in pipe.execute()]
+        header: list[Any] = [self.root, int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now, c.latency_samples,
+                             int(c.active_s * 1000), c.max_candidates_per_tenant]
+        replies: list[int] = []
+        for start in range(0, len(items), _SCRIPT_BATCH):
+            args = list(header)
+            for it in items[start:start + _SCRIPT_BATCH]:
+                args += [it.tenant, it.request_id, it.field, it.value, it.variant, "1" if it.is_trace else "0",
+                         "" if it.latency_s is None else repr(it.latency_s)]
+            replies += [int(r) for r in self._record(keys=[], args=args)]
+        return [Recorded(False, 0, refused=True) if r < 0 else Recorded(r > 0, max(0, r - 1)) for r in replies]
 
     def candidates(self) -> list[tuple[str, str]]:
         members = self.redis.smembers(f"{self.root}:candidates")

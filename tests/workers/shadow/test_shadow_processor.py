@@ -123,3 +123,12 @@ def test_production_latency_before_and_during_a_candidate(redis_client: redis.Re
 def _url(client: redis.Redis) -> str:
     kw = client.connection_pool.connection_kwargs
     return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
+
+
+def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> None:
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2)  # nothing listens on port 1
+    proc, registry = _processor(dead, config)
+    proc.tick(time.time())
+    assert registry.get_sample_value("ragmon_shadow_tick_errors_total", {"error": "ConnectionError"}) == 1.0
+    with pytest.raises(redis.exceptions.ConnectionError):  # a batch raises: the runtime retries it
+        proc.process([trace_event(trace_body("r1"))])
