@@ -66,10 +66,10 @@ def _slices() -> list[Panel]:
     return [
         Panel(
             "Regressions hidden by the average", "table",
-            [Target(f"{_max('masked_regression', by)} == 1", instant=True),
+            [Target(f"sort_desc({_max('masked_regression', by)})", instant=True),
              Target(_max("slice_pairs", by, 'slice!="all"'), instant=True)],
-            description="Slices worse while the whole is better. A small slice is a lead to follow (add pairs of "
-                        "it), not a verdict: read its pairs beside it.",
+            description="1: the slice is worse while the whole is better (flagged ones first). A small slice is a "
+                        "lead to follow (add pairs of it), not a verdict: read its pairs beside it.",
             hidden_columns=("Time",), width=12, height=9),
         Panel(
             "Difference by slice", "timeseries",
