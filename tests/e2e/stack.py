@@ -44,13 +44,14 @@ class UpStack:
         return list(self.prom("/api/v1/query", **params)["result"])
 
 
-def start_up(workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180) -> UpStack:
+def start_up(workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180,
+             extra_args: tuple[str, ...] = ()) -> UpStack:
     log = workdir / "ragmon-up.out"
     workdir.mkdir(parents=True, exist_ok=True)
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "up", "--config", str(config), "--workdir", str(workdir / "up"),
-         "--scrape-interval", "1s"],
+         "--scrape-interval", "1s", *extra_args],
         stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
         start_new_session=True)
     stack = UpStack(proc, log)
