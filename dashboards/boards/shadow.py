@@ -94,6 +94,11 @@ def _coverage() -> list[Panel]:
         Panel(
             "Pairs in the window", "timeseries",
             [Target(_max("window_pairs", pair), "{{candidate}}")], decimals=0, width=8),
+    ]
+
+
+def _power_and_cost() -> list[Panel]:
+    return [
         Panel(
             "Smallest difference detectable at 80% power", "timeseries",
             [Target(_max("detectable_effect", COMPARISON), SERIES)],
@@ -130,6 +135,7 @@ def build(limits: Limits) -> Board:
         UID, "ragmon / Shadow",
         "Candidates run beside production on the same requests and are compared pair by pair: wins, losses, "
         "intervals, verdicts, slices, coverage and power. Candidates never page.",
-        [Row("Verdicts", _verdicts(limits)), Row("Slices", _slices()), Row("Coverage and power", _coverage())],
+        [Row("Verdicts", _verdicts(limits)), Row("Slices", _slices()),
+         Row("Coverage and power", [*_coverage(), *_power_and_cost()])],
         tags=("shadow",),
     )

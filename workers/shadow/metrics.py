@@ -22,40 +22,44 @@ TCMS = ["tenant", "candidate", "metric", "slice"]
 Values = dict[str, dict[tuple[str, ...], float]]
 
 
+def _comparison_gauges(r: CollectorRegistry) -> dict[str, Gauge]:
+    return {
+        "delta": Gauge("ragmon_shadow_delta", "Candidate minus production, mean over the window's pairs "
+                       "(the metric's units)", TCMS, registry=r),
+        "lower": Gauge("ragmon_shadow_interval_lower", "Lower bound of the difference (method: anytime, the "
+                       "verdict's confidence sequence; bootstrap, fixed-n 95%)", [*TCMS, "method"], registry=r),
+        "upper": Gauge("ragmon_shadow_interval_upper", "Upper bound of the difference (method: anytime | "
+                       "bootstrap)", [*TCMS, "method"], registry=r),
+        "wins": Gauge("ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS,
+                      registry=r),
+        "losses": Gauge("ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS,
+                        registry=r),
+        "ties": Gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes", TCMS, registry=r),
+        "pairs": Gauge("ragmon_shadow_slice_pairs", "Pairs in the window with this metric, in the slice", TCMS,
+                       registry=r),
+        "p": Gauge("ragmon_shadow_p_value_ratio", "p-value of no difference (test: sign, fixed-n exact; "
+                   "anytime_holm, the verdict's)", [*TCMS, "test"], registry=r),
+        "verdict": Gauge("ragmon_shadow_verdict", "1 for the metric's current verdict, 0 for the others",
+                         [*TCMS[:3], "verdict"], registry=r),
+        "masked": Gauge("ragmon_shadow_masked_regression", "1 when this slice is worse while the whole is "
+                        "better (its size: ragmon_shadow_slice_pairs)", TCMS, registry=r),
+        "detectable": Gauge("ragmon_shadow_detectable_effect", "Smallest difference detectable at 80% power "
+                            "with the current pairs", TCMS[:3], registry=r),
+        "needed": Gauge("ragmon_shadow_pairs_needed", "Pairs needed for the configured effect of interest",
+                        TCMS[:3], registry=r),
+        "window": Gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2],
+                        registry=r),
+        "coverage": Gauge("ragmon_shadow_coverage_ratio", "Share of production requests with a twin of this "
+                          "candidate", TCMS[:2], registry=r),
+        "unpaired": Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production "
+                          "or candidate)", [*TCMS[:2], "role"], registry=r),
+    }
+
+
 class ShadowMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
-        self.gauges: dict[str, Gauge] = {
-            "delta": Gauge("ragmon_shadow_delta", "Candidate minus production, mean over the window's pairs "
-                           "(the metric's units)", TCMS, registry=r),
-            "lower": Gauge("ragmon_shadow_interval_lower", "Lower bound of the difference (method: anytime, the "
-                           "verdict's confidence sequence; bootstrap, fixed-n 95%)", [*TCMS, "method"], registry=r),
-            "upper": Gauge("ragmon_shadow_interval_upper", "Upper bound of the difference (method: anytime | "
-                           "bootstrap)", [*TCMS, "method"], registry=r),
-            "wins": Gauge("ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS,
-                          registry=r),
-            "losses": Gauge("ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS,
-                            registry=r),
-            "ties": Gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes", TCMS, registry=r),
-            "pairs": Gauge("ragmon_shadow_slice_pairs", "Pairs in the window with this metric, in the slice", TCMS,
-                           registry=r),
-            "p": Gauge("ragmon_shadow_p_value_ratio", "p-value of no difference (test: sign, fixed-n exact; "
-                       "anytime_holm, the verdict's)", [*TCMS, "test"], registry=r),
-            "verdict": Gauge("ragmon_shadow_verdict", "1 for the metric's current verdict, 0 for the others",
-                             [*TCMS[:3], "verdict"], registry=r),
-            "masked": Gauge("ragmon_shadow_masked_regression", "1 when this slice is worse while the whole is "
-                            "better (its size: ragmon_shadow_slice_pairs)", TCMS, registry=r),
-            "detectable": Gauge("ragmon_shadow_detectable_effect", "Smallest difference detectable at 80% power "
-                                "with the current pairs", TCMS[:3], registry=r),
-            "needed": Gauge("ragmon_shadow_pairs_needed", "Pairs needed for the configured effect of interest",
-                            TCMS[:3], registry=r),
-            "window": Gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2],
-                            registry=r),
-            "coverage": Gauge("ragmon_shadow_coverage_ratio", "Share of production requests with a twin of this "
-                              "candidate", TCMS[:2], registry=r),
-            "unpaired": Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production or candidate)",
-                              [*TCMS[:2], "role"], registry=r),
-        }
+        self.gauges = _comparison_gauges(r)
         for name, gauge in self.gauges.items():  # also as attributes: tools that list a class's metrics see them
             setattr(self, f"{name}_gauge", gauge)
         self.production_p95 = Gauge(
