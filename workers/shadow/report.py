@@ -38,9 +38,17 @@ def _slice_row(s: SliceResult) -> str:
             f"[{_num(s.bootstrap_lower)}, {_num(s.bootstrap_upper)}] | {_num(s.sign_p, '.3f')} | {flag} |")
 
 
+def _context_lines(c: Comparison) -> list[str]:
+    """Coverage and production latency (live reports), as bullets under the title."""
+    details = {k: v for k, v in c.context.items() if "." in k}
+    lines = [f"- {k}: {'no data' if v is None else _num(v, '.3f') if isinstance(v, float) else v}"
+             for k, v in details.items()]
+    return [*lines, ""] if lines else []
+
+
 def render_markdown(c: Comparison) -> str:
-    head = ", ".join(f"{k} {v}" for k, v in c.context.items())
-    lines = [f"# Shadow comparison{': ' + head if head else ''}", "",
+    head = ", ".join(f"{k} {v}" for k, v in c.context.items() if "." not in k)
+    lines = [f"# Shadow comparison{': ' + head if head else ''}", "", *_context_lines(c),
              f"{c.pairs} pairs; alpha {c.alpha}. Verdicts use the anytime-valid confidence sequence with Holm's "
              "correction across metrics; the sign test and bootstrap are fixed-n and shown for reference.", "",
              "| metric | n | production | candidate | Δ | wins/losses/ties | sign p (Holm) | bootstrap 95% | "
