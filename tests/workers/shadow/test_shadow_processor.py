@@ -7,6 +7,8 @@ import time
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from tests.workers.shadow.shadow_events import score_event, trace_body, trace_event
 from workers.shadow.config import ShadowConfig
@@ -126,7 +128,8 @@ def _url(client: redis.Redis) -> str:
 
 
 def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> None:
-    dead = redis.Redis(port=1, socket_connect_timeout=0.2)  # nothing listens on port 1
+    # nothing listens on port 1; no client-side retries (the worker's outage handling is under test)
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     proc, registry = _processor(dead, config)
     proc.tick(time.time())
     assert registry.get_sample_value("ragmon_shadow_tick_errors_total", {"error": "ConnectionError"}) == 1.0

@@ -19,6 +19,7 @@ from workers.shadow.outcomes import pair_row, trace_outcome
 from workers.shadow.results import Comparison
 from workers.shadow.table import build_table
 
+pytestmark = pytest.mark.slow  # each scenario is ~2,000 simulated requests (a few seconds)
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = CompareSettings(bootstrap=BootstrapSettings(resamples=1000))
 
