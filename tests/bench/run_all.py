@@ -24,6 +24,7 @@ BENCHES = {
     "drift": "tests.bench.bench_drift",
     "faithfulness": "tests.bench.bench_faithfulness",
     "phoenix": "tests.bench.bench_phoenix",
+    "shadow": "tests.bench.bench_shadow",
 }
 
 
