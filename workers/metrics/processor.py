@@ -7,11 +7,11 @@ from typing import Any
 
 import redis
 
-from service.contracts import FeedbackBody, ReleaseBody, TraceBody
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo, ParkedFeedback
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
+from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
 from workers.runtime.labels import NONE, Children, ClosedSet, FirstSeenCap
 from workers.runtime.types import Event, Readiness, Rejection
 
@@ -21,6 +21,7 @@ RELEASES_KEY = "ragmon:releases"
 class MetricsProcessor:
     name = "metrics"
     event_types: tuple[str, ...] = ("trace", "feedback", "release")
+    views = VIEWS
 
     def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis) -> None:
         self.config = config
@@ -52,7 +53,7 @@ class MetricsProcessor:
             if event.type == "trace":
                 pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body)))
             elif event.type == "feedback":
-                f: FeedbackBody = event.body
+                f: MetricsFeedback = event.body
                 payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
                 self.join.queue_feedback(pipe, event.tenant, f.trace_id, event.id, payload)
                 pending.append(("feedback", event.tenant, payload))
@@ -74,7 +75,7 @@ class MetricsProcessor:
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, pipe: Any, tenant: str, t: TraceBody) -> JoinInfo:
+    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace) -> JoinInfo:
         c, m = self.child, self.m
         variant = self.variant(tenant, t.variant)
         intent = self.intent(t.intent)
@@ -93,7 +94,7 @@ class MetricsProcessor:
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
-    def _cost(self, tv: tuple[str, str], t: TraceBody, weight: float) -> None:
+    def _cost(self, tv: tuple[str, str], t: MetricsTrace, weight: float) -> None:
         c, m = self.child, self.m
         tokens: dict[str, int] = dict(t.usage.tokens.items())
         model = t.usage.model or NONE
@@ -121,7 +122,7 @@ class MetricsProcessor:
 
     # -- releases -------------------------------------------------------------
 
-    def _release(self, event: Event, r: ReleaseBody) -> None:
+    def _release(self, event: Event, r: MetricsRelease) -> None:
         """Kept in Redis (newest timestamp wins) so every replica exports the same current release."""
         ts = event.stored.timestamp.timestamp()
         field = f"{event.tenant}\x1f{r.variant}"

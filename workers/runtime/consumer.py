@@ -22,7 +22,7 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import Children
@@ -58,6 +58,7 @@ class ConsumerRuntime:
                                   settings.worker_dlq_min_messages)
         topics = settings.topics
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
+        self.decoder = RecordDecoder(getattr(processor, "views", None))
         self.dlq_topic = topics.dlq
         self.stopping = threading.Event()
         self.halted: str | None = None
@@ -162,7 +163,7 @@ class ConsumerRuntime:
         for tp, records in polled.items():
             expected = self.type_by_topic.get(tp.topic)
             for rec in records:
-                decoded = decode_record(rec, expected)
+                decoded = self.decoder.decode(rec, expected)
                 (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
             offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         try:
