@@ -11,4 +11,4 @@ class DriftTrace(View):
     intent: Name | None = None
 
 
-VIEWS = {"trace": DriftTrace}
+VIEWS: dict[str, type[View]] = {"trace": DriftTrace}

@@ -29,4 +29,4 @@ class ExclusionLabel(View):
     gold_ids: Annotated[list[Identifier], Meta(max_length=L.MAX_GOLD_IDS)] | None = None
 
 
-VIEWS = {"trace": ExclusionTrace, "label": ExclusionLabel}
+VIEWS: dict[str, type[View]] = {"trace": ExclusionTrace, "label": ExclusionLabel}

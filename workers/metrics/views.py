@@ -39,4 +39,4 @@ class MetricsRelease(View):
     variant: Name = "production"
 
 
-VIEWS = {"trace": MetricsTrace, "feedback": MetricsFeedback, "release": MetricsRelease}
+VIEWS: dict[str, type[View]] = {"trace": MetricsTrace, "feedback": MetricsFeedback, "release": MetricsRelease}

@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.contracts import BODY_MODELS, StoredEvent
-from service.contracts.views import record_decoder
+from service.contracts.views import View, record_decoder
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
 from tests.support.kafka import stored, trace_body
@@ -23,7 +23,7 @@ from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
 from workers.metrics.views import VIEWS as METRICS
 
-WORKER_VIEWS: dict[str, dict[str, type[Any]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT}
+WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT}
 
 
 def _project(full: Any, seen: Any) -> Any:
