@@ -84,6 +84,23 @@ def _explain(value: bytes, expected_type: str | None, view_error: str = "") -> t
     return DeadLetterReason.INVALID_ENVELOPE, "record: rejected by the typed decoder but not by the step-by-step one"
 
 
+def _canonical(value: bytes, view: msgspec.json.Decoder[Any]) -> Any:
+    """The record read through the contract models, when the view's strict decode refused it.
+
+    The API validates with pydantic, which coerces some spellings ("0.5" for a number, "yes" for
+    true) and stores the body as the client sent it; a view decodes strictly. Such a record is
+    the contract's: its body is written back in the models' canonical JSON and decoded again.
+    None when the contract models refuse it too (then it is a dead letter, _explain says why).
+    """
+    try:
+        stored = StoredEvent.model_validate_json(value)
+        body = BODY_MODELS[stored.type].model_validate(stored.body)
+        canonical = stored.model_copy(update={"body": body.model_dump(mode="json", exclude_unset=True)})
+        return view.decode(canonical.model_dump_json())
+    except (ValidationError, msgspec.ValidationError, msgspec.DecodeError):
+        return None
+
+
 def _wrong_type(got: str, expected: str) -> str:
     return f"record.type: '{got}' on the topic of '{expected}' events"
 
@@ -120,8 +137,11 @@ class RecordDecoder:
         except ValidationError:
             return Undecodable(source, value, headers, *_explain(value, expected_type))
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            detail = _view_error(exc) if isinstance(exc, msgspec.ValidationError) else ""
-            return Undecodable(source, value, headers, *_explain(value, expected_type, detail))
+            assert view is not None
+            stored = _canonical(value, view)
+            if stored is None:
+                detail = _view_error(exc) if isinstance(exc, msgspec.ValidationError) else ""
+                return Undecodable(source, value, headers, *_explain(value, expected_type, detail))
         if expected_type is not None and stored.type != expected_type:
             return Undecodable(source, value, headers, DeadLetterReason.UNEXPECTED_TYPE,
                                _wrong_type(stored.type, expected_type))

@@ -66,6 +66,16 @@ def test_a_view_decodes_only_what_the_worker_reads() -> None:
     assert out.traceparent == "tp" and out.raw == orjson.dumps(ev)
 
 
+def test_a_view_reads_what_the_contract_coerces_as_the_contract_does() -> None:
+    # The API accepts these spellings (pydantic coerces them) and stores the body as sent.
+    body = trace_body(1, sample_rate="0.5", answer={"text": "a", "refused": "yes"},
+                      usage={"tokens": {"prompt": 100.0}}, timings={"total": "12"})
+    out = RecordDecoder(METRICS_VIEWS).decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
+    assert isinstance(out, Event)
+    assert (out.body.sample_rate, out.body.answer.refused, out.body.usage.tokens, out.body.timings) == (
+        0.5, True, {"prompt": 100}, {"total": 12.0})
+
+
 @pytest.mark.parametrize(
     ("value", "expected_type", "reason", "detail_part"),
     [
