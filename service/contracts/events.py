@@ -257,11 +257,9 @@ class FeedbackBody(Strict):
 
     @model_validator(mode="after")
     def _value_fits_kind(self) -> FeedbackBody:
-        v = self.value
-        if self.kind == "thumbs" and not (isinstance(v, bool) or v in (1, -1, 1.0, -1.0)):
-            raise ValueError("thumbs feedback needs value true/false or 1/-1")
-        if self.kind == "dwell" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
-            raise ValueError("dwell feedback needs a non-negative number of seconds as value")
+        problem = feedback_value_problem(self.kind, self.value)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property
@@ -271,10 +269,22 @@ class FeedbackBody(Strict):
         return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
 
 
+def feedback_value_problem(kind: str, v: Any) -> str | None:
+    """Why `value` does not fit the feedback `kind`, or None (shared with service/contracts/fast.py)."""
+    if kind == "thumbs" and not (isinstance(v, bool) or v in (1, -1, 1.0, -1.0)):
+        return "thumbs feedback needs value true/false or 1/-1"
+    if kind == "dwell" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+        return "dwell feedback needs a non-negative number of seconds as value"
+    return None
+
+
 class ReleaseBody(Strict):
     release: Identifier
     variant: Name = "production"
     description: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
+
+
+LABEL_NEEDS_A_JUDGEMENT = "a label needs at least one of gold_ids, faithful, answerable"
 
 
 class LabelBody(Strict):
@@ -288,7 +298,7 @@ class LabelBody(Strict):
     @model_validator(mode="after")
     def _says_something(self) -> LabelBody:
         if self.gold_ids is None and self.faithful is None and self.answerable is None:
-            raise ValueError("a label needs at least one of gold_ids, faithful, answerable")
+            raise ValueError(LABEL_NEEDS_A_JUDGEMENT)
         return self
 
 
