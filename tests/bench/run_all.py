@@ -26,7 +26,7 @@ BENCHES = {
     "faithfulness": "tests.bench.bench_faithfulness",
 }
 
-END_TO_END = ("metrics_worker", "exclusion", "drift_worker")
+END_TO_END = ("ingest", "metrics_worker", "exclusion", "drift_worker")  # take --reference
 
 
 def main() -> int:
