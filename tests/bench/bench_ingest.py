@@ -80,10 +80,20 @@ def start_api(tree: Path, env: dict[str, str], api_workers: int, name: str) -> t
     api = spawn([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--log-level", "warning",
                  "--workers", str(api_workers)], {**env, "PYTHONPATH": str(tree)},
                 ROOT / "tests" / "bench" / ".work" / f"api-{name}.log", cwd=tree)
-    wait_for_port("127.0.0.1", port, 60, api)
-    while httpx.get(f"http://127.0.0.1:{port}/readyz").status_code != 200:
-        time.sleep(0.2)
     return api, port
+
+
+def wait_ready(api: Any, port: int) -> None:
+    wait_for_port("127.0.0.1", port, 120, api)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=15).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass  # a loaded machine: ask again
+        time.sleep(0.5)
+    raise RuntimeError(f"API on port {port} not ready in 120 s")
 
 
 def main() -> int:
@@ -113,7 +123,8 @@ def main() -> int:
     rss: dict[str, float] = {}
     try:
         for path, tree in trees.items():
-            apis[path] = start_api(tree, env, args.api_workers, path)
+            apis[path] = start_api(tree, env, args.api_workers, path)  # registered first: stopped in finally
+            wait_ready(*apis[path])
         headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
         for rep in range(args.repeats):
             for path, (_, port) in apis.items():
