@@ -119,21 +119,11 @@ def main() -> int:
            "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": KEY,
            "RAGMON_DEV_TENANT": "bench", "RAGMON_RATE_LIMIT_EPS": "1000000", "RAGMON_RATE_LIMIT_BURST": "2000000"}
     apis: dict[str, tuple[Any, int]] = {}
-    rows: dict[str, list[tuple[float, float, float, float, dict[int, int]]]] = {path: [] for path in trees}
-    rss: dict[str, float] = {}
     try:
         for path, tree in trees.items():
             apis[path] = start_api(tree, env, args.api_workers, path)  # registered first: stopped in finally
             wait_ready(*apis[path])
-        headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-        for rep in range(args.repeats):
-            for path, (_, port) in apis.items():
-                requests = [build_request("127.0.0.1", port, "/v1/events", b, headers) for b in bodies]
-                load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds)
-                ceiling = raw_produce_ceiling(f"127.0.0.1:{broker.port}", stored * 2, f"bench-raw-{path}-{rep}")
-                rows[path].append((load.events_per_s, median(load.latencies_s) * 1000,
-                                   percentile(load.latencies_s, 99) * 1000, ceiling, dict(load.statuses)))
-                print(f"{path} run {rep}: {rows[path][-1]}", flush=True)
+        rows = measure_apis(apis, args, bodies, stored, f"127.0.0.1:{broker.port}")
         rss = {path: api_rss_mb(api.pid) for path, (api, _) in apis.items()}
     finally:
         for api, _ in apis.values():
@@ -145,6 +135,25 @@ def main() -> int:
     body = report(rows, rss, args, avg_event, (load_before, os.getloadavg()[0])) + stages_table(stages)
     write_report("ingest", "Ingestion API benchmark", body, args.out)
     return 0
+
+
+Row = tuple[float, float, float, float, dict[int, int]]  # events/s, median ms, p99 ms, raw ceiling, statuses
+
+
+def measure_apis(apis: dict[str, tuple[Any, int]], args: argparse.Namespace, bodies: list[bytes],
+                 stored: list[bytes], bootstrap: str) -> dict[str, list[Row]]:
+    """Each repeat loads every API in turn, each run followed by the raw produce ceiling."""
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    rows: dict[str, list[Row]] = {path: [] for path in apis}
+    for rep in range(args.repeats):
+        for path, (_, port) in apis.items():
+            requests = [build_request("127.0.0.1", port, "/v1/events", b, headers) for b in bodies]
+            load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds)
+            ceiling = raw_produce_ceiling(bootstrap, stored * 2, f"bench-raw-{path}-{rep}")
+            rows[path].append((load.events_per_s, median(load.latencies_s) * 1000,
+                               percentile(load.latencies_s, 99) * 1000, ceiling, dict(load.statuses)))
+            print(f"{path} run {rep}: {rows[path][-1]}", flush=True)
+    return rows
 
 
 def ingest_stages(tree: Path, bodies: list[bytes]) -> dict[str, float]:
@@ -175,7 +184,7 @@ def stages_table(stages: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report(rows: dict[str, list[tuple[float, float, float, float, dict[int, int]]]], rss: dict[str, float],
+def report(rows: dict[str, list[Row]], rss: dict[str, float],
            args: argparse.Namespace, avg_event: float, load: tuple[float, float]) -> str:
     summary = {path: {"eps": median([r[0] for r in rs]), "p50": median([r[1] for r in rs]),
                       "p99": median([r[2] for r in rs]), "ratio": median([r[0] / r[3] for r in rs]),

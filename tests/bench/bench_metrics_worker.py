@@ -125,9 +125,18 @@ def main() -> int:
     finally:
         redis_server.stop()
         broker.stop()
+    body = throughput_section(results, args, (load_before, load_after))
+    body += _lag_section(lag, args.lag_seconds) if lag else "\n### Lag at a steady input rate\n\nNot measured (--lag-seconds 0).\n"
+    write_report("metrics_worker", "Metrics worker benchmark", body, args.out)
+    return 0
+
+
+def throughput_section(results: dict[str, dict[str, float]], args: argparse.Namespace,
+                       load: tuple[float, float]) -> str:
+    load_before, load_after = load
     change = results["change"]
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
-    body = f"""`python tests/bench/bench_metrics_worker.py --reference {args.reference}` — {args.events:,} simulator
+    return f"""`python tests/bench/bench_metrics_worker.py --reference {args.reference}` — {args.events:,} simulator
 events (traces, feedback, releases in the `clean` mix) stored in a private Tansu broker as the API stores them;
 one worker process runs its real runtime loop (batches of up to 500) until every record is committed. Median of
 {args.repeats} repeats; the change and the reference (`{args.reference}`) take turns within each repeat. 1-minute
@@ -149,9 +158,6 @@ clock of this loaded machine). {e2e.ratio_line(results)}
 The change decodes each record once, with msgspec, into the metrics worker's views (workers/metrics/views.py:
 timings, usage, answer outcome, ids and labels; the texts, documents and samples it never reads are skipped).
 """
-    body += _lag_section(lag, args.lag_seconds) if lag else "\n### Lag at a steady input rate\n\nNot measured (--lag-seconds 0).\n"
-    write_report("metrics_worker", "Metrics worker benchmark", body, args.out)
-    return 0
 
 
 def _lag_section(lag: dict[str, float], seconds: int) -> str:
