@@ -90,11 +90,13 @@ def main() -> int:
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop what was started (finally) on SIGTERM
     samples = soak(args.seconds, args.rate)
-    rows = []
+    rows, minutes = [], []
     for name, points in samples.items():
         after_warmup = next((rss for t, rss in points if t >= 60), points[0][1])
         rows.append(f"| {name} | {after_warmup:,.0f} | {points[-1][1]:,.0f} | {max(r for _, r in points):,.0f} | "
                     f"{points[-1][1] - after_warmup:+,.0f} |")
+        per_minute = [rss for i, (_, rss) in enumerate(points) if i % 6 == 5]
+        minutes.append(f"| {name} | {' '.join(f'{r:.0f}' for r in per_minute)} |")
     body = f"""`python tests/bench/soak.py --seconds {args.seconds} --rate {args.rate:g}` — the `clean` scenario sent to one
 API process for {args.seconds} s at {args.rate:g} requests/s; one process each of the metrics, exclusion and drift
 (app embeddings) workers. Resident set size sampled every 10 s (MiB):
@@ -102,6 +104,12 @@ API process for {args.seconds} s at {args.rate:g} requests/s; one process each o
 | process | after 1 min | at the end | largest | end − after 1 min |
 |---|---:|---:|---:|---:|
 {chr(10).join(rows)}
+
+RSS at the end of each minute (MiB), to tell a warm-up that levels off from growth:
+
+| process | minute 1, 2, … |
+|---|---|
+{chr(10).join(minutes)}
 """
     write_report("soak", "Memory soak", body, args.out)
     return 0
