@@ -56,6 +56,10 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         # Feedback parked now is swept by a tick that runs into the outage.
         send(writer, 30, 30)
         wait_until(lambda: worker.total("ragmon_rag_queries_total") == 60, 30, what="second batch processed")
+        # ...and its feedback (another topic, consumed on its own schedule): no batch may be in flight
+        # when Redis goes, so that the outage meets the ticks first.
+        wait_until(lambda: worker.total("ragmon_worker_events_total", outcome="processed") == 180, 30,
+                   what="second batch's feedback processed")
         redis.Redis.from_url(url).shutdown(save=True)
         time.sleep(PARK_S + 1)  # idle: only the ticks meet the outage
         assert worker.proc.poll() is None, f"the worker exited:\n{worker.log_text()[-3000:]}"
