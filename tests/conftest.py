@@ -57,3 +57,22 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 def topic_prefix() -> str:
     """A fresh topic prefix per test, so tests sharing the broker never see each other's records."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildProcess]:
+    """A private PostgreSQL 16 from the pgserver wheel, for the review store."""
+    from service.local.postgres import start_postgres
+
+    child = start_postgres(tmp_path_factory.mktemp("pg"), log_dir=LOG_DIR, durable=False)
+    yield child
+    child.stop()
+
+
+@pytest.fixture
+def review_db_url(postgres_server: ChildProcess) -> Iterator[str]:
+    """A fresh, empty database on the private server (dropped afterwards)."""
+    from tests.support.postgres import fresh_database
+
+    with fresh_database(postgres_server.extra["url"]) as url:
+        yield url

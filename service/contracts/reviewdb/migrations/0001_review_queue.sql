@@ -1,0 +1,81 @@
+-- Review queue, human labels and the sampler's bookkeeping (docs/review.md).
+-- The review worker is the only writer of review_item; the API writes labels.
+
+CREATE TABLE review_item (
+    id                      bigserial PRIMARY KEY,
+    tenant                  text NOT NULL,
+    trace_id                text NOT NULL,
+    stratum                 text NOT NULL CHECK (stratum IN ('blind', 'low_confidence', 'negative_feedback')),
+    reason                  text NOT NULL,
+    inclusion_probability   double precision NOT NULL CHECK (inclusion_probability > 0 AND inclusion_probability <= 1),
+    queued_at               timestamptz NOT NULL DEFAULT now(),
+    queued_day              date NOT NULL,
+    trace_timestamp         timestamptz NOT NULL,
+    variant                 text NOT NULL,
+    release                 text,
+    intent                  text,
+    content                 jsonb NOT NULL,          -- query, documents, answer, citations: redacted by the API
+    faithfulness_score      double precision,
+    faithfulness_threshold  double precision,
+    faithfulness_outcome    text,
+    falsely_excluded        boolean,
+    exclusion_gold_source   text,
+    scorer_version          text,
+    reviews_wanted          smallint NOT NULL DEFAULT 1 CHECK (reviews_wanted BETWEEN 1 AND 2),
+    reviews_done            smallint NOT NULL DEFAULT 0,
+    UNIQUE (tenant, trace_id)                         -- a trace is never queued twice
+);
+-- The next item for a reviewer: open items of a tenant in queue order.
+CREATE INDEX review_item_open ON review_item (tenant, id) WHERE reviews_done < reviews_wanted;
+CREATE INDEX review_item_stratum_day ON review_item (tenant, stratum, queued_day);
+
+CREATE TABLE review_label (
+    id          bigserial PRIMARY KEY,
+    item_id     bigint NOT NULL REFERENCES review_item (id),
+    tenant      text NOT NULL,
+    trace_id    text NOT NULL,
+    reviewer    text NOT NULL,
+    faithful    boolean,
+    answerable  boolean,
+    gold_ids    text[] NOT NULL DEFAULT '{}',
+    reason      text,
+    note        text,
+    labelled_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (item_id, reviewer)
+);
+CREATE INDEX review_label_tenant ON review_label (tenant, labelled_at);
+
+-- Items admitted per tenant, day and stratum: the daily capacity is enforced here.
+CREATE TABLE review_quota (
+    tenant   text NOT NULL,
+    day      date NOT NULL,
+    stratum  text NOT NULL,
+    admitted integer NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, day, stratum)
+);
+
+-- Selected but over capacity: one row per (tenant, trace, stratum), so a redelivery never counts twice.
+CREATE TABLE review_overflow (
+    tenant   text NOT NULL,
+    trace_id text NOT NULL,
+    stratum  text NOT NULL,
+    day      date NOT NULL,
+    PRIMARY KEY (tenant, trace_id, stratum)
+);
+
+-- The sampler's consumed offsets, written in the same transaction as its effects (exactly-once into PostgreSQL).
+CREATE TABLE review_consumer_offset (
+    topic       text NOT NULL,
+    partition   integer NOT NULL,
+    next_offset bigint NOT NULL,
+    PRIMARY KEY (topic, partition)
+);
+
+-- Every scored production trace, aggregated: the unlabelled side of prediction-powered inference.
+CREATE TABLE review_score_totals (
+    tenant            text NOT NULL,
+    day               date NOT NULL,
+    scored            bigint NOT NULL DEFAULT 0,
+    predicted_faithful bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, day)
+);
