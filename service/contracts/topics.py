@@ -55,6 +55,7 @@ class Topics:
             "feedback": self.feedback,
             "release": self.releases,
             "label": self.labels,
+            "score": self.scores,  # score events (service/contracts/scores.py), not an ingested type
         }[event_type]
 
     def all(self) -> list[str]:

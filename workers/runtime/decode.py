@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Union
+from uuid import UUID
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_TENANT
 from workers.runtime.types import Event, SourceRecord
 
 
@@ -74,6 +78,39 @@ def _format(prefix: str, exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+_SCORE = TypeAdapter(Annotated[Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
+                               Field(discriminator="type")])
+SCORE_TYPES = frozenset({"faithfulness_score", "exclusion_result"})
+
+
+def _decode_score(source: SourceRecord, value: bytes, headers: list[tuple[str, bytes]]) -> Event | Undecodable:
+    """A score event as an Event: its id dedupes it, its tenant routes it, `body` is the score event.
+
+    A score kind this runtime does not know (a newer producer) is passed on
+    with body None rather than dead-lettered: it is valid for someone else.
+    """
+    kind = next((v.decode("latin-1") for k, v in headers if k == H_EVENT_TYPE), None)
+    if kind is not None and kind not in SCORE_TYPES:
+        event_id = next((v.decode("latin-1") for k, v in headers if k == H_EVENT_ID), "")
+        tenant = next((v.decode("latin-1") for k, v in headers if k == H_TENANT), "")
+        try:
+            now = datetime.now(UTC)
+            stored = StoredEvent.model_construct(id=UUID(event_id), type="score",  # type: ignore[arg-type]
+                                                 tenant=tenant, timestamp=now,
+                                                 received_at=now, body={})
+        except ValueError:
+            return Undecodable(source, value, headers, "invalid_envelope", f"score header {H_EVENT_ID}: not a uuid")
+        return Event(source=source, stored=stored, body=None, raw=value, headers=headers)
+    try:
+        score = _SCORE.validate_json(value)
+    except ValidationError as exc:
+        return Undecodable(source, value, headers, "invalid_body", _format("score", exc))
+    stored = StoredEvent.model_construct(id=score.event_id, type="score",  # type: ignore[arg-type]
+                                         tenant=score.tenant,
+                                         timestamp=score.trace_timestamp, received_at=score.scored_at, body={})
+    return Event(source=source, stored=stored, body=score, raw=value, headers=headers)
+
+
 def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable:
     """Decode one kafka-python ConsumerRecord."""
     source = SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp)
@@ -81,6 +118,8 @@ def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable
     value = record.value
     if value is None:
         return Undecodable(source, value, headers, "undecodable", "record has no value (a tombstone)")
+    if expected_type == "score":
+        return _decode_score(source, value, headers)
     try:
         stored = _RECORD.validate_json(value)
     except ValidationError:

@@ -20,7 +20,9 @@ CREATE TABLE review_item (
     faithfulness_outcome    text,
     falsely_excluded        boolean,
     exclusion_gold_source   text,
-    scorer_version          text,
+    scorer_version          text,                    -- model source@revision of the faithfulness score
+    policy_version          text,                    -- the sampler's policy (hash of its config section)
+    config_version          text,                    -- the whole ragmon config file (hash)
     reviews_wanted          smallint NOT NULL DEFAULT 1 CHECK (reviews_wanted BETWEEN 1 AND 2),
     reviews_done            smallint NOT NULL DEFAULT 0,
     UNIQUE (tenant, trace_id)                         -- a trace is never queued twice
@@ -45,25 +47,19 @@ CREATE TABLE review_label (
 );
 CREATE INDEX review_label_tenant ON review_label (tenant, labelled_at);
 
--- Items admitted per tenant, day and stratum: the daily capacity is enforced here.
+-- Items admitted, and selected but refused for capacity (overflow), per tenant, day and stratum.
+-- The effective inclusion probability of a day's items is scaled by admitted / (admitted + overflow).
 CREATE TABLE review_quota (
     tenant   text NOT NULL,
     day      date NOT NULL,
     stratum  text NOT NULL,
     admitted integer NOT NULL DEFAULT 0,
+    overflow bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, day, stratum)
 );
 
--- Selected but over capacity: one row per (tenant, trace, stratum), so a redelivery never counts twice.
-CREATE TABLE review_overflow (
-    tenant   text NOT NULL,
-    trace_id text NOT NULL,
-    stratum  text NOT NULL,
-    day      date NOT NULL,
-    PRIMARY KEY (tenant, trace_id, stratum)
-);
-
--- The sampler's consumed offsets, written in the same transaction as its effects (exactly-once into PostgreSQL).
+-- The sampler's consumed offsets, written in the same transaction as its effects: a redelivered
+-- record is skipped, so counters here (overflow, score totals) never count twice.
 CREATE TABLE review_consumer_offset (
     topic       text NOT NULL,
     partition   integer NOT NULL,
