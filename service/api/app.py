@@ -15,13 +15,14 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import routes_events, routes_health
+from service.api import routes_events, routes_health, routes_review
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Redactor
+from service.api.review_state import build_review
 from service.api.schemas import batch_schema_components
 from service.api.settings import ApiSettings
 from service.api.state import ApiState
@@ -68,7 +69,7 @@ def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None
     metrics = ApiMetrics(registry or CollectorRegistry())
     client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
     redactor = Redactor(settings.redaction.kinds) if settings.redaction.enabled else None
-    return ApiState(
+    state = ApiState(
         settings=settings,
         keys=KeyStore(entries),
         metrics=metrics,
@@ -79,6 +80,8 @@ def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None
         limiter=RateLimiter(client),
         preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
     )
+    state.review = build_review(settings, state.keys, metrics, state.producer, redactor)
+    return state
 
 
 def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -92,10 +95,14 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
             supervise(state.producer, report=lambda up: state.metrics.broker_up.set(1 if up else 0)))
+        if state.review is not None:
+            await state.review.start()
         tune_gc()
         try:
             yield
         finally:
+            if state.review is not None:
+                await state.review.stop()
             supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
@@ -106,6 +113,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
     app.state.ragmon = state
     app.include_router(routes_events.router)
     app.include_router(routes_health.router)
+    app.include_router(routes_review.router)
     app.add_middleware(RequestMetricsMiddleware, metrics=state.metrics)
 
     def openapi() -> dict[str, Any]:

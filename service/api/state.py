@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 
@@ -12,6 +13,9 @@ from service.api.metrics import ApiMetrics
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
 from service.api.settings import ApiSettings
+
+if TYPE_CHECKING:
+    from service.api.review_state import ReviewService
 
 
 @dataclass
@@ -24,3 +28,4 @@ class ApiState:
     limiter: RateLimiter
     preparer: BatchPreparer
     inflight_events: int = 0
+    review: ReviewService | None = None  # the review page; None without RAGMON_DATABASE_URL
