@@ -60,13 +60,23 @@ def topic_prefix() -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChildProcess]:
-    """A private PostgreSQL 16 from the pgserver wheel, for the review store."""
+def postgres_server() -> Iterator[ChildProcess]:
+    """A private PostgreSQL 16 from the pgserver wheel, for the review store.
+
+    Its directory is not under pytest's tmp_path: pytest resets permissions
+    there, which the unprivileged server (when tests run as root) must keep.
+    """
+    import shutil
+
     from service.local.postgres import start_postgres
 
-    child = start_postgres(tmp_path_factory.mktemp("pg"), log_dir=LOG_DIR, durable=False)
-    yield child
-    child.stop()
+    workdir = Path(tempfile.mkdtemp(prefix="ragmon-pg-"))
+    child = start_postgres(workdir, log_dir=LOG_DIR, durable=False)
+    try:
+        yield child
+    finally:
+        child.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -65,7 +66,7 @@ def test_unique_trace_per_tenant(review_db_url: str) -> None:
             conn.execute(insert, ("acme",))
 
 
-def test_migration_names_are_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_migration_names_are_checked(tmp_path: Path) -> None:
     (tmp_path / "0001_a.sql").write_text("SELECT 1")
     (tmp_path / "0003_c.sql").write_text("SELECT 1")
     with pytest.raises(ValueError, match="without gaps"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import orjson
@@ -86,7 +87,7 @@ def test_scores_hidden_until_labelled_and_the_label_reaches_kafka(review_api: Ru
                     "gold_ids": ["d1"], "note": body["note"]} and "a@b.com" not in body["note"]
 
 
-def _wait_for_labels(api: RunningApi, n: int, timeout_s: float = 15) -> list[dict[str, object]]:
+def _wait_for_labels(api: RunningApi, n: int, timeout_s: float = 15) -> list[dict[str, Any]]:
     reader = KafkaReader(api.settings.kafka_bootstrap_servers)
     deadline = time.monotonic() + timeout_s
     while True:
