@@ -13,7 +13,14 @@ from service.contracts import reviewdb
 from service.local.embedded import ChildProcess, start_broker
 from tests.conftest import LOG_DIR
 from tests.service.api.api_harness import KafkaReader, RunningApi
-from tests.service.review.review_harness import ANN_KEY, csrf_of, item_ids, review_settings, seed_queue, signed_in
+from tests.service.review.review_harness import (
+    ANN_KEY,
+    csrf_of,
+    item_ids,
+    review_settings,
+    seed_queue,
+    signed_in,
+)
 
 
 @pytest.fixture
