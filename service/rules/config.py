@@ -87,6 +87,11 @@ class PipelineRule(Strict):
     shed_for: Duration = "5m"
 
 
+class ReviewRule(Strict):
+    max_blind_backlog_age: Duration = Field("3d", description="ticket when the oldest blind-sample item waits longer")
+    for_: Duration = Field("1h", alias="for")
+
+
 TENANT_OVERRIDABLE = {
     "faithfulness": ("min_mean_score",),
     "latency": ("slo_seconds",),
@@ -105,6 +110,7 @@ class GuardrailsConfig(Strict):
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
+    review: ReviewRule = Field(default_factory=ReviewRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}")
 
