@@ -31,6 +31,7 @@ from service.local.embedded import (
     start_redis,
     wait_for_port,
 )
+from service.local.postgres import start_postgres
 from service.local.prometheus import start_prometheus_stack
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
@@ -151,15 +152,22 @@ def run_up(opts: UpOptions) -> int:
     try:
         broker = stack.add(start_broker(_port_or_free(19092), log_dir=logs))
         redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
+        # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
+        database_url = os.environ.get("RAGMON_DATABASE_URL") or stack.add(
+            start_postgres(workdir, log_dir=logs)).extra["url"]
+        review_key = f"rgm_review_{secrets.token_urlsafe(12)}"
         key = os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}"
         tenant = os.environ.get("RAGMON_DEV_TENANT", "demo")
         demo_keys = {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS}
         env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
                "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": key,
-               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1",
-               # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
+               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1", "RAGMON_DATABASE_URL": database_url,
+               # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and
+               # the first one a reviewer's key for /review.
                "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-                   [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()])}
+                   [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()]
+                   + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(review_key), "scopes": ["review"],
+                       "name": "reviewer"}])}
         if opts.config:
             env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
         elif opts.demo:
@@ -181,6 +189,8 @@ def run_up(opts: UpOptions) -> int:
                        "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in demo_keys.items())}
             stack.add(_spawn_ragmon("simulator", ["simulate", "send", scenario, "--api", api_url], sim_env, logs, 0))
         _print_summary(api_url, key, tenant, ports, prom_url, opts)
+        if not os.environ.get("RAGMON_API_KEYS"):
+            print(f"  Review       {api_url}/review   (key {review_key}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
         while not stopping:
             for child in stack.children:
                 if not child.alive() and child.name != "simulator":
