@@ -22,6 +22,7 @@ BENCHES = {
     "exclusion": "tests.bench.bench_exclusion",
     "drift": "tests.bench.bench_drift",
     "faithfulness": "tests.bench.bench_faithfulness",
+    "review": "tests.bench.bench_review",
 }
 
 
