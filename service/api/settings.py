@@ -68,7 +68,6 @@ class ApiSettings(CommonSettings):
     )
     kafka_compression: str = Field("lz4", pattern=r"^(none|gzip|lz4|zstd)$")
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
-    database_url: str | None = Field(None, description="PostgreSQL of the review store; /review is off without it")
     review_secret: str | None = Field(None, description="signs review sessions and CSRF tokens; default: "
                                       "derived from the configured key digests (same in every API process)")
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")

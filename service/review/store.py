@@ -130,7 +130,11 @@ class ReviewStore:
             assert saved is not None
             label_id, inserted = saved
             if inserted:
-                conn.execute("UPDATE review_item SET reviews_done = reviews_done + 1 WHERE id = %s", (item_id,))
+                done = conn.execute("UPDATE review_item SET reviews_done = reviews_done + 1 WHERE id = %s "
+                                    "RETURNING reviews_done = reviews_wanted", (item_id,)).fetchone()
+                if done and done[0]:
+                    conn.execute("UPDATE review_tenant_stats SET completed = completed + 1 WHERE tenant = %s",
+                                 (tenant,))
             conn.execute("DELETE FROM review_assignment WHERE item_id = %s AND reviewer = %s", (item_id, reviewer))
             event_id = uuid.uuid4()
             event = label_event(tenant, item[1], reviewer, label, event_id, datetime.now(UTC))
@@ -142,10 +146,10 @@ class ReviewStore:
         with self.pool.connection() as conn:
             mine = conn.execute("SELECT count(*) FILTER (WHERE labelled_at >= date_trunc('day', now())), count(*) "
                                 "FROM review_label WHERE tenant = %s AND reviewer = %s", (tenant, reviewer)).fetchone()
-            waiting = conn.execute("SELECT count(*) FROM review_item WHERE tenant = %s "
-                                   "AND reviews_done < reviews_wanted", (tenant,)).fetchone()
-        assert mine is not None and waiting is not None
-        return Progress(int(mine[0]), int(mine[1]), int(waiting[0]))
+            waiting = conn.execute("SELECT queued - completed FROM review_tenant_stats WHERE tenant = %s",
+                                   (tenant,)).fetchone()
+        assert mine is not None
+        return Progress(int(mine[0]), int(mine[1]), int(waiting[0]) if waiting else 0)
 
     def reviewers(self, tenant: str) -> list[tuple[str, int]]:
         with self.pool.connection() as conn:

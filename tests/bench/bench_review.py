@@ -110,6 +110,7 @@ def fill_queue(url: str, items: int) -> float:
         reviewdb.migrate(conn)
         for start in range(0, items, 100_000):
             conn.execute(_FILL.replace("generate_series(1, %s)", f"generate_series({start + 1}, {start + min(100_000, items - start)})"))
+        conn.execute("INSERT INTO review_tenant_stats (tenant, queued) VALUES ('acme', %s)", (items,))
         conn.execute("ANALYZE review_item")
     return time.perf_counter() - started
 

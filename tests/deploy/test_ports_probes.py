@@ -40,6 +40,7 @@ IMAGE_PORTS = {
     "prom/alertmanager": {9093},
     "grafana/grafana": {3000},
     "arizephoenix/phoenix": {6006, 4317},  # UI + OTLP/HTTP, OTLP/gRPC
+    "postgres": {5432},
 }
 LIVENESS, READINESS = "/healthz", "/readyz"
 

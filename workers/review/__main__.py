@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from service.contracts.config import CONFIG_ENV, ConfigError, load_section
 from workers.review.config import ReviewConfig, config_version
 from workers.review.metrics import ReviewMetrics
@@ -16,20 +13,14 @@ from workers.review.store import QueueStore
 from workers.runtime.app import WorkerContext, main_for
 
 
-class ReviewStoreSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="RAGMON_", extra="ignore")
-    database_url: str | None = Field(None, description="PostgreSQL of the review store")
-
-
 def build(ctx: WorkerContext) -> ReviewProcessor:
     config = load_section("review", ReviewConfig)
-    url = ReviewStoreSettings().database_url
+    url = ctx.settings.database_url
     if not url:
         raise ConfigError("RAGMON_DATABASE_URL is not set: the review sampler writes its queue to PostgreSQL "
                           "(`ragmon up` starts a private one)")
     path = os.environ.get(CONFIG_ENV)
     store = QueueStore(url, config, config_version(Path(path).read_text() if path else ""))
-    store.migrate()
     return ReviewProcessor(config, ReviewMetrics(ctx.registry), ctx.redis, store)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import psycopg
@@ -34,8 +35,22 @@ class ReviewProcessor:
         self.store = store
         self._next_refresh = 0.0
         self._tenants: set[str] = set()
+        self._migrated = False
+        self._next_migrate = 0.0
+        self._store_error = "not checked yet"
 
     def readiness(self) -> Readiness:
+        """Not ready until the store is reachable and migrated: a down PostgreSQL is not a crash loop."""
+        if not self._migrated and time.monotonic() >= self._next_migrate:
+            self._next_migrate = time.monotonic() + 5.0
+            try:
+                self.store.migrate()
+                self._migrated = True
+            except (ConnectionError, psycopg.Error) as exc:
+                self._store_error = str(exc)
+                log.warning("review store not ready: %s", exc)
+        if not self._migrated:
+            return Readiness(False, f"review store unreachable: {self._store_error}")
         return Readiness(True)
 
     def process(self, events: list[Event]) -> list[Rejection]:

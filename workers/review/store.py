@@ -151,6 +151,8 @@ class QueueStore:
             cur.execute("UPDATE review_quota SET admitted = admitted - 1 WHERE tenant = %s AND day = %s "
                         "AND stratum = %s", key)
             return "exists"
+        cur.execute("INSERT INTO review_tenant_stats AS s (tenant, queued) VALUES (%s, 1) "
+                    "ON CONFLICT (tenant) DO UPDATE SET queued = s.queued + 1", (item.tenant,))
         return "queued"
 
     def _row(self, item: NewItem, today: object) -> dict[str, object]:

@@ -138,6 +138,8 @@ def test_bad_labels_name_the_field(review_api: RunningApi, review_db_url: str, r
 def test_double_review_goes_to_a_second_reviewer(review_api: RunningApi, review_db_url: str,
                                                  redis_client: redis.Redis) -> None:
     seed_queue(review_db_url, redis_client, [1, 2], double_review_share=1.0)
+    index = review_api.http.get("/review", headers={"Authorization": f"Bearer {ANN_KEY}"}).text
+    assert 'id="waiting">2<' in index
     seen: dict[str, list[str]] = {}
     for name, key in (("ann", ANN_KEY), ("bob", BOB_KEY)):
         with signed_in(review_api.url, key) as client:
@@ -147,5 +149,7 @@ def test_double_review_goes_to_a_second_reviewer(review_api: RunningApi, review_
                 client.post(url + "/label", data=_label_form(page))
                 seen.setdefault(name, []).append(url)
     assert sorted(seen["ann"]) == sorted(seen["bob"]) and len(seen["ann"]) == 2
+    index = review_api.http.get("/review", headers={"Authorization": f"Bearer {BOB_KEY}"}).text
+    assert 'id="waiting">0<' in index and 'id="labelled-today">2<' in index
     with reviewdb.connect(review_db_url) as conn:
         assert conn.execute("SELECT count(*) FROM review_item WHERE reviews_done = 2").fetchone() == (2,)

@@ -147,3 +147,14 @@ def test_store_outage_raises_for_a_retry(make: Any, review_db_url: str) -> None:
     proc.store._conn = None
     with pytest.raises((ConnectionError, psycopg.Error)):
         proc.process([trace_event(1)])
+
+
+def test_unreachable_store_makes_the_worker_not_ready(review_db_url: str, redis_client: redis.Redis) -> None:
+    cfg = ReviewConfig()
+    bad = QueueStore(review_db_url.rsplit("/", 1)[0] + "/no_such_database", cfg, "config-test")
+    proc = ReviewProcessor(cfg, ReviewMetrics(CollectorRegistry()), redis_client, bad)
+    readiness = proc.readiness()
+    assert not readiness.ready and "review store unreachable" in readiness.reason
+    proc.store.url, proc._next_migrate = review_db_url, 0.0
+    assert proc.readiness().ready
+    proc.close()
