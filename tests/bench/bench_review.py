@@ -51,7 +51,9 @@ class _Record:
 
 
 def sampler_records(n: int, topic: str) -> list[tuple[_Record, str]]:
-    traces = [v for t, _, v in stored_records(n * 3) if t == "trace"][:n]
+    traces = [v for t, _, v in stored_records(n * 4) if t == "trace"][:n]
+    if len(traces) < n:
+        raise RuntimeError(f"the simulator gave {len(traces)} traces, fewer than {n}")
     out: list[tuple[_Record, str]] = []
     for i, value in enumerate(traces):
         out.append((_Record(f"{topic}.traces", 0, i, value, []), "trace"))
@@ -163,6 +165,7 @@ def main() -> None:
         page_url = create_database(pg.extra["url"], "page")
         fill_s = fill_queue(page_url, args.items)
         page = bench_page(page_url, f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{rs.port}/0", args.rounds)
+        print(sampler, page, flush=True)
     finally:
         broker.stop()
         rs.stop()

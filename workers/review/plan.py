@@ -1,6 +1,6 @@
 """One batch of traces, scores and feedback -> the items to queue and the scores to attach.
 
-A trace's display content waits in Redis (compressed, TTL `stash_ttl_s`) for
+A trace's display content waits in Redis (lz4-compressed, TTL `stash_ttl_s`) for
 the score or feedback that may select it; a selection that arrives before its
 trace waits there too, as a trigger the trace picks up. All of a batch's Redis
 work is one pipeline, run in event order, so a trace and its score in one
@@ -10,12 +10,12 @@ fields), so a retried batch repeats it harmlessly.
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
+import lz4.frame
 import orjson
 import redis
 
@@ -89,11 +89,12 @@ class _Step:
     content: dict[str, Any] | None = None  # a trace's own display content
 
 
-# A trace's three commands (stash, TTL, read what waits for it) as one round of parsing instead of three:
-# the sampler runs this for every production trace.
+# A trace's three commands (stash, TTL, read what waits for it) as one round of parsing instead of three,
+# answering nil when only the content is there (almost always): the sampler runs this for every trace.
 _STASH_TRACE = """
 redis.call('HSET', KEYS[1], 'c', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+if redis.call('HLEN', KEYS[1]) == 1 then return false end
 return redis.call('HMGET', KEYS[1], 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
 """
 
@@ -118,7 +119,8 @@ class Planner:
             for _ in range(step.writes):
                 next(replies)
             if step.reads:
-                self._resolve(plan, step, dict(zip(step.reads, next(replies), strict=True)))
+                values = next(replies) or [None] * len(step.reads)  # nil: nothing waits for this trace
+                self._resolve(plan, step, dict(zip(step.reads, values, strict=True)))
         return plan
 
     def _queue(self, pipe: Any, plan: Plan, e: Event) -> _Step | None:
@@ -148,7 +150,7 @@ class Planner:
         content = display_content(t)
         content["timestamp"] = e.stored.timestamp.isoformat()
         key = stash_key(e.tenant, t.trace_id)
-        self._stash_trace(keys=[key], args=[zlib.compress(orjson.dumps(content), 1), self.config.stash_ttl_s],
+        self._stash_trace(keys=[key], args=[lz4.frame.compress(orjson.dumps(content)), self.config.stash_ttl_s],
                           client=pipe)
         return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content)
 
@@ -176,7 +178,7 @@ class Planner:
             if not fields.get(CONTENT):
                 plan.parked[(e.tenant, step.trigger.stratum if step.trigger else "")] += 1
                 return
-            content = orjson.loads(zlib.decompress(fields[CONTENT]))
+            content = orjson.loads(lz4.frame.decompress(fields[CONTENT]))
             triggers = [step.trigger] if step.trigger else []
         for trigger in triggers:
             plan.offer(self._item(e.tenant, content, trigger, fields))

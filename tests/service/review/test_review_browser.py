@@ -4,6 +4,7 @@ golden set, and scores stay hidden until each item is labelled."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import uuid
@@ -24,6 +25,9 @@ from tests.service.review.review_harness import ANN_KEY, INGEST_KEY, review_sett
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
 
 CHROMIUM = "/usr/bin/chromium"
+# Playwright's own browser download is not used: the set-up step installs Debian's chromium.
+if os.environ.get("CI") and not Path(CHROMIUM).is_file():
+    pytest.fail("chromium missing in CI: apt-get install chromium", pytrace=False)
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="Debian chromium is not installed")]
 SCORES = (0.1234, 0.4321, 0.9876)
