@@ -14,6 +14,7 @@ Usage: python tests/bench/bench_review.py [--items 1000000] [--out PATH]
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -152,6 +153,34 @@ def bench_page(url: str, bootstrap: str, redis_url: str, rounds: int) -> dict[st
     return out
 
 
+def report_body(args: argparse.Namespace, sampler: dict[str, float], fill_s: float, page: dict[str, float]) -> str:
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"""Load average at the end (1, 5, 15 min): {load}; timings scale with it on a shared machine.
+
+## Sampler (one process, decode included, real Redis and PostgreSQL)
+
+{args.traces:,} simulator traces plus one faithfulness score per ten traces, batches of {BATCH}, median of {args.reps}.
+
+| measure | value |
+|---|---|
+| traces/s, decode + sample + store | {sampler['traces_per_s']:,.0f} (target 5,000) |
+| traces/s, sample + store only (Redis + PostgreSQL) | {sampler['process_only_per_s']:,.0f} |
+| reference: the runtime's decode alone, traces/s | {sampler['decode_only_per_s']:,.0f} |
+| share of the time spent decoding | {sampler['traces_per_s'] / sampler['decode_only_per_s']:.0%} |
+
+## Review page with {args.items:,} items queued (filled in {fill_s:.0f} s)
+
+HTTP on loopback, one reviewer, {args.rounds - 5} rounds after 5 warm-up rounds; times in ms.
+
+| request | median | p95 |
+|---|---|---|
+| GET /review/next (claim the next item) | {page['next_median_ms']:.1f} | {page['next_p95_ms']:.1f} |
+| GET /review/items/ID (render; target < 50) | {page['render_median_ms']:.1f} | {page['render_p95_ms']:.1f} |
+| POST label (save, outbox, save and next) | {page['save_median_ms']:.1f} | {page['save_p95_ms']:.1f} |
+| reference: GET /healthz | {page['healthz_median_ms']:.1f} | {page['healthz_p95_ms']:.1f} |
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=1_000_000)
@@ -176,29 +205,8 @@ def main() -> None:
         rs.stop()
         pg.stop()
         shutil.rmtree(work, ignore_errors=True)
-    body = f"""## Sampler (one process, decode included, real Redis and PostgreSQL)
-
-{args.traces:,} simulator traces plus one faithfulness score per ten traces, batches of {BATCH}, median of {args.reps}.
-
-| measure | value |
-|---|---|
-| traces/s, decode + sample + store | {sampler['traces_per_s']:,.0f} (target 5,000) |
-| traces/s, sample + store only (Redis + PostgreSQL) | {sampler['process_only_per_s']:,.0f} |
-| reference: the runtime's decode alone, traces/s | {sampler['decode_only_per_s']:,.0f} |
-| share of the time spent decoding | {sampler['traces_per_s'] / sampler['decode_only_per_s']:.0%} |
-
-## Review page with {args.items:,} items queued (filled in {fill_s:.0f} s)
-
-HTTP on loopback, one reviewer, {args.rounds - 5} rounds after 5 warm-up rounds; times in ms.
-
-| request | median | p95 |
-|---|---|---|
-| GET /review/next (claim the next item) | {page['next_median_ms']:.1f} | {page['next_p95_ms']:.1f} |
-| GET /review/items/ID (render; target < 50) | {page['render_median_ms']:.1f} | {page['render_p95_ms']:.1f} |
-| POST label (save, outbox, save and next) | {page['save_median_ms']:.1f} | {page['save_p95_ms']:.1f} |
-| reference: GET /healthz | {page['healthz_median_ms']:.1f} | {page['healthz_p95_ms']:.1f} |
-"""
-    write_report("review", f"Review benchmark ({datetime.now(UTC):%Y-%m-%d})", body, args.out)
+    write_report("review", f"Review benchmark ({datetime.now(UTC):%Y-%m-%d})", report_body(args, sampler, fill_s, page),
+                 args.out)
 
 
 if __name__ == "__main__":
