@@ -73,8 +73,14 @@ def _render(request: Request, review: ReviewService, template: str, status: int 
         reviewer=reviewer, csrf=review.signer.csrf_token(browser), error=context.pop("error", None), **context)
     response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
     if request.cookies.get(CSRF_COOKIE) != browser:
-        response.set_cookie(CSRF_COOKIE, browser, httponly=True, samesite="strict", path="/review")
+        response.set_cookie(CSRF_COOKIE, browser, httponly=True, samesite="strict", path="/review",
+                            secure=_https(request))
     return response
+
+
+def _https(request: Request) -> bool:
+    """Cookies are Secure whenever the reviewer's browser talks HTTPS (directly or through a proxy)."""
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
 
 
 def _error_page(request: Request, exc: PageError) -> Response:
@@ -142,7 +148,7 @@ async def login(request: Request) -> Response:
         response = RedirectResponse("/review", status_code=303)
         response.set_cookie(SESSION_COOKIE, review.signer.issue(principal.tenant, reviewer_name(principal.name)),
                             max_age=review.settings.review_session_s, httponly=True, samesite="strict",
-                            path="/review")
+                            path="/review", secure=_https(request))
         return response
     except PageError as exc:
         return _error_page(request, exc)

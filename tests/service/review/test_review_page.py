@@ -153,3 +153,23 @@ def test_double_review_goes_to_a_second_reviewer(review_api: RunningApi, review_
     assert 'id="waiting">0<' in index and 'id="labelled-today">2<' in index
     with reviewdb.connect(review_db_url) as conn:
         assert conn.execute("SELECT count(*) FROM review_item WHERE reviews_done = 2").fetchone() == (2,)
+
+
+def test_page_is_off_without_a_store_and_says_what_to_set(kafka_bootstrap: str, redis_url: str,
+                                                          topic_prefix: str) -> None:
+    from tests.service.api.api_harness import api_settings
+    from tests.service.review.review_harness import REVIEW_KEYS
+
+    api = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix, api_keys=REVIEW_KEYS)).start()
+    try:
+        page = api.http.get("/review", headers={"Authorization": f"Bearer {ANN_KEY}"})
+        assert page.status_code == 503 and "RAGMON_DATABASE_URL" in page.text
+        assert api.post([event("trace", trace_body())], key=INGEST_KEY).status_code == 202
+    finally:
+        api.stop()
+
+
+def test_cookies_are_secure_behind_https(review_api: RunningApi) -> None:
+    page = review_api.http.get("/review", headers={"X-Forwarded-Proto": "https"})
+    assert "secure" in page.headers["set-cookie"].lower()
+    assert "secure" not in review_api.http.get("/review").headers["set-cookie"].lower()
