@@ -18,21 +18,11 @@ from service.api.redaction import Redactor
 from service.api.review_auth import SessionSigner
 from service.api.settings import ApiSettings
 from service.contracts import reviewdb
-from service.contracts.config import ConfigError, load_config_file
+from service.review.reports import proxy_threshold_from_config
 from service.review.store import ReviewStore, open_pool
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STATIC = Path(__file__).resolve().parent / "static"
-
-
-def proxy_threshold_from_config() -> float | None:
-    """The exclusion proxy's configured relevance threshold, for its calibration (None if unset)."""
-    try:
-        section = load_config_file().get("exclusion") or {}
-    except ConfigError:
-        return None
-    value = section.get("proxy_score_threshold") if isinstance(section, dict) else None
-    return float(value) if isinstance(value, int | float) else None
 
 
 @dataclass

@@ -14,6 +14,7 @@ from service.review.reports import (
     exclusion_proxy_report,
     faithful_rate_report,
     faithfulness_report,
+    proxy_threshold_from_config,
     reviewers_report,
     store_reports,
 )
@@ -55,7 +56,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         if args.what == "faithfulness":
             report = faithfulness_report(conn, args.tenant, args.max_width)
         elif args.what == "exclusion":
-            report = exclusion_proxy_report(conn, args.tenant, args.proxy_threshold, args.max_width)
+            configured = args.proxy_threshold if args.proxy_threshold is not None else proxy_threshold_from_config()
+            report = exclusion_proxy_report(conn, args.tenant, configured, args.max_width)
         elif args.what == "reviewers":
             report = reviewers_report(conn, args.tenant)
         else:
@@ -93,7 +95,8 @@ def add_commands(sub: Any) -> None:
     cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate"])
     cal.add_argument("--tenant", required=True)
     cal.add_argument("--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest")
-    cal.add_argument("--proxy-threshold", type=float, default=None, help="configured exclusion proxy threshold")
+    cal.add_argument("--proxy-threshold", type=float, default=None, help="configured exclusion proxy threshold (default: exclusion.proxy_score_threshold "
+                     "of RAGMON_CONFIG)")
     cal.add_argument("--days", type=int, default=30, help="window of the faithful-rate estimate")
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_calibrate)

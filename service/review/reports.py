@@ -13,8 +13,20 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
+from service.contracts.config import ConfigError, load_config_file
 from service.review.calibrate import DEFAULT_MAX_INTERVAL_WIDTH, Scored, calibrate
 from service.review.stats import Confusion, cohen_kappa, prediction_powered_rate, wilson
+
+
+def proxy_threshold_from_config() -> float | None:
+    """The exclusion proxy's configured relevance threshold (RAGMON_CONFIG), for its calibration."""
+    try:
+        section = load_config_file().get("exclusion") or {}
+    except ConfigError:
+        return None
+    value = section.get("proxy_score_threshold") if isinstance(section, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
 
 _FIRST_LABELS = """
 SELECT DISTINCT ON (l.item_id) l.item_id, i.trace_id, i.stratum, i.faithfulness_score, i.faithfulness_threshold,

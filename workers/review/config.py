@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator
 
 Stratum = Literal["blind", "low_confidence", "negative_feedback"]
 STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback")
@@ -29,14 +29,15 @@ class ReviewConfig(BaseModel):
     stash_ttl_s: int = Field(1800, ge=60, description="how long a trace waits in Redis for its score or feedback")
     refresh_s: float = Field(15.0, gt=0, description="how often queue gauges are read from PostgreSQL")
 
-    @model_validator(mode="after")
-    def _shares_fit(self) -> ReviewConfig:
-        total = sum(self.shares.values())
+    @field_validator("shares")
+    @classmethod
+    def _shares_fit(cls, shares: dict[Stratum, float]) -> dict[Stratum, float]:
+        total = sum(shares.values())
         if total > 1.0 + 1e-9:
             raise ValueError(f"shares add up to {total:.3f}; they split one daily capacity, so at most 1")
-        if any(v < 0 for v in self.shares.values()):
+        if any(v < 0 for v in shares.values()):
             raise ValueError("shares must be non-negative")
-        return self
+        return shares
 
     def quota(self, tenant: str, stratum: Stratum) -> int:
         capacity = self.tenant_capacity.get(tenant, self.capacity_per_day)

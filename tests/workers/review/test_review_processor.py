@@ -158,3 +158,16 @@ def test_unreachable_store_makes_the_worker_not_ready(review_db_url: str, redis_
     proc.store.url, proc._next_migrate = review_db_url, 0.0
     assert proc.readiness().ready
     proc.close()
+
+
+def test_config_shares_must_fit_one_capacity(tmp_path: Any) -> None:
+    from service.contracts.config import ConfigError, load_section
+
+    path = tmp_path / "ragmon.yaml"
+    path.write_text("review:\n  shares: {blind: 0.7, low_confidence: 0.5}\n")
+    with pytest.raises(ConfigError, match=r"review.shares: .*shares add up to 1.200"):
+        load_section("review", ReviewConfig, path)
+    path.write_text("review:\n  shares: {blind: 0.5, thumbs: 0.5}\n")
+    with pytest.raises(ConfigError, match=r"review.shares.thumbs"):
+        load_section("review", ReviewConfig, path)
+    assert ReviewConfig(capacity_per_day=10, tenant_capacity={"acme": 100}).quota("acme", "blind") == 40
