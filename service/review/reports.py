@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from service.contracts.config import ConfigError, load_config_file
 from service.review.calibrate import DEFAULT_MAX_INTERVAL_WIDTH, Scored, calibrate
-from service.review.stats import Confusion, cohen_kappa, prediction_powered_rate, wilson
+from service.review.stats import Confusion, cohen_kappa, prediction_powered_rate, weighted_rate, wilson
 
 
 def proxy_threshold_from_config() -> float | None:
@@ -92,6 +92,24 @@ def faithful_rate_report(conn: psycopg.Connection, tenant: str, days: int = 30) 
     return {"kind": "faithful_rate", "days": days, "scored": scored,
             "raw_rate": passed / scored if scored else None, "raw_interval": asdict(raw) if raw else None,
             "ppi_rate": estimate.value, "ppi_interval": asdict(estimate.interval) if estimate.interval else None,
+            "labelled": estimate.n, "reweighted": reweighted_rate(conn, tenant, days)}
+
+
+_WEIGHTED = """
+SELECT DISTINCT ON (l.item_id) l.faithful,
+    i.inclusion_probability * q.admitted / greatest(q.admitted + q.overflow, 1)
+FROM review_label l JOIN review_item i ON i.id = l.item_id
+JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
+WHERE l.tenant = %s AND l.faithful IS NOT NULL AND i.queued_day > current_date - %s
+ORDER BY l.item_id, l.labelled_at, l.id
+"""
+
+
+def reweighted_rate(conn: psycopg.Connection, tenant: str, days: int) -> dict[str, Any]:
+    """Every stratum's labels weighted by 1/π, π scaled by the day's admitted / (admitted + overflow)."""
+    rows = [(bool(y), float(p)) for y, p in conn.execute(_WEIGHTED, (tenant, days)).fetchall() if p and p > 0]
+    estimate = weighted_rate(rows)
+    return {"rate": estimate.value, "interval": asdict(estimate.interval) if estimate.interval else None,
             "labelled": estimate.n}
 
 

@@ -175,6 +175,24 @@ def prediction_powered_rate(unlabelled_n: int, unlabelled_positive: int,
     return RateEstimate(clipped, Interval(max(0.0, value - half), min(1.0, value + half)), n)
 
 
+def weighted_rate(labelled: Sequence[tuple[bool, float]]) -> RateEstimate:
+    """A population rate from items sampled with unequal probabilities: Hajek's ratio estimator.
+
+    Each (label, π) weighs 1/π, so an oversampled stratum (thumbs-down, low
+    confidence) counts for the traffic it stands for. Variance by
+    linearisation: Σ w²(y − θ)² / (Σ w)², treating items as drawn independently.
+    """
+    n = len(labelled)
+    if n < 2:
+        return RateEstimate(None, None, n)
+    weights = [1.0 / p for _, p in labelled]
+    total = sum(weights)
+    value = sum(w for (y, _), w in zip(labelled, weights, strict=True) if y) / total
+    variance = sum(w * w * (int(y) - value) ** 2 for (y, _), w in zip(labelled, weights, strict=True)) / total**2
+    half = Z95 * math.sqrt(variance)
+    return RateEstimate(value, Interval(max(0.0, value - half), min(1.0, value + half)), n)
+
+
 def wilson(positive: int, n: int) -> Interval | None:
     if n == 0:
         return None

@@ -64,6 +64,11 @@ def test_reports_from_the_store(labelled: str) -> None:
     rate = reports["faithful_rate"]
     assert rate["scored"] == N and rate["labelled"] == N
     assert rate["ppi_interval"]["low"] <= rate["ppi_rate"] <= rate["ppi_interval"]["high"]
+    assert rate["reweighted"]["labelled"] == N  # all blind with π = 1: the plain share of faithful labels
+    with reviewdb.connect(labelled) as conn:
+        faithful = conn.execute("SELECT avg(f::int) FROM (SELECT DISTINCT ON (item_id) faithful AS f FROM "
+                                "review_label ORDER BY item_id, labelled_at, id) x").fetchone()
+    assert faithful is not None and rate["reweighted"]["rate"] == pytest.approx(float(faithful[0]))
 
 
 def _ragmon(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -140,3 +140,19 @@ def test_prediction_powered_rate_removes_judge_bias() -> None:
     assert est.interval.width < 0.1
     assert prediction_powered_rate(0, 0, []).value is None
     assert math.isclose(prediction_powered_rate(10, 5, [(True, True), (False, False)]).value or 0, 0.5)
+
+
+def test_weighted_rate_undoes_oversampling() -> None:
+    from service.review.stats import weighted_rate
+
+    rng = random.Random(9)
+    population = [rng.random() < 0.85 for _ in range(100_000)]  # 85% faithful
+    # Unfaithful answers draw thumbs-down: they are reviewed at 20%, the rest at 1%.
+    sample = [(y, 0.01 if y else 0.2) for y in population if rng.random() < (0.01 if y else 0.2)]
+    naive = sum(y for y, _ in sample) / len(sample)
+    est = weighted_rate(sample)
+    assert est.value is not None and est.interval is not None
+    assert naive < 0.3  # the reviewed mix is mostly the oversampled failures
+    assert est.interval.low <= sum(population) / len(population) <= est.interval.high
+    assert est.interval.width < 0.05
+    assert weighted_rate([(True, 0.5)]).value is None
