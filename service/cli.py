@@ -15,13 +15,19 @@ from service.local.discovery import worker_names
 def _cmd_api(args: argparse.Namespace) -> int:
     import prometheus_client
     import uvicorn
+    from pydantic import ValidationError
 
     from service.api.app import create_app
     from service.api.processes import run_api_processes, serve_handed_connections
     from service.api.settings import ApiSettings
+    from service.contracts.settings import describe_settings_error
 
     prometheus_client.disable_created_metrics()
-    settings = ApiSettings()
+    try:
+        settings = ApiSettings()
+    except ValidationError as exc:
+        print(describe_settings_error(exc), file=sys.stderr)
+        return 2
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
@@ -78,11 +84,13 @@ def _cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from service.local.supervise import RestartPolicy
     from service.local.up import UpOptions, run_up
 
     return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
                             prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,
-                            workers=args.workers, scrape_interval=args.scrape_interval))
+                            workers=args.workers, scrape_interval=args.scrape_interval,
+                            restart=RestartPolicy(args.max_crashes, args.crash_window)))
 
 
 def _cmd_drift(args: argparse.Namespace) -> int:
@@ -95,6 +103,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return rules_main(args.rest)
 
 
+def _cmd_models(args: argparse.Namespace) -> int:
+    from service.models.fetch import main as models_main
+
+    return models_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ragmon", description="Online monitoring for RAG applications")
     sub = p.add_subparsers(dest="command", required=True)
@@ -105,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workdir", default=".ragmon", help="logs and generated config go here")
     up.add_argument("--config", default=None, help="ragmon YAML config (RAGMON_CONFIG)")
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus even if installed")
+    up.add_argument("--max-crashes", type=int, default=5,
+                    help="give up on a process that crashes this many times within --crash-window (default 5)")
+    up.add_argument("--crash-window", type=float, default=600.0, metavar="SECONDS",
+                    help="the window --max-crashes counts over (default 600)")
     up.add_argument("--api-port", type=int, default=8000)
     up.add_argument("--workers", default=None, help="comma-separated workers to start (default: all)")
     up.add_argument("--scrape-interval", default="5s", help="Prometheus scrape and rule evaluation interval")
@@ -146,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
     rules.set_defaults(func=_cmd_rules)
+    models = sub.add_parser("models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads",
+                            add_help=False)
+    models.add_argument("rest", nargs=argparse.REMAINDER)
+    models.set_defaults(func=_cmd_models)
 
     from service.review.cli import add_commands
 

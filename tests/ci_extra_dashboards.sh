@@ -6,9 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../dashboards"
 
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends nodejs npm
+  echo "node/npm missing: bash deploy/setup/host.sh test installs them" >&2
+  exit 1
 fi
 
 stamp=node_modules/.ragmon-lock.sha256

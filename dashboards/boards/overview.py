@@ -41,7 +41,7 @@ def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
             thresholds=bad_above(1), decimals=2, no_value="no baseline", width=6, height=6),
         Panel(
             "Query drift detected", "stat",
-            [Target(f"max by (tenant, signal) ({sel('ragmon_drift_detected_bool', TENANT)})",
+            [Target(f"max by (tenant, signal) ({sel('ragmon_drift_detected', TENANT)})",
                     "{{tenant}} / {{signal}}")],
             description="1 when the last MMD² permutation test rejected 'same distribution' at the configured alpha.",
             thresholds=bad_above(1), mappings=(("0", "stable", "green"), ("1", "drift", "red")), width=6, height=6),

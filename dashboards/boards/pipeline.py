@@ -105,7 +105,7 @@ def _worker_timing() -> list[Panel]:
     return [
         Panel(
             "Event delay p95 (API receipt to commit)", "timeseries",
-            [Target(quantile(0.95, "ragmon_worker_event_delay_seconds", "worker"), "{{worker}}")],
+            [Target(quantile(0.95, "ragmon_worker_ingest_to_commit_duration_seconds", "worker"), "{{worker}}")],
             unit="s", width=8),
         Panel(
             "Batch duration p95", "timeseries",
@@ -121,35 +121,35 @@ def _worker_timing() -> list[Panel]:
 
 
 def _scorer() -> list[Panel]:
-    f = "ragmon_faithfulness_"
     return [
         Panel(
             "Faithfulness scorer up", "stat",
-            [Target(f"min({f}scorer_up)", "HHEM")],
+            [Target("min(ragmon_faithfulness_scorer_up)", "HHEM")],
             thresholds=bad_below(1), mappings=UP_DOWN, width=6),
         Panel(
             "HHEM forward pass p95", "timeseries",
-            [Target(quantile(0.95, f + "inference_seconds", ""), "p95")],
+            [Target(quantile(0.95, "ragmon_faithfulness_inference_duration_seconds", ""), "p95")],
             unit="s", width=6),
         Panel(
             "Padding overhead of forward passes", "timeseries",
-            [Target(f"{per_second(f + 'padded_tokens_total', '')} / ({per_second(f + 'scored_tokens_total', '', TV)} > 0)",
+            [Target(f"{per_second('ragmon_faithfulness_padded_tokens_total', '')} / "
+                    f"({per_second('ragmon_faithfulness_scored_tokens_total', '', TV)} > 0)",
                     "padded / scored tokens")],
             description="Tokens computed, padding included, per prompt token scored: above ~2 long and short "
                         "premises share batches.",
             decimals=2, width=6),
         Panel(
             "Model load failures", "timeseries",
-            [Target(zero_when_absent(per_second(f + "model_load_failures_total", "", fn="increase")), "failures")],
+            [Target(zero_when_absent(per_second("ragmon_faithfulness_model_load_failures_total", "", fn="increase")), "failures")],
             decimals=0, thresholds=bad_above(1), width=6),
         Panel(
             "Scored pairs by source", "timeseries",
-            [Target(per_second(f + "pairs_total", "source", ""), "{{source}}")],
+            [Target(per_second("ragmon_faithfulness_pairs_total", "source", ""), "{{source}}")],
             description="`cache`: a premise/answer pair seen before, not run through the model again.",
             unit="reqps", stacked=True, width=12),
         Panel(
             "Scoring errors by stage", "timeseries",
-            [Target(zero_when_absent(per_second(f + "errors_total", "stage", TV), "stage"), "{{stage}}")],
+            [Target(zero_when_absent(per_second("ragmon_faithfulness_errors_total", "stage", TV), "stage"), "{{stage}}")],
             unit="reqps", width=12),
     ]
 

@@ -9,8 +9,6 @@ from dashboards.promql import TENANT, TV, per_second, quantile, ratio, sel, shar
 UID = "ragmon-quality"
 SERIES = "{{tenant}} / {{variant}}"
 TVS = "tenant, variant"
-F = "ragmon_faithfulness_"
-X = "ragmon_exclusion_"
 
 
 def _faithfulness(limits: Limits) -> list[Panel]:
@@ -24,7 +22,7 @@ def _faithfulness(limits: Limits) -> list[Panel]:
             thresholds=bad_below(f.min_mean_score), minimum=0, maximum=1, decimals=2, width=12),
         Panel(
             "Score quantiles (live)", "timeseries",
-            [Target(quantile(q, F + "score_ratio", "", TV), f"p{round(q * 100)}") for q in (0.1, 0.5, 0.9)],
+            [Target(quantile(q, "ragmon_faithfulness_score_ratio", "", TV), f"p{round(q * 100)}") for q in (0.1, 0.5, 0.9)],
             description="A falling p10 shows a minority of unfaithful answers before the mean moves.",
             minimum=0, maximum=1, decimals=2, width=12),
     ]
@@ -34,20 +32,20 @@ def _faithfulness_coverage() -> list[Panel]:
     return [
         Panel(
             "Coverage: scored / eligible", "timeseries",
-            [Target(ratio(per_second(F + "scored_total", TVS, TV), per_second(F + "eligible_total", TVS, TV)),
+            [Target(ratio(per_second("ragmon_faithfulness_scored_total", TVS, TV), per_second("ragmon_faithfulness_eligible_total", TVS, TV)),
                     SERIES)],
             description="Share of answers with claims that were scored; the rest is in 'skipped by reason'.",
             unit="percentunit", minimum=0, maximum=1, width=8),
         Panel(
             "Skipped by reason", "timeseries",
-            [Target(zero_when_absent(per_second(F + "skipped_total", "reason", TV), "reason"), "{{reason}}")],
+            [Target(zero_when_absent(per_second("ragmon_faithfulness_skipped_total", "reason", TV), "reason"), "{{reason}}")],
             description="sampled_out (the configured sample), over_budget (scorer saturated), no_context, "
                         "hypothesis_too_long.",
             unit="reqps", stacked=True, width=8),
         Panel(
             "No-claims answers (refused, empty)", "timeseries",
-            [Target(ratio(zero_when_absent(per_second(F + "no_claims_total", "reason", TV), "reason"),
-                          per_second(F + "traces_total", "", TV), per=""), "{{reason}}")],
+            [Target(ratio(zero_when_absent(per_second("ragmon_faithfulness_no_claims_total", "reason", TV), "reason"),
+                          per_second("ragmon_faithfulness_traces_total", "", TV), per=""), "{{reason}}")],
             description="Refusals and empty answers are counted, never scored as faithful. Share of traces.",
             unit="percentunit", minimum=0, width=8),
     ]
@@ -57,13 +55,13 @@ def _faithfulness_detail() -> list[Panel]:
     return [
         Panel(
             "Scored answers below the per-answer threshold", "timeseries",
-            [Target(share(per_second(F + "below_threshold_total", TVS, TV), per_second(F + "scored_total", TVS, TV)),
+            [Target(share(per_second("ragmon_faithfulness_below_threshold_total", TVS, TV), per_second("ragmon_faithfulness_scored_total", TVS, TV)),
                     SERIES)],
             description="Against each tenant's configured per-answer threshold (ragmon_faithfulness_threshold_ratio).",
             unit="percentunit", minimum=0, width=12),
         Panel(
             "Premises truncated to the token budget", "timeseries",
-            [Target(share(per_second(F + "truncated_total", TVS, TV), per_second(F + "scored_total", TVS, TV)),
+            [Target(share(per_second("ragmon_faithfulness_truncated_total", TVS, TV), per_second("ragmon_faithfulness_scored_total", TVS, TV)),
                     SERIES)],
             description="A truncated premise can make a faithful answer look unsupported.",
             unit="percentunit", minimum=0, width=12),
@@ -86,13 +84,13 @@ def _exclusion(limits: Limits) -> list[Panel]:
             thresholds=bad_below(x.min_eligible), decimals=0, width=12),
         Panel(
             "Exclusion attribution by predicate (field / op)", "timeseries",
-            [Target(zero_when_absent(per_second(X + "predicate_exclusions_total", "field, op", TV), "field"),
+            [Target(zero_when_absent(per_second("ragmon_exclusion_predicate_exclusions_total", "field, op", TV), "field"),
                     "{{field}} {{op}}")],
             description="Excluded gold documents by the relevance predicate they fail: which filter to look at.",
             unit="short", stacked=True, width=12),
         Panel(
             "Excluded gold by predicate (dashboard range)", "bargauge",
-            [Target(zero_when_absent(per_second(X + "predicate_exclusions_total", "field, op", TV, fn="increase",
+            [Target(zero_when_absent(per_second("ragmon_exclusion_predicate_exclusions_total", "field, op", TV, fn="increase",
                                                 window="$__range"), "field"), "{{field}} {{op}}")],
             decimals=0, width=12),
     ]
@@ -102,20 +100,20 @@ def _exclusion_evidence() -> list[Panel]:
     return [
         Panel(
             "Excluded share of eligible gold documents", "timeseries",
-            [Target(ratio(per_second(X + "excluded_gold_documents_total", TVS, TV),
-                          per_second(X + "eligible_gold_documents_total", TVS, TV)), SERIES)],
+            [Target(ratio(per_second("ragmon_exclusion_excluded_gold_documents_total", TVS, TV),
+                          per_second("ragmon_exclusion_eligible_gold_documents_total", TVS, TV)), SERIES)],
             description="Per document rather than per query: partial losses show here first.",
             unit="percentunit", minimum=0, width=8),
         Panel(
             "Exclusion samples by evidence source", "timeseries",
-            [Target(per_second(X + "samples_total", "source", TV), "{{source}}")],
+            [Target(per_second("ragmon_exclusion_samples_total", "source", TV), "{{source}}")],
             description="`labels`: gold ids from the app or reviewers; `proxy`: candidates above the relevance "
                         "threshold.",
             unit="reqps", stacked=True, width=8),
         Panel(
             "Entitlement leaks and unverifiable documents", "timeseries",
-            [Target(per_second(X + "leaks_total", "kind", TENANT, fn="increase"), "leak {{kind}}"),
-             Target(zero_when_absent(per_second(X + "unverified_documents_total", "kind", TENANT, fn="increase"),
+            [Target(per_second("ragmon_exclusion_leaks_total", "kind", TENANT, fn="increase"), "leak {{kind}}"),
+             Target(zero_when_absent(per_second("ragmon_exclusion_unverified_documents_total", "kind", TENANT, fn="increase"),
                                      "kind"), "unverified {{kind}}")],
             description="A leak is a security event (paged on the first). Unverified: metadata lacked an "
                         "entitlement field, so no check was possible.",

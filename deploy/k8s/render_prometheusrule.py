@@ -1,9 +1,12 @@
 """Render deploy/k8s/prometheusrule.yaml from deploy/prometheus/*.rules.yml.
 
 The rule files stay the source of truth (promtool checks and unit-tests them);
-this wraps their groups, unchanged and in file order, in one PrometheusRule for
-the Prometheus Operator. The output is committed, and a test fails when a
-fresh render differs from it.
+this wraps their groups, in file order, in one PrometheusRule for the Prometheus
+Operator. One change: every alert gets the label `namespace: ragmon`, because the
+operator scopes ragmon's AlertmanagerConfig (alertmanagerconfig.yaml) to alerts of
+its namespace, and ragmon's alert expressions aggregate the scraped `namespace`
+label away. The output is committed, and a test fails when a fresh render differs
+from it.
 
     python deploy/k8s/render_prometheusrule.py           # write prometheusrule.yaml
     python deploy/k8s/render_prometheusrule.py --check   # exit 1 if it is out of date
@@ -25,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 RULES_DIR = HERE.parent / "prometheus"
 OUTPUT = HERE / "prometheusrule.yaml"
 RULES_GLOB = "*.rules.yml"
+NAMESPACE = "ragmon"
 
 # Fields the PrometheusRule CRD (monitoring.coreos.com/v1) accepts in a group and a rule.
 GROUP_KEYS = {"name", "interval", "rules", "limit", "partial_response_strategy", "query_offset", "labels"}
@@ -69,6 +73,13 @@ def _check_group(group: Any, where: str) -> dict[str, Any]:
     return group
 
 
+def _scoped(group: dict[str, Any]) -> dict[str, Any]:
+    """The group with `namespace` on every alert, so the namespaced AlertmanagerConfig routes it."""
+    rules = [{**r, "labels": {**r.get("labels", {}), "namespace": NAMESPACE}} if "alert" in r else r
+             for r in group["rules"]]
+    return {**group, "rules": rules}
+
+
 def load_groups(files: list[Path]) -> list[dict[str, Any]]:
     groups: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
@@ -86,7 +97,7 @@ def load_groups(files: list[Path]) -> list[dict[str, Any]]:
             if group["name"] in seen:
                 raise RenderError(f"{path.name}: group {group['name']!r} is also defined in {seen[group['name']]}")
             seen[group["name"]] = path.name
-            groups.append(group)
+            groups.append(_scoped(group))
     return groups
 
 
@@ -98,6 +109,7 @@ def render(rules_dir: Path = RULES_DIR) -> str:
         "kind": "PrometheusRule",
         "metadata": {
             "name": "ragmon",
+            "namespace": NAMESPACE,
             "labels": {"app.kubernetes.io/name": "ragmon", "release": "kube-prometheus-stack"},
         },
         "spec": {"groups": load_groups(files)},

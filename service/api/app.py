@@ -15,17 +15,18 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import routes_events, routes_health, routes_review
+from service.api import routes_events, routes_health, routes_otlp, routes_review
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
+from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Redactor
 from service.api.review_state import build_review
 from service.api.schemas import batch_schema_components
 from service.api.settings import ApiSettings
-from service.api.state import ApiState
+from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import setup_tracing
 from service.contracts.process import tune_gc
 
@@ -59,19 +60,21 @@ class RequestMetricsMiddleware:
             self.metrics.request_seconds.labels(template, method).observe(time.perf_counter() - started)
 
 
-def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None) -> ApiState:
+def _require_keys(settings: ApiSettings) -> KeyStore:
     entries = settings.key_entries()
     if not entries:
         raise RuntimeError(
             "no API keys configured: set RAGMON_API_KEYS (JSON list of {tenant, key_sha256}), "
             "RAGMON_API_KEYS_FILE, or RAGMON_DEV_API_KEY for local use; `ragmon keys --tenant T [--key KEY]` prints an entry"
         )
-    metrics = ApiMetrics(registry or CollectorRegistry())
-    client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    return KeyStore(entries)
+
+
+def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, client: aioredis.Redis) -> ApiState:
     redactor = Redactor(settings.redaction.kinds) if settings.redaction.enabled else None
     state = ApiState(
         settings=settings,
-        keys=KeyStore(entries),
+        keys=keys,
         metrics=metrics,
         producer=EventProducer(settings, compression=settings.kafka_compression,
                                idempotence=settings.kafka_idempotence,
@@ -79,6 +82,7 @@ def build_state(settings: ApiSettings, registry: CollectorRegistry | None = None
         redis=client,
         limiter=RateLimiter(client),
         preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
+        span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars),
     )
     state.review = build_review(settings, state.keys, metrics, state.producer, redactor)
     return state
@@ -88,18 +92,22 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
     settings = settings or ApiSettings()
     prometheus_client.disable_created_metrics()  # also in processes uvicorn spawns for --workers
     setup_tracing("ragmon-api")
-    state = build_state(settings, registry)
+    keys = _require_keys(settings)  # fails at start, before any port is bound
+    metrics = ApiMetrics(registry or CollectorRegistry())
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, ApiState]]:
+        # Created here, in the event loop that serves requests, and closed with it.
+        client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
+        state = build_state(settings, keys, metrics, client)
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
-            supervise(state.producer, report=lambda up: state.metrics.broker_up.set(1 if up else 0)))
+            supervise(state.producer, report=lambda up: metrics.broker_up.set(1 if up else 0)))
         if state.review is not None:
             await state.review.start()
         tune_gc()
         try:
-            yield
+            yield {STATE_KEY: state}  # handlers get it through service.api.state.ApiStateDep
         finally:
             if state.review is not None:
                 await state.review.stop()
@@ -107,14 +115,14 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
             await asyncio.to_thread(state.producer.close)
-            await state.redis.aclose()
+            await client.aclose()
 
     app = FastAPI(title="ragmon ingestion API", version="1", lifespan=lifespan)
-    app.state.ragmon = state
     app.include_router(routes_events.router)
+    app.include_router(routes_otlp.router)
     app.include_router(routes_health.router)
     app.include_router(routes_review.router)
-    app.add_middleware(RequestMetricsMiddleware, metrics=state.metrics)
+    app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -124,6 +132,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             # Only ingestion takes a key: /healthz, /readyz and /metrics are open to probes and scrapers.
             schema["paths"]["/v1/events"]["post"]["security"] = [{"bearer": []}]
+            schema["paths"]["/v1/traces"]["post"]["security"] = [{"bearer": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

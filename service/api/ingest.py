@@ -21,6 +21,7 @@ from service.api.producer import OutgoingRecord
 from service.api.redaction import Redactor
 from service.contracts import BODY_MODELS, EventEnvelope
 from service.contracts import topics as T
+from service.contracts.errors import describe_errors
 from service.contracts.topics import Topics, record_key
 
 
@@ -113,17 +114,6 @@ def check_tenant_fields(events: list[Any], tenant: str) -> None:
                 del holder["tenant"]
 
 
-def format_errors(prefix: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:5]:
-        loc = prefix
-        for p in err["loc"]:
-            loc += f"[{p}]" if isinstance(p, int) else f".{p}"
-        parts.append(f"{loc}: {err['msg']} ({err['type']})")
-    more = exc.error_count() - 5
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
 @dataclass
 class EventResult:
     index: int
@@ -195,12 +185,12 @@ class BatchPreparer:
             env = EventEnvelope.model_validate(raw)
         except ValidationError as exc:
             reason = "unknown_type" if any(e["loc"] == ("type",) for e in exc.errors()) else "invalid"
-            return EventResult(i, raw_id, label, "rejected", format_errors(f"events[{i}]", exc), reason), None
+            return EventResult(i, raw_id, label, "rejected", describe_errors(f"events[{i}]", exc), reason), None
         event_id = str(env.id)
         try:
             BODY_MODELS[env.type].model_validate(env.body)
         except ValidationError as exc:
-            return EventResult(i, event_id, label, "rejected", format_errors(f"events[{i}].body", exc), "invalid"), None
+            return EventResult(i, event_id, label, "rejected", describe_errors(f"events[{i}].body", exc), "invalid"), None
         ts = env.timestamp
         if ts < now - self.max_age or ts > now + self.max_skew:
             msg = (f"events[{i}].timestamp: {ts.isoformat()} is outside the accepted window "

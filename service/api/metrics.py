@@ -41,6 +41,18 @@ class ApiMetrics:
         self.redactions = Counter(
             "ragmon_api_redactions_total", "PII spans redacted, by kind", ["kind"], registry=registry,
         )
+        self.otlp_spans_accepted = Counter(
+            "ragmon_api_otlp_spans_accepted_total", "OTLP spans durably acknowledged by Kafka",
+            ["tenant"], registry=registry,
+        )
+        self.otlp_spans_rejected = Counter(
+            "ragmon_api_otlp_spans_rejected_total", "OTLP spans rejected (partial success), by reason",
+            ["reason"], registry=registry,
+        )
+        self.otlp_values_truncated = Counter(
+            "ragmon_api_otlp_attribute_values_truncated_total",
+            "OTLP string attribute values cut to otlp_max_attribute_chars", registry=registry,
+        )
         # With several API processes (`ragmon api --workers N`) gauges are combined across
         # them: in-flight events add up, a reachable broker or Redis is the worst process's view.
         self.inflight_events = Gauge(

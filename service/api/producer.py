@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
+from service.api.kafka_private import drop_pending, partitions_known
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
@@ -187,10 +188,9 @@ class EventProducer:
         through a thread, because there `send` waits up to max_block_ms.
         """
         producer = self._producer
-        metadata = getattr(producer, "_metadata", None)
-        if metadata is None:
+        if producer is None:
             return False
-        return all(metadata.partitions_for_topic(t) is not None for t in {r.topic for r in records})
+        return partitions_known(producer, {r.topic for r in records})
 
     def _send_all(self, records: list[OutgoingRecord]) -> list[object]:
         producer = self._producer
@@ -255,7 +255,7 @@ def _discard(producer: KafkaProducer) -> None:
     cannot serve. kafka-python's close(timeout=0) flushes first and raises while records are
     pending, leaving the sender running, so the sender is force-closed first.
     """
-    producer._sender.force_close()  # no public way to drop pending records
+    drop_pending(producer)  # no public way to drop pending records
     try:
         producer.close(timeout=1)
     except KafkaError as exc:

@@ -1,4 +1,4 @@
-"""POST /v1/events: the native batch endpoint (status semantics in DESIGN.md)."""
+"""POST /v1/events: the native batch endpoint (statuses in docs/conventions.md, "Errors", and README.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
 from service.api.producer import BrokerUnavailable
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
-from service.api.state import ApiState
+from service.api.state import ApiState, ApiStateDep
 from service.api.telemetry import current_traceparent, extract_context
 
 log = logging.getLogger("ragmon.api.events")
@@ -108,8 +108,7 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
 
 @router.post("/v1/events", status_code=202, summary="Ingest a batch of trace, feedback, release and label events",
              responses=INGEST_RESPONSES, openapi_extra=ingest_openapi_extra())
-async def ingest_events(request: Request) -> JSONResponse:
-    state: ApiState = request.app.state.ragmon
+async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
     with tracer.start_as_current_span("ingest.events", context=extract_context(dict(request.headers))) as span:
         try:
             principal = state.keys.authenticate(request.headers.get("authorization"))

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 from redis.exceptions import RedisError
 
-from service.api.state import ApiState
+from service.api.state import ApiState, ApiStateDep
 
 router = APIRouter()
 
@@ -23,8 +23,7 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz", summary="Readiness: the broker and Redis are reachable",
             responses={503: {"description": "broker or Redis unreachable"}})
-async def readyz(request: Request) -> JSONResponse:
-    state: ApiState = request.app.state.ragmon
+async def readyz(state: ApiStateDep) -> JSONResponse:
     redis_ok = await redis_ping(state)
     checks = {
         "broker": "ok" if state.producer.up else f"down: {state.producer.last_error}",
@@ -44,8 +43,7 @@ async def redis_ping(state: ApiState) -> bool:
 
 
 @router.get("/metrics", summary="Prometheus metrics of the API", response_class=PlainTextResponse)
-async def metrics(request: Request) -> Response:
-    state: ApiState = request.app.state.ragmon
+async def metrics(state: ApiStateDep) -> Response:
     state.metrics.broker_up.set(1 if state.producer.up else 0)
     return Response(generate_latest(exposition_registry(state)), media_type=CONTENT_TYPE_LATEST)
 

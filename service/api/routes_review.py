@@ -23,7 +23,7 @@ from starlette.datastructures import FormData
 from service.api.auth import AuthError
 from service.api.review_auth import CSRF_COOKIE, SESSION_COOKIE, Reviewer, reviewer_name
 from service.api.review_state import STATIC, ReviewService
-from service.api.state import ApiState
+from service.api.state import STATE_KEY, ApiState
 from service.contracts import limits as L
 from service.review.reports import all_reports, store_reports
 from service.review.store import ForeignItem, LabelInput
@@ -47,7 +47,7 @@ class PageError(Exception):
 
 
 def _service(request: Request) -> ReviewService:
-    state: ApiState = request.app.state.ragmon
+    state: ApiState = getattr(request.state, STATE_KEY)
     review = state.review
     if review is None or review.store is None:
         raise PageError(503, "the review page is off: set RAGMON_DATABASE_URL to a PostgreSQL (ragmon up starts one)")
@@ -57,7 +57,7 @@ def _service(request: Request) -> ReviewService:
 def _reviewer(request: Request, review: ReviewService) -> Reviewer | None:
     header = request.headers.get("authorization")
     if header:
-        state: ApiState = request.app.state.ragmon
+        state: ApiState = getattr(request.state, STATE_KEY)
         try:
             principal = state.keys.authenticate(header, scope="review")
         except AuthError as exc:
@@ -140,7 +140,7 @@ async def login(request: Request) -> Response:
         review = _service(request)
         form = await _checked_form(request, review, None)
         key = form.get("key")
-        state: ApiState = request.app.state.ragmon
+        state: ApiState = getattr(request.state, STATE_KEY)
         try:
             principal = state.keys.authenticate(f"Bearer {key}" if isinstance(key, str) else None, scope="review")
         except AuthError as exc:

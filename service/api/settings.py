@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from service.contracts import limits as L
+from service.contracts.errors import describe_errors
 from service.contracts.settings import CommonSettings
 
 
@@ -44,6 +45,26 @@ class RedactionSettings(BaseModel):
         return v
 
 
+def read_key_file(path: Path) -> list[ApiKeyEntry]:
+    """The entries of RAGMON_API_KEYS_FILE; a problem names the variable, the file and the entry."""
+    where = f"RAGMON_API_KEYS_FILE={path}"
+    try:
+        raw = yaml.safe_load(path.read_text()) or []
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{where}: not readable YAML or JSON: {exc}") from exc
+    if isinstance(raw, dict):
+        raw = raw.get("api_keys", [])
+    if not isinstance(raw, list):
+        raise ValueError(f"{where}: must hold a list of {{tenant, key_sha256}} entries (or api_keys: [...])")
+    entries = []
+    for i, entry in enumerate(raw):
+        try:
+            entries.append(ApiKeyEntry.model_validate(entry))
+        except ValidationError as exc:
+            raise ValueError(f"{where}: {describe_errors(f'[{i}]', exc)}") from exc
+    return entries
+
+
 class ApiSettings(CommonSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=1, le=65535)
@@ -72,16 +93,22 @@ class ApiSettings(CommonSettings):
                                       "derived from the configured key digests (same in every API process)")
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")
     review_lease_s: int = Field(1800, ge=30, description="how long an offered item stays with its reviewer")
+    otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")
+    otlp_max_attribute_chars: int = Field(
+        65_536, ge=1024, description="POST /v1/traces: longer string attribute values are truncated (and reported)")
+
+    @field_validator("api_keys_file")
+    @classmethod
+    def _key_file_exists(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"RAGMON_API_KEYS_FILE={path}: no such file. Fix: point it at a YAML or JSON "
+                             "list of {tenant, key_sha256} entries (`ragmon keys --tenant T` prints one)")
+        return path
 
     @model_validator(mode="after")
     def _load_key_file(self) -> ApiSettings:
         if self.api_keys_file is not None:
-            if not self.api_keys_file.is_file():
-                raise ValueError(f"RAGMON_API_KEYS_FILE={self.api_keys_file}: no such file")
-            raw = yaml.safe_load(self.api_keys_file.read_text()) or []
-            if isinstance(raw, dict):
-                raw = raw.get("api_keys", [])
-            self.api_keys = [*self.api_keys, *[ApiKeyEntry.model_validate(e) for e in raw]]
+            self.api_keys = [*self.api_keys, *read_key_file(self.api_keys_file)]
         return self
 
     def key_entries(self) -> list[ApiKeyEntry]:

@@ -1,15 +1,21 @@
-"""What one API process holds: settings, keys, the limiter, the producer, metrics."""
+"""What one API process holds (settings, keys, the limiter, the producer, metrics) and how handlers get it.
+
+The lifespan builds the state and yields it as lifespan state; Starlette hands
+that to every request as `request.state`, and handlers declare `ApiStateDep`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import redis.asyncio as aioredis
+from fastapi import Depends, Request
 
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
+from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
 from service.api.settings import ApiSettings
@@ -27,5 +33,17 @@ class ApiState:
     redis: aioredis.Redis
     limiter: RateLimiter
     preparer: BatchPreparer
+    span_preparer: SpanPreparer
     inflight_events: int = 0
     review: ReviewService | None = None  # the review page; None without RAGMON_DATABASE_URL
+
+
+STATE_KEY = "ragmon"
+
+
+def _api_state(request: Request) -> ApiState:
+    state: ApiState = getattr(request.state, STATE_KEY)
+    return state
+
+
+ApiStateDep = Annotated[ApiState, Depends(_api_state)]

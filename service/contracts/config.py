@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from service.contracts.errors import describe_errors
+
 M = TypeVar("M", bound=BaseModel)
 
 CONFIG_ENV = "RAGMON_CONFIG"
@@ -45,7 +47,5 @@ def load_section(name: str, model: type[M], path: str | os.PathLike[str] | None 
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = describe_errors(name, exc, limit=10, rule=False)
         raise ConfigError(f"invalid ragmon config: {problems}") from exc

@@ -1,4 +1,4 @@
-"""Pydantic models of the v1 wire contract (DESIGN.md, "The wire contract").
+"""Pydantic models of the v1 wire contract (docs/architecture.md, "The path of an event").
 
 Every model forbids unknown fields, so a typo in a field name is an error that
 names the field instead of a silently missing signal. Floats must be finite.

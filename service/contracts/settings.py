@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from service.contracts.errors import error_location
 from service.contracts.topics import Topics
 
 
@@ -27,3 +28,15 @@ class CommonSettings(BaseSettings):
     @property
     def bootstrap_list(self) -> list[str]:
         return [s.strip() for s in self.kafka_bootstrap_servers.split(",") if s.strip()]
+
+
+def describe_settings_error(exc: ValidationError, prefix: str = "RAGMON_") -> str:
+    """One line per problem, naming the environment variable to fix (`RAGMON_API_PORT: ...`)."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        loc = list(err["loc"])
+        variable = f"{prefix}{str(loc[0]).upper()}" if loc else "settings"
+        where = error_location(variable, loc[1:])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(message if message.startswith(variable) else f"{where}: {message}")
+    return "invalid settings: " + "; ".join(lines)

@@ -21,7 +21,7 @@ H_DLQ_WORKER = "ragmon-dlq-worker"
 
 @dataclass(frozen=True)
 class Topics:
-    """Topic names under one prefix: one topic per event type, plus dead letters and scores."""
+    """Topic names under one prefix: one topic per event type, plus dead letters, scores and raw spans."""
 
     prefix: str = "ragmon"
 
@@ -49,17 +49,22 @@ class Topics:
     def scores(self) -> str:
         return f"{self.prefix}.scores"
 
+    @property
+    def spans(self) -> str:
+        """Raw OTLP spans, one record per trace per export (service/contracts/spans.py)."""
+        return f"{self.prefix}.spans"
+
     def for_event(self, event_type: str) -> str:
         return {
             "trace": self.traces,
             "feedback": self.feedback,
             "release": self.releases,
             "label": self.labels,
-            "score": self.scores,  # score events (service/contracts/scores.py), not an ingested type
+            "score": self.scores,  # score events (service/contracts/scores.py), for consumers of scores
         }[event_type]
 
     def all(self) -> list[str]:
-        return [self.traces, self.feedback, self.releases, self.labels, self.dlq, self.scores]
+        return [self.traces, self.feedback, self.releases, self.labels, self.dlq, self.scores, self.spans]
 
 
 def record_key(event_type: str, tenant: str, body: dict[str, Any]) -> bytes:

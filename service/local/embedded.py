@@ -119,11 +119,16 @@ def redis_server_binary() -> str:
         ) from exc
 
 
-def start_redis(port: int | None = None, log_dir: Path | None = None, host: str = "127.0.0.1") -> ChildProcess:
-    """Start a private, non-persistent redis-server on host:port."""
+def start_redis(port: int | None = None, log_dir: Path | None = None, host: str = "127.0.0.1",
+                data_dir: Path | None = None) -> ChildProcess:
+    """Start a private redis-server on host:port: no snapshots, except `SHUTDOWN SAVE` into data_dir
+    when one is given (a restart with the same data_dir loads it: an outage that keeps the data)."""
     port = port or free_port(host)
     argv = [redis_server_binary(), "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no",
             "--protected-mode", "yes"]
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        argv += ["--dir", str(data_dir)]
     proc, log = _spawn(f"redis-{port}", argv, log_dir)
     wait_for_port(host, port, 15, proc)
     return ChildProcess("redis", proc, port, log)

@@ -1,9 +1,11 @@
 """`ragmon up`: the embedded default on one machine.
 
-Starts a memory-only Tansu broker, a private Redis, the API, every worker,
+Starts a memory-only Tansu broker (or uses the Kafka named by
+RAGMON_KAFKA_BOOTSTRAP_SERVERS), a private Redis, the API, every worker,
 Prometheus (and Alertmanager) when installed, and with --demo the simulator;
-prints where everything is; on Ctrl-C stops everything by PID in reverse
-order (workers get SIGTERM and finish their in-flight batch).
+prints where everything is; supervises them (service/local/supervise.py:
+a crashed process is restarted with backoff); on Ctrl-C stops everything by
+PID in reverse order (workers get SIGTERM and finish their in-flight batch).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+from prometheus_client import CollectorRegistry, start_http_server
 
 from service.api.settings import hash_key
 from service.local.discovery import worker_names
@@ -31,12 +34,22 @@ from service.local.embedded import (
     start_redis,
     wait_for_port,
 )
+from service.local.metrics import SupervisorMetrics
+from service.local.models import report_faithfulness, with_local_models
 from service.local.postgres import start_postgres
-from service.local.prometheus import start_prometheus_stack
+from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
+from service.local.supervise import (
+    DURABLE_KAFKA_SETTING,
+    GiveUp,
+    RestartPolicy,
+    Supervisor,
+)
 
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
 DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"
+# Workers that feed an external system start only when it is configured (docs/phoenix.md).
+OPTIONAL_WORKERS = {"phoenix": "RAGMON_PHOENIX_URL", "forwarder": "RAGMON_FORWARD_ENDPOINT"}
 
 
 @dataclass
@@ -49,6 +62,7 @@ class UpOptions:
     api_port: int = 8000
     workers: str | None = None
     scrape_interval: str = "5s"
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 @dataclass
@@ -96,8 +110,13 @@ def _wait_ready(url: str, child: ChildProcess, timeout: float) -> None:
     raise EmbeddedError(f"{child.name} not ready at {url} within {timeout:.0f}s; see {child.log_path}")
 
 
+def default_workers(env: dict[str, str]) -> list[str]:
+    """Every worker, less the optional ones whose endpoint is not configured."""
+    return [n for n in worker_names() if n not in OPTIONAL_WORKERS or env.get(OPTIONAL_WORKERS[n])]
+
+
 def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Path) -> dict[str, int]:
-    wanted = opts.workers.split(",") if opts.workers else worker_names()
+    wanted = opts.workers.split(",") if opts.workers else default_workers(env)
     ports: dict[str, int] = {}
     for i, name in enumerate(wanted):
         port = _port_or_free(9101 + i)
@@ -107,7 +126,8 @@ def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Pat
     return ports
 
 
-def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom: str | None, opts: UpOptions) -> None:
+def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom: str | None, opts: UpOptions,
+                   supervisor_port: int) -> None:
     lines = [
         "",
         "ragmon is up",
@@ -115,8 +135,11 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
         f"  API key      {key}   (tenant '{tenant}')",
     ]
     lines += [f"  worker {n:<10} http://127.0.0.1:{p}/metrics" for n, p in ports.items()]
+    lines.append(f"  supervisor   http://127.0.0.1:{supervisor_port}/metrics   (ragmon_supervisor_restarts_total)")
     if prom:
         lines.append(f"  Prometheus   {prom}   (alerts: {prom}/alerts)")
+    else:
+        lines.append(f"  Prometheus: {NOT_INSTALLED if opts.prometheus else 'off (--no-prometheus)'}")
     lines += [
         f"  logs         {opts.workdir / 'logs'}",
         "",
@@ -143,66 +166,123 @@ def _status_line(api: str, ports: dict[str, int]) -> str:
     return time.strftime("%H:%M:%S ") + " ".join(parts)
 
 
-def run_up(opts: UpOptions) -> int:
+def _start_kafka(stack: Stack, supervisor: Supervisor, logs: Path) -> str:
+    """The Kafka the stack uses: a durable one named in the environment, or the embedded memory-only broker."""
+    external = os.environ.get(DURABLE_KAFKA_SETTING)
+    if external:
+        print(f"Kafka: {DURABLE_KAFKA_SETTING}={external} (not started or stopped by ragmon up)", flush=True)
+        return external
+    broker = stack.add(start_broker(_port_or_free(19092), log_dir=logs))
+    supervisor.watch(broker, None, restart=False)
+    print(f"Kafka: embedded Tansu broker on 127.0.0.1:{broker.port}, memory-only: every event in it is lost when "
+          f"it stops; set {DURABLE_KAFKA_SETTING}=host:port to use a durable Kafka", flush=True)
+    return f"127.0.0.1:{broker.port}"
+
+
+def _supervise(stack: Stack, supervisor: Supervisor, api_url: str, ports: dict[str, int],
+               stopping: list[bool]) -> None:
+    """Until Ctrl-C or SIGTERM: restart crashed processes; a status line every ten seconds."""
+    while not stopping:
+        supervisor.check()
+        time.sleep(1)
+        if int(time.time()) % 10 == 0:
+            print(_status_line(api_url, ports), flush=True)
+
+
+@dataclass
+class _Keys:
+    dev: str
+    tenant: str
+    demo: dict[str, str]
+    review: str  # a reviewer's key (scope `review`) for /review, of the first demo tenant
+
+
+def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys,
+                 database_url: str) -> dict[str, str]:
+    env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+           "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
+           "RAGMON_DATABASE_URL": database_url,
+           # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
+           # first one a reviewer's key for /review.
+           "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
+               [{"tenant": t, "key_sha256": hash_key(k)} for t, k in keys.demo.items()]
+               + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(keys.review), "scopes": ["review"],
+                   "name": "reviewer"}])}
+    config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
+              else os.environ.get("RAGMON_CONFIG"))
+    config = with_local_models(config, workdir)
+    if config:
+        env["RAGMON_CONFIG"] = config
+    return env
+
+
+def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: Supervisor, logs: Path) -> int:
+    api_port = _port_or_free(opts.api_port)
+    api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
+                                  api_port))
+    supervisor.watch(api, env)
+    wait_for_port("127.0.0.1", api_port, 30, api.proc)
+    _wait_ready(f"http://127.0.0.1:{api_port}/readyz", api, 30)
+    return api_port
+
+
+def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
+               registry: CollectorRegistry) -> tuple[str, dict[str, int]]:
     workdir = opts.workdir.resolve()
     logs = workdir / "logs"
+    kafka = _start_kafka(stack, supervisor, logs)
+    redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
+    supervisor.watch(redis, None)
+    keys = _Keys(os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
+                 os.environ.get("RAGMON_DEV_TENANT", "demo"),
+                 {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS},
+                 f"rgm_review_{secrets.token_urlsafe(12)}")
+    # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
+    database_url = os.environ.get("RAGMON_DATABASE_URL") or stack.add(
+        start_postgres(workdir, log_dir=logs)).extra["url"]
+    env = _environment(opts, workdir, kafka, redis.port, keys, database_url)
+    api_port = _start_api(opts, env, stack, supervisor, logs)
+    api_url = f"http://127.0.0.1:{api_port}"
+    ports = _start_workers(opts, env, stack, logs)
+    if "faithfulness" in ports:
+        report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
+    for child in stack.children:
+        if child.name.startswith("worker-"):
+            supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})
+    supervisor_port = free_port()
+    start_http_server(supervisor_port, addr="127.0.0.1", registry=registry)
+    prom_url = None
+    if opts.prometheus:
+        prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval,
+                                          extra_jobs={"ragmon-up": supervisor_port})
+        for child in stack.children:
+            if child.name in ("prometheus", "alertmanager"):
+                supervisor.watch(child, None)
+    if opts.demo:
+        # Keys travel in the environment, not on the command line (ps shows argv).
+        sim_env = {**env, "RAGMON_API_KEY": keys.dev,
+                   "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.demo.items())}
+        stack.add(_spawn_ragmon("simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url],
+                                sim_env, logs, 0))
+    _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port)
+    if not os.environ.get("RAGMON_API_KEYS"):
+        print(f"  Review       {api_url}/review   (key {keys.review}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
+    return api_url, ports
+
+
+def run_up(opts: UpOptions) -> int:
     stack = Stack()
-    stopping = []
+    registry = CollectorRegistry()
+    supervisor = Supervisor(stack, opts.restart, SupervisorMetrics(registry))
+    stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
-        broker = stack.add(start_broker(_port_or_free(19092), log_dir=logs))
-        redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
-        # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
-        database_url = os.environ.get("RAGMON_DATABASE_URL") or stack.add(
-            start_postgres(workdir, log_dir=logs)).extra["url"]
-        review_key = f"rgm_review_{secrets.token_urlsafe(12)}"
-        key = os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}"
-        tenant = os.environ.get("RAGMON_DEV_TENANT", "demo")
-        demo_keys = {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS}
-        env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
-               "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": key,
-               "RAGMON_DEV_TENANT": tenant, "PYTHONUNBUFFERED": "1", "RAGMON_DATABASE_URL": database_url,
-               # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and
-               # the first one a reviewer's key for /review.
-               "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-                   [{"tenant": t, "key_sha256": hash_key(k)} for t, k in demo_keys.items()]
-                   + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(review_key), "scopes": ["review"],
-                       "name": "reviewer"}])}
-        if opts.config:
-            env["RAGMON_CONFIG"] = str(Path(opts.config).resolve())
-        elif opts.demo:
-            env["RAGMON_CONFIG"] = str(DEMO_CONFIG)
-        api_port = _port_or_free(opts.api_port)
-        api_url = f"http://127.0.0.1:{api_port}"
-        api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
-                                      api_port))
-        wait_for_port("127.0.0.1", api_port, 30, api.proc)
-        _wait_ready(api_url + "/readyz", api, 30)
-        ports = _start_workers(opts, env, stack, logs)
-        prom_url = None
-        if opts.prometheus:
-            prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval)
-        if opts.demo:
-            scenario = opts.scenario or "demo"
-            # Keys travel in the environment, not on the command line (ps shows argv).
-            sim_env = {**env, "RAGMON_API_KEY": key,
-                       "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in demo_keys.items())}
-            stack.add(_spawn_ragmon("simulator", ["simulate", "send", scenario, "--api", api_url], sim_env, logs, 0))
-        _print_summary(api_url, key, tenant, ports, prom_url, opts)
-        if not os.environ.get("RAGMON_API_KEYS"):
-            print(f"  Review       {api_url}/review   (key {review_key}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
-        while not stopping:
-            for child in stack.children:
-                if not child.alive() and child.name != "simulator":
-                    print(f"{child.name} exited with {child.proc.returncode}; see {child.log_path}", flush=True)
-                    stopping.append(True)
-            time.sleep(1)
-            if int(time.time()) % 10 == 0:
-                print(_status_line(api_url, ports), flush=True)
+        api_url, ports = _start_all(opts, stack, supervisor, registry)
+        _supervise(stack, supervisor, api_url, ports, stopping)
     except KeyboardInterrupt:
         pass
-    except EmbeddedError as exc:
-        print(f"ragmon up failed: {exc}", file=sys.stderr)
+    except (EmbeddedError, GiveUp) as exc:
+        print(f"ragmon up failed: {exc}", file=sys.stderr, flush=True)
         stack.stop_all()
         return 1
     print("stopping…", flush=True)

@@ -62,8 +62,11 @@ class RegenerationRule(Strict):
     baseline_window: Duration = "1d"
     baseline_offset: Duration = Field("1h", description="the baseline ends this long before now")
     min_n: int = Field(50, ge=1, description="minimum queries in the current window")
+    min_baseline_n: int = Field(1000, ge=1, description="no alert before the baseline window holds this many queries")
     sigmas: float = Field(3.0, gt=0)
-    for_: Duration = Field("15m", alias="for")
+    # 30m, not 15m: at 3 sigma a 15m hold fired 0.05-0.08 times a day per tenant on stationary
+    # traffic; 30m keeps it near 0.01 and still sees a doubling within 2h (docs/regeneration-band.md).
+    for_: Duration = Field("30m", alias="for")
 
 
 class CostRule(Strict):
@@ -81,10 +84,10 @@ class PipelineRule(Strict):
     target_down_for: Duration = "2m"
     max_lag_messages: int = Field(10_000, ge=1)
     lag_for: Duration = "10m"
-    dead_letter_window: Duration = "10m"
+    dead_letter_window: Duration = Field("2m", description="RagmonDeadLetters clears this long after the last one")
     not_ready_for: Duration = "5m"
     no_traffic_for: Duration = "15m"
-    shed_for: Duration = "5m"
+    shed_for: Duration = Field("3m", description="shedding this long opens a ticket; a shorter pause that recovers never does")
 
 
 class ReviewRule(Strict):
@@ -102,7 +105,10 @@ TENANT_OVERRIDABLE = {
 
 class GuardrailsConfig(Strict):
     release_window: Duration = Field("30m", description="triage: a release this recent suggests a regression")
-    runbook_base_url: str = "https://github.com/ragmon/ragmon/blob/main/deploy/runbooks.md"
+    runbook_base_url: str = Field(
+        "deploy/runbooks.md", min_length=1,
+        description="where the runbook is served (e.g. your repository's URL of deploy/runbooks.md); "
+                    "each alert links to its section, <base>#<alert name in lower case>")
     faithfulness: FaithfulnessRule = Field(default_factory=FaithfulnessRule)
     latency: LatencyRule = Field(default_factory=LatencyRule)
     false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)

@@ -13,32 +13,36 @@ from __future__ import annotations
 from typing import Any
 
 from service.rules.config import GuardrailsConfig, seconds
-from service.rules.promql import compare_with_overrides, number, selector
+from service.rules.promql import compare_with_overrides, number, selector, window_count
 
 PROD = "production"
 
 
+# Seed 002's release-or-drift hint is about what the app serves: it fits the quality guardrails and
+# entitlement leaks, not the pipeline's own health nor its symptoms (a broker pause is neither).
+TRIAGED_CATEGORIES = ("guardrail", "security")
+
+
 def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str, category: str,
            summary: str, description: str, **labels: str) -> dict[str, Any]:
+    annotations = {"summary": summary, "description": description}
+    if category in TRIAGED_CATEGORIES:
+        annotations["triage"] = _triage(cfg)
+    annotations["runbook_url"] = f"{cfg.runbook_base_url}#{name.lower()}"
     return {
         "alert": name,
         "expr": expr,
         "for": for_,
         "labels": {"severity": severity, "category": category, **labels},
-        "annotations": {
-            "summary": summary,
-            "description": description,
-            "triage": _triage(cfg, tenant_scoped=category in ("guardrail", "security")),
-            "runbook_url": f"{cfg.runbook_base_url}#{name.lower()}",
-        },
+        "annotations": annotations,
     }
 
 
-def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
-    """Seed 002's triage rule: right after a release suggests a regression; without one, drift."""
+def _triage(cfg: GuardrailsConfig) -> str:
+    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift."""
     window = int(seconds(cfg.release_window))
-    match = 'tenant=\\"%s\\",variant=\\"production\\"' if tenant_scoped else ""
-    args = " $labels.tenant" if tenant_scoped else ""
+    match = 'tenant=\\"%s\\",variant=\\"production\\"'
+    args = " $labels.tenant"
     query = f'ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}'
     return (
         f'{{{{ with printf "{query}"{args} | query }}}}'
@@ -51,9 +55,8 @@ def _triage(cfg: GuardrailsConfig, tenant_scoped: bool) -> str:
 
 
 def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
-    lat, cost, reg, fai, exc = cfg.latency, cfg.cost, cfg.regeneration, cfg.faithfulness, cfg.false_exclusion
+    lat, cost, fai, exc = cfg.latency, cfg.cost, cfg.faithfulness, cfg.false_exclusion
     tv = "tenant, variant"
-    regen = 'ragmon_feedback_total{kind="regenerate"}'
     return [
         {"record": "ragmon:release:last_timestamp_seconds",
          "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
@@ -68,16 +71,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
                  f" / sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
         {"record": "ragmon:rag_cost_per_query_usd:samples",
          "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
-        {"record": "ragmon:regeneration:queries",
-         "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.window}]))"},
-        {"record": "ragmon:regeneration:rate",
-         "expr": f"sum by ({tv}) (increase({regen}[{reg.window}])) / ragmon:regeneration:queries"},
-        {"record": "ragmon:regeneration:baseline_rate",
-         "expr": f"sum by ({tv}) (increase({regen}[{reg.baseline_window}] offset {reg.baseline_offset}))"
-                 f" / sum by ({tv}) (increase(ragmon_rag_queries_total[{reg.baseline_window}] offset {reg.baseline_offset}))"},
-        {"record": "ragmon:regeneration:band_half_width",
-         "expr": f"{number(reg.sigmas)} * sqrt(ragmon:regeneration:baseline_rate * (1 - ragmon:regeneration:baseline_rate)"
-                 " / ragmon:regeneration:queries)"},
+        *regeneration_rules(cfg),
         {"record": "ragmon:faithfulness_score:mean",
          "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
                  f" / sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
@@ -90,6 +84,35 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
                  " / (ragmon:false_exclusion:eligible > 0)"},
         {"record": "ragmon:traces:received",
          "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))"},
+    ]
+
+
+def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """The regeneration control band as a two-sample test of proportions.
+
+    Current window: x regenerations of n queries; baseline window: x_b of n_b. The band
+    around the baseline is z·√(p̄(1−p̄)(1/n + 1/n_b)) with p̄ the pooled rate, so a
+    thin baseline widens it instead of being taken as exact. Counts include each new
+    series' first events (promql.window_count). docs/regeneration-band.md has the
+    measured false-alarm rate and power.
+    """
+    reg, tv = cfg.regeneration, "tenant, variant"
+    regen, queries = 'ragmon_feedback_total{kind="regenerate"}', "ragmon_rag_queries_total"
+    w, bw, bo = reg.window, reg.baseline_window, reg.baseline_offset
+    ws, bws, bos = seconds(w), seconds(bw), seconds(bo)
+    r = "ragmon:regeneration:"
+    return [
+        {"record": r + "queries", "expr": window_count(queries, w, tv, window_s=ws)},
+        {"record": r + "regenerations", "expr": window_count(regen, w, tv, window_s=ws)},
+        {"record": r + "rate", "expr": f"{r}regenerations / {r}queries"},
+        {"record": r + "baseline_queries", "expr": window_count(queries, bw, tv, bo, bos, bws)},
+        {"record": r + "baseline_regenerations", "expr": window_count(regen, bw, tv, bo, bos, bws)},
+        {"record": r + "baseline_rate", "expr": f"{r}baseline_regenerations / {r}baseline_queries"},
+        {"record": r + "pooled_rate",
+         "expr": f"({r}regenerations + {r}baseline_regenerations) / ({r}queries + {r}baseline_queries)"},
+        {"record": r + "band_half_width",
+         "expr": f"{number(reg.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
+                 f" * (1 / {r}queries + 1 / {r}baseline_queries))"},
     ]
 
 
@@ -156,19 +179,23 @@ def _exclusion_no_data(cfg: GuardrailsConfig) -> dict[str, Any]:
                   "No exclusion evidence for {{ $labels.tenant }}",
                   f"Traces arrive but none carried an exclusion sample with eligible gold in the last {r.no_data_for} "
                   "(or since ragmon started): the false-exclusion guardrail is blind (no data is not 0%).",
-                  guardrail="false_exclusion")
+                  # the worker that produces the evidence: Alertmanager binds its not-ready/halted alert to this one
+                  guardrail="false_exclusion", worker="exclusion")
 
 
 def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.regeneration
     expr = ("abs(ragmon:regeneration:rate{variant=\"production\"} - ragmon:regeneration:baseline_rate)"
             "\n> ragmon:regeneration:band_half_width"
-            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})")
+            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})"
+            f"\nand on (tenant, variant) (ragmon:regeneration:baseline_queries{{variant=\"production\"}}"
+            f" >= {r.min_baseline_n})")
     return _alert(cfg, "RagmonRegenerationOutOfBand", expr, r.for_, "ticket", "guardrail",
                   "Regeneration rate of {{ $labels.tenant }} left its control band",
-                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.2f\" }}}} "
+                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.3f\" }}}} "
                   f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
-                  f"{number(r.sigmas)}·√(p̄(1−p̄)/n) with n ≥ {r.min_n}.",
+                  f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}, "
+                  f"baseline n_b ≥ {r.min_baseline_n}).",
                   guardrail="regeneration")
 
 
@@ -185,7 +212,7 @@ def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
 
 
 def _drift(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected_bool) == 1",
+    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected) == 1",
                   cfg.drift.for_, "ticket", "guardrail",
                   "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
                   "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "
@@ -223,17 +250,23 @@ def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         a(cfg, "RagmonConsumerLag", f"sum by (worker) (ragmon_worker_consumer_lag_messages) > {p.max_lag_messages}",
           p.lag_for, "ticket", "symptom", "Worker {{ $labels.worker }} is {{ $value }} records behind",
           "Processing is slower than traffic: scale the worker (up to the partition count) or find the slow batch."),
+        # Any dead letter is worth a ticket at once; the short window clears it soon after they stop.
         a(cfg, "RagmonDeadLetters",
           f"sum by (worker, reason) (increase(ragmon_worker_dead_letters_total[{p.dead_letter_window}])) > 0",
           "0m", "ticket", "pipeline", "Worker {{ $labels.worker }} dead-lettered records ({{ $labels.reason }})",
-          "Records that could not be decoded or validated went to the DLQ topic with their reason in headers."),
+          f"Records that could not be decoded or validated went to the DLQ topic in the last {p.dead_letter_window}, "
+          "with their reason in headers."),
         a(cfg, "RagmonNoTraffic",
           f"sum by (tenant) (increase(ragmon_api_events_accepted_total{{type=\"trace\"}}[{p.no_traffic_for}])) == 0",
           "0m", "ticket", "symptom", "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
           "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind."),
-        a(cfg, "RagmonIngestShedding", "sum(increase(ragmon_api_shed_total[5m])) > 0", p.shed_for, "ticket",
-          "symptom", "The API is answering 503",
-          "Requests are shed (broker down or too many events awaiting acknowledgement); apps retry with backoff."),
+        # Shedding now (a 1m rate) by API instance (the one whose broker is unreachable), sustained for
+        # shed_for: a pause shorter than shed_for - 1m that recovered never fires, and the alert clears
+        # about a minute after shedding stops.
+        a(cfg, "RagmonIngestShedding", "sum by (instance) (rate(ragmon_api_shed_total[1m])) > 0", p.shed_for,
+          "ticket", "symptom", "The API ({{ $labels.instance }}) is answering 503",
+          f"Requests have been shed for {p.shed_for} (broker down or too many events awaiting acknowledgement); "
+          "apps retry with backoff."),
     ]
 
 

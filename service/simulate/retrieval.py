@@ -34,7 +34,7 @@ class Scored:
 
 @dataclass
 class ExclusionTruth:
-    """Seed 000 part 5 for one query, over the candidates the sample shows."""
+    """Filter false exclusion (docs/architecture.md, "Definitions") for one query, over the sample's candidates."""
 
     eligible_gold: int = 0
     excluded_gold: int = 0

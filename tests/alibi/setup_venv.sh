@@ -13,6 +13,17 @@ root="$(cd "$here/../.." && pwd)"
 venv="${1:-$root/.venv-alibi}"
 python="${PYTHON:-python3.11}"
 
+# Idempotent: nothing is installed while the venv was built from the current requirements.
+stamp="$venv/.ragmon-requirements.sha256"
+want=$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/python" ]]; then
+    echo "alibi venv $venv is current"
+    exit 0
+fi
+if ! command -v "$python" >/dev/null 2>&1; then
+    echo "alibi venv: need $python on PATH (or PYTHON=/path/to/python3.11)" >&2
+    exit 1
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
@@ -22,3 +33,4 @@ fi
 import alibi_detect, numpy, torch
 print(f"alibi-detect {alibi_detect.__version__}, numpy {numpy.__version__}, torch {torch.__version__}")
 PY
+echo "$want" > "$stamp"

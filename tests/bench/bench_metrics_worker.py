@@ -8,7 +8,7 @@
 2. Lag: the API is fed at a fixed rate for a minute by the simulator; every
    second the worker's consumer lag (records) is sampled, and the delay from
    the API receiving an event to the worker committing it is read from
-   ragmon_worker_event_delay_seconds.
+   ragmon_worker_ingest_to_commit_duration_seconds.
 Usage: python tests/bench/bench_metrics_worker.py [--out PATH]
 """
 
@@ -152,7 +152,7 @@ def _sample_lag(worker: WorkerProcess, out: list[float], stop: threading.Event) 
 
 def _hist_quantile(samples: dict, q: float) -> float:  # type: ignore[type-arg]
     buckets = sorted((float(dict(ls)["le"]), v) for (n, ls), v in samples.items()
-                     if n == "ragmon_worker_event_delay_seconds_bucket")
+                     if n == "ragmon_worker_ingest_to_commit_duration_seconds_bucket")
     total = buckets[-1][1]
     for le, count in buckets:
         if count >= q * total:

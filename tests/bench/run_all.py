@@ -18,11 +18,13 @@ from tests.bench.common import REPORTS, ROOT
 
 BENCHES = {
     "ingest": "tests.bench.bench_ingest",
+    "otlp": "tests.bench.bench_otlp",
     "metrics_worker": "tests.bench.bench_metrics_worker",
     "exclusion": "tests.bench.bench_exclusion",
     "drift": "tests.bench.bench_drift",
     "faithfulness": "tests.bench.bench_faithfulness",
     "review": "tests.bench.bench_review",
+    "phoenix": "tests.bench.bench_phoenix",
 }
 
 

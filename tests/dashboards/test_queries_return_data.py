@@ -9,8 +9,6 @@ end-to-end test does the same against a simulator run.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from dashboards.queries import PanelQuery, all_panel_queries, needs_history
 from service.local.embedded import free_port, wait_for_port
 from tests.dashboards.catalog import RULES, all_metrics
 from tests.dashboards.synthetic import SyntheticTraffic
+from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.slow
 QUERIES = all_panel_queries("acme", "production", rate_interval="10s", interval="1s", range_="1m")
@@ -43,11 +42,7 @@ def _prometheus_config(exporter_port: int) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is missing in CI: .ci/run installs it")
-        pytest.skip("prometheus not installed (.ci/run installs it)")
+    binary = require_tool("prometheus")
     work: Path = tmp_path_factory.mktemp("prometheus")
     registry = CollectorRegistry()
     traffic = SyntheticTraffic(all_metrics(registry))
@@ -63,7 +58,11 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield f"http://127.0.0.1:{port}"
         finally:
             proc.terminate()
-            proc.wait(timeout=15)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
             server.shutdown()
 
 

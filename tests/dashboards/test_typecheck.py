@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,15 +10,14 @@ from typing import Any
 import pytest
 
 from dashboards.typecheck import NODE_MODULES, committed_dashboards, typecheck
+from tests.support.tools import missing, require_tool
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _toolchain() -> None:
-    if NODE_MODULES.is_dir() and shutil.which("node"):
-        return
-    if os.environ.get("CI"):
-        pytest.fail("dashboards/node_modules or node is missing in CI: run bash tests/ci_extra_dashboards.sh")
-    pytest.skip("dashboards/node_modules absent: `bash tests/ci_extra_dashboards.sh` installs the type checker")
+    require_tool("node")
+    if not NODE_MODULES.is_dir():
+        missing("dashboards/node_modules (the pinned type checker)")
 
 
 def test_committed_dashboards_type_check() -> None:

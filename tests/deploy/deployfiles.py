@@ -41,6 +41,13 @@ def interpolate_defaults(value: str) -> str:
     return _INTERPOLATION.sub(default, value)
 
 
+class GoYamlLoader(yaml.SafeLoader):
+    """Reads what Go's YAML writers (kubectl kustomize) print: a bare `=` is the string "=", not YAML 1.1's value tag."""
+
+
+GoYamlLoader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.construct_scalar(node))
+
+
 def load_yaml_documents(path: Path) -> list[Any]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
 

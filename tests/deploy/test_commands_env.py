@@ -32,7 +32,9 @@ from workers.drift.config import DriftConfig
 from workers.exclusion.config import ExclusionConfig
 from workers.faithfulness.config import SECTION as FAITHFULNESS_SECTION
 from workers.faithfulness.config import FaithfulnessConfig
+from workers.forwarder.settings import ForwarderSettings
 from workers.metrics.config import MetricsConfig
+from workers.phoenix.settings import PhoenixSettings
 from workers.runtime.settings import WorkerSettings
 
 CONFIG_SECTIONS: dict[str, type[BaseModel]] = {
@@ -54,7 +56,8 @@ def simulator_env_names() -> set[str]:
 
 
 def allowed_env(role: str) -> set[str]:
-    by_role = {"api": env_names(ApiSettings), "worker": env_names(WorkerSettings), "simulate": simulator_env_names()}
+    workers = env_names(WorkerSettings) | env_names(PhoenixSettings) | env_names(ForwarderSettings)
+    by_role = {"api": env_names(ApiSettings), "worker": workers, "simulate": simulator_env_names()}
     return by_role[role] | {CONFIG_ENV}
 
 
@@ -128,6 +131,8 @@ def test_env_values_validate_as_settings(container: RagmonContainer, monkeypatch
             monkeypatch.setenv(name, value)
     if container.role == "worker":
         WorkerSettings()
+        PhoenixSettings()
+        ForwarderSettings().header_map()
     else:
         # the key file is a Secret mounted in the pod; its path is checked against the mount elsewhere
         ApiSettings(api_keys_file=None)

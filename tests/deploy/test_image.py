@@ -115,7 +115,7 @@ def test_dockerfile_pins_cpu_torch_before_installing_the_ml_extra() -> None:
     torch_runs = [n for n, i in enumerate(runs) if re.search(rf"pip install {re.escape(torch_pin)}\s", i.args + " ")]
     assert torch_runs, f"no RUN pip install {torch_pin}"
     assert TORCH_CPU_INDEX in runs[torch_runs[0]].args, "torch must come from the CPU index, or CUDA wheels are pulled"
-    ml_runs = [n for n, i in enumerate(runs) if re.search(r"pip install \"?\.\[ml\]", i.args)]
+    ml_runs = [n for n, i in enumerate(runs) if re.search(r"pip install (?:--?[\w-]+ \S+ )*\"?\.\[ml\]", i.args)]
     assert ml_runs and ml_runs[0] > torch_runs[0], "install CPU torch first, then .[ml] (which then keeps it)"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from tests.deploy.deployfiles import (
     grafana_datasources,
     prometheus_compose,
 )
+from tests.support.tools import require_tool
 
 RULES_DIR = DEPLOY / "prometheus"
 ALERTMANAGER_CONFIG = DEPLOY / "alertmanager.yml"
@@ -74,14 +74,14 @@ def test_prometheus_sends_alerts_to_the_compose_alertmanager() -> None:
         assert ALERTMANAGER_CONFIG.is_file()
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (.ci/run installs it)")
 def test_promtool_accepts_the_compose_config_with_the_repository_rules(tmp_path: Path) -> None:
     """promtool checks the config and loads every rule file it names; the container paths are mapped back."""
+    promtool = require_tool("promtool")
     config = prometheus_compose()
     config["rule_files"] = [str(RULES_DIR / "*.rules.yml")]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     rule_files = sorted(RULES_DIR.glob("*.rules.yml"))
     if rule_files:  # promtool reports the count only when the glob matched something

@@ -36,11 +36,11 @@ from workers.runtime.settings import WorkerSettings
 # What the third-party images listen on by default (their documented ports).
 IMAGE_PORTS = {
     "redis": {6379},
+    "postgres": {5432},
     "prom/prometheus": {9090},
     "prom/alertmanager": {9093},
     "grafana/grafana": {3000},
     "arizephoenix/phoenix": {6006, 4317},  # UI + OTLP/HTTP, OTLP/gRPC
-    "postgres": {5432},
 }
 LIVENESS, READINESS = "/healthz", "/readyz"
 
@@ -185,8 +185,8 @@ def test_compose_healthchecks() -> None:
     services = compose_services()
     ragmon = {c.where.removeprefix("compose service "): c for c in compose_ragmon_containers()}
     without = {name for name, svc in services.items() if "healthcheck" not in svc}
-    # Phoenix's image is distroless (no shell or HTTP client); the simulator is a client.
-    assert without == {"phoenix", "simulator"}, without
+    # the simulator is a client: no port to probe (Phoenix is probed with its image's own Python)
+    assert without == {"simulator"}, without
     for name, container in ragmon.items():
         if container.role not in ("api", "worker"):
             continue
@@ -258,7 +258,7 @@ def test_k8s_probes(container: RagmonContainer) -> None:
 
 
 def _pod_templates() -> list[dict[str, Any]]:
-    return [d["spec"]["template"] for d in k8s_of_kind("Deployment")]
+    return [d["spec"]["template"] for d in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet")]
 
 
 def _selected(selector: dict[str, str]) -> list[dict[str, Any]]:
@@ -279,7 +279,7 @@ def test_k8s_services_select_pods_with_their_target_ports() -> None:
 
 
 def test_k8s_deployment_selectors_match_their_pods() -> None:
-    for d in k8s_of_kind("Deployment"):
+    for d in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet"):
         selector = d["spec"]["selector"]["matchLabels"]
         assert selector.items() <= d["spec"]["template"]["metadata"]["labels"].items(), d["metadata"]["name"]
         assert _selected(selector) == [d["spec"]["template"]], f"{d['metadata']['name']}: selector overlaps another"

@@ -56,16 +56,28 @@ def test_committed_prometheusrule_equals_a_fresh_render() -> None:
 def test_committed_prometheusrule_carries_every_group_of_every_rule_file() -> None:
     groups = [g for f in sorted((DEPLOY / "prometheus").glob("*.rules.yml"))
               for g in (yaml.safe_load(f.read_text()) or {}).get("groups") or []]
-    assert k8s_named("PrometheusRule", "ragmon")["spec"]["groups"] == groups
+    assert k8s_named("PrometheusRule", "ragmon")["spec"]["groups"] == [_with_namespace(g) for g in groups]
 
 
-def test_render_keeps_groups_unchanged_in_file_order(tmp_path: Path) -> None:
+def _with_namespace(group: dict) -> dict:  # type: ignore[type-arg]
+    """What the renderer adds: `namespace: ragmon` on alerts (the namespaced AlertmanagerConfig needs it)."""
+    return {**group, "rules": [{**r, "labels": {**r.get("labels", {}), "namespace": "ragmon"}} if "alert" in r
+                               else r for r in group["rules"]]}
+
+
+def test_every_alert_carries_the_namespace_and_recording_rules_do_not() -> None:
+    rules = [r for g in k8s_named("PrometheusRule", "ragmon")["spec"]["groups"] for r in g["rules"]]
+    assert all(r["labels"]["namespace"] == "ragmon" for r in rules if "alert" in r)
+    assert not any("labels" in r for r in rules if "record" in r)
+
+
+def test_render_keeps_groups_in_file_order_and_scopes_alerts_to_the_namespace(tmp_path: Path) -> None:
     (tmp_path / "b.rules.yml").write_text(GROUP_B)
     (tmp_path / "a.rules.yml").write_text(GROUP_A)
     (tmp_path / "a.test.yml").write_text("rule_files: [a.rules.yml]\n")  # promtool tests are not rules
     rendered = yaml.safe_load(render_prometheusrule.render(tmp_path))
     assert rendered["apiVersion"] == "monitoring.coreos.com/v1" and rendered["kind"] == "PrometheusRule"
-    expected = yaml.safe_load(GROUP_A)["groups"] + yaml.safe_load(GROUP_B)["groups"]
+    expected = [_with_namespace(g) for g in yaml.safe_load(GROUP_A)["groups"] + yaml.safe_load(GROUP_B)["groups"]]
     assert rendered["spec"]["groups"] == expected
     assert "|-\n" in render_prometheusrule.render(tmp_path), "multi-line PromQL stays readable"
 

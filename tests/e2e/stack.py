@@ -14,6 +14,9 @@ from typing import Any
 
 import httpx
 
+from tests.support.leaks import live_descendants, stop_pids
+from tests.support.tools import SETUP_COMMAND
+
 
 @dataclass
 class UpStack:
@@ -24,13 +27,19 @@ class UpStack:
     workers: dict[str, str] = field(default_factory=dict)
 
     def stop(self) -> None:
+        """Ctrl-C to `ragmon up` (it stops its children); if it hangs, it and every child by PID."""
+        children = live_descendants(self.proc.pid)  # each runs in its own session: killpg misses them
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(90)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                children = live_descendants(self.proc.pid) or children
+                self.proc.kill()
                 self.proc.wait(10)
+        # Still ours (pytest is their subreaper once `up` is gone): a recycled PID is never signalled.
+        ours = set(live_descendants(os.getpid()))
+        stop_pids([p for p in children if p in ours])
 
     def prom(self, path: str, **params: Any) -> Any:
         r = httpx.get(self.prometheus + path, params=params, timeout=30)
@@ -44,29 +53,46 @@ class UpStack:
         return list(self.prom("/api/v1/query", **params)["result"])
 
 
-def start_up(workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180) -> UpStack:
+def start_up(workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180,
+             extra_args: tuple[str, ...] = ()) -> UpStack:
     log = workdir / "ragmon-up.out"
     workdir.mkdir(parents=True, exist_ok=True)
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.cli", "up", "--config", str(config), "--workdir", str(workdir / "up"),
-         "--scrape-interval", "1s"],
+         "--scrape-interval", "1s", *extra_args],
         stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
         start_new_session=True)
     stack = UpStack(proc, log)
+    try:
+        _read_summary(stack, timeout_s)
+    except BaseException:
+        stack.stop()  # every failure after the start: nothing of the stack outlives the fixture
+        raise
+    return stack
+
+
+def _read_summary(stack: UpStack, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if proc.poll() is not None:
-            raise AssertionError(f"ragmon up exited with {proc.returncode}:\n{text[-4000:]}")
+        text = stack.log.read_text(errors="replace")
+        if stack.proc.poll() is not None:
+            raise AssertionError(f"ragmon up exited with {stack.proc.returncode}:\n{text[-4000:]}")
         if "Ctrl-C stops everything" in text:
-            stack.api = re.search(r"API\s+(http://\S+)", text).group(1)  # type: ignore[union-attr]
-            stack.prometheus = re.search(r"Prometheus\s+(http://\S+)", text).group(1)  # type: ignore[union-attr]
+            stack.api = _printed(r"API\s+(http://\S+)", text, "no API URL")
+            stack.prometheus = _printed(r"Prometheus\s+(http://\S+)", text,
+                                        f"no Prometheus URL (`{SETUP_COMMAND}` installs Prometheus)")
             stack.workers = dict(re.findall(r"worker (\w+)\s+(http://\S+)/metrics", text))
-            return stack
+            return
         time.sleep(0.5)
-    stack.stop()
-    raise AssertionError(f"ragmon up not up in {timeout_s}s:\n{log.read_text(errors='replace')[-4000:]}")
+    raise AssertionError(f"ragmon up not up in {timeout_s}s:\n{stack.log.read_text(errors='replace')[-4000:]}")
+
+
+def _printed(pattern: str, text: str, what: str) -> str:
+    found = re.search(pattern, text)
+    if found is None:
+        raise AssertionError(f"ragmon up printed {what}:\n{text[-2000:]}")
+    return found.group(1)
 
 
 def wait_workers_ready(stack: UpStack, timeout_s: float = 120) -> None:

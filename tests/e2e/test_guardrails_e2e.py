@@ -63,7 +63,8 @@ def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
         "exclusion": {"proxy_score_threshold": 0.76},
         # The app's own embeddings (the simulator's encoder); windows of a few hundred queries
         # average over its sessions, whose follow-up questions stay on one topic.
-        "drift": {"encoder": {"enabled": False}, "reference_size": 400, "current_size": 300,
+        "drift": {"encoder": {"enabled": False}, "app_embeddings": {"models": ["app-embed-v1"]},
+                  "reference_size": 400, "current_size": 300,
                   "min_current_size": 300, "test_every_queries": 60, "test_every_seconds": 2,
                   "current_max_age_s": 20, "permutations": 400, "alpha": 0.005, "publish_every_s": 1,
                   "seed": 7},

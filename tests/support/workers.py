@@ -44,7 +44,11 @@ class WorkerProcess:
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         cmd = argv or [sys.executable, "-m", module]
         self.proc = subprocess.Popen(cmd, env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
-        wait_for_port("127.0.0.1", self.port, 60, self.proc)
+        try:
+            wait_for_port("127.0.0.1", self.port, 60, self.proc)
+        except BaseException:
+            self.stop()  # the caller never gets the object, so it could not stop it
+            raise
         self.last_samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
 
     @property

@@ -35,7 +35,8 @@ class AppEmbeddingConfig(BaseModel):
     enabled: bool = True
     models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
         default_factory=list,
-        description="embedding_model names published under their own metric label; others are 'other'",
+        description="embedding_model names tested, each under its own metric label; other models are counted "
+        "(ragmon_drift_embeddings_total{outcome=\"unknown_model\"}) but not tested",
     )
 
 

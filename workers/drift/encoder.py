@@ -79,7 +79,7 @@ class EncoderSlot:
     retries a failed load with backoff.
 
     A worker whose model cannot load is reported not ready instead of crash-looping
-    (DESIGN.md, delivery and failure semantics); while the weights load (seconds on
+    (docs/architecture.md, "Delivery semantics"); while the weights load (seconds on
     a small machine) the worker's health endpoint keeps answering.
     """
 

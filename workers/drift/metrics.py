@@ -2,10 +2,14 @@
 
 Per-signal series are labelled (tenant, signal, intent, model): tenants come
 from the API-key configuration, signal is 'encoder' or 'app', intent is 'all'
-or one of the configured intents, and model is a configured model name with
-its dimension ('all-minilm-l6-v2/384') or 'other'. Test results are shared
-through Redis, so every replica exports the same values for a signal (alert
-rules aggregate with max by those labels); counters count this replica's work.
+or one of the configured intents, and model is a configured model name
+('all-minilm-l6-v2'). Each label set belongs to exactly one signal: a model
+that is not configured gets no windows (counted in embeddings_total as
+`unknown_model`), and of a model seen with several dimensions only the most
+recently seen one is tested and exported (scheduler.py). Test results are
+shared through Redis, so every replica exports the same values for a signal
+(alert rules aggregate with max by those labels); counters count this
+replica's work.
 """
 
 from __future__ import annotations
@@ -23,18 +27,18 @@ class DriftMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         s = SIGNAL_LABELS
         self.mmd2 = Gauge(
-            "ragmon_drift_mmd2_statistic", "Unbiased MMD² between the reference and current windows", s, registry=registry
+            "ragmon_drift_mmd2", "Unbiased MMD² between the reference and current windows", s, registry=registry
         )
         self.p_value = Gauge(
             "ragmon_drift_p_value_ratio", "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)", s,
             registry=registry,
         )
         self.threshold = Gauge(
-            "ragmon_drift_mmd2_threshold_statistic",
+            "ragmon_drift_mmd2_threshold",
             "MMD² the last test had to exceed to flag drift at the configured alpha (from its permutations)",
             s, registry=registry,
         )
-        self.detected = Gauge("ragmon_drift_detected_bool", "1 when the last test's p-value was <= alpha", s, registry=registry)
+        self.detected = Gauge("ragmon_drift_detected", "1 when the last test's p-value was <= alpha", s, registry=registry)
         self.window_size = Gauge(
             "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window"), registry=registry
         )
@@ -68,7 +72,7 @@ class DriftMetrics:
             registry=registry,
         )
         self.encoder_ready = Gauge(
-            "ragmon_drift_encoder_ready_bool", "1 when the pinned encoder is loaded", registry=registry
+            "ragmon_drift_encoder_up", "1 when the pinned encoder is loaded", registry=registry
         )
         self.encoder_duration = Histogram(
             "ragmon_drift_encoder_batch_duration_seconds", "Time to embed one batch of query texts",
@@ -82,7 +86,10 @@ class DriftMetrics:
         self.window_size.labels(*labels, "current").set(current)
         self._published.add(labels)
         if "mmd2" not in result:
-            return  # no drift value before the first test of a full reference
+            # No drift value before the first test of a full reference; values still there came
+            # from the signal that held these labels before (the same model in another dimension).
+            self._remove_result(labels)
+            return
         self.mmd2.labels(*labels).set(result["mmd2"])
         self.p_value.labels(*labels).set(result["p_value"])
         self.threshold.labels(*labels).set(result["threshold"])
@@ -94,10 +101,13 @@ class DriftMetrics:
 
     def withdraw(self, labels: tuple[str, ...]) -> None:
         """Stop exporting a retired signal (its gauges would otherwise freeze at old values)."""
-        for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
-            with contextlib.suppress(KeyError):  # never tested: nothing to remove
-                gauge.remove(*labels)
+        self._remove_result(labels)
         for window in WINDOWS:
             with contextlib.suppress(KeyError):
                 self.window_size.remove(*labels, window)
         self._published.discard(labels)
+
+    def _remove_result(self, labels: tuple[str, ...]) -> None:
+        for gauge in (self.mmd2, self.p_value, self.threshold, self.detected, self.last_test):
+            with contextlib.suppress(KeyError):  # never tested: nothing to remove
+                gauge.remove(*labels)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 import redis
 from prometheus_client import CollectorRegistry
-from pydantic import ValidationError
 
 from service.contracts import TraceBody
 from workers.drift import encoder as pinned
@@ -25,7 +24,8 @@ from workers.drift.metrics import DriftMetrics
 from workers.drift.scheduler import DriftScheduler
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
 from workers.drift.windows import ModelChange, Observation, WindowStore
-from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
+from workers.runtime.labels import OTHER
+from workers.runtime.types import Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +77,9 @@ class DriftProcessor:
         return Readiness(False, self.encoder.error or "loading the pinned encoder")
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        rejections: list[Rejection] = []
+        traces, rejections = split_by_body(events, TraceBody)
         queries: list[_Query] = []
-        for event in events:
-            try:
-                body = self._trace_body(event)
-            except InvalidEvent as exc:
-                rejections.append(Rejection(event, exc.reason, exc.detail))
-                continue
+        for event, body in traces:
             if body.variant not in self._variants:  # a shadow run: its query is production's again
                 self.metrics.skipped.labels(event.tenant, "variant").inc()
                 continue
@@ -103,8 +98,8 @@ class DriftProcessor:
         return rejections
 
     def tick(self, now: float) -> None:
-        """Run due tests. A Redis outage here is not fatal: the next tick tries again (the
-        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        """Run due tests. A Redis outage here only skips them until the next tick (counted in
+        tick_errors): the worker keeps consuming, and process() raises it for the batch."""
         try:
             self.scheduler.tick(now)
         except redis.exceptions.RedisError as exc:
@@ -116,19 +111,6 @@ class DriftProcessor:
     def close(self) -> None:
         """Nothing to flush: windows and results live in Redis, the client belongs to the runtime."""
 
-    @staticmethod
-    def _trace_body(event: Event) -> TraceBody:
-        if event.type != "trace":
-            raise InvalidEvent("unexpected_type", f"type: the drift worker consumes trace events, got {event.type!r}")
-        if isinstance(event.body, TraceBody):
-            return event.body
-        try:
-            return TraceBody.model_validate(event.stored.body)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise InvalidEvent("invalid_trace", f"body.{where}: {err['msg']}") from exc
-
     def _app_observations(self, queries: list[_Query]) -> list[Observation]:
         if not self.config.app_embeddings.enabled:
             return []
@@ -136,6 +118,9 @@ class DriftProcessor:
         for q in queries:
             emb, model = q.body.query.embedding, q.body.query.embedding_model
             if emb is None or model is None:
+                continue
+            if self.labels(model) is None:  # not configured: no windows, so no series of its own
+                self.metrics.embeddings.labels(q.event.tenant, APP, "unknown_model").inc()
                 continue
             vector = np.asarray(emb, dtype=np.float32)
             for intent in q.intents:
@@ -163,7 +148,7 @@ class DriftProcessor:
         for change in changes:
             new, old = change.key, change.previous
             self.metrics.model_resets.labels(
-                new.tenant, new.signal, new.intent, self.labels(old.model, old.dim), self.labels(new.model, new.dim)
+                new.tenant, new.signal, new.intent, self.labels(old.model) or OTHER, self.labels(new.model) or OTHER
             ).inc()
             log.warning(
                 "drift: %s switched from %s (dim %d) to %s (dim %d): new reference, no comparison across models",

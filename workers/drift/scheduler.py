@@ -54,24 +54,39 @@ class DriftScheduler:
         live = self._live_signals(now)
         refresh = now >= self._next_refresh
         if refresh:
-            self.store.trim_all(live, now - self.config.current_max_age_s)
-        statuses = self.store.statuses(live)
-        for sig, status in zip(live, statuses, strict=True):
+            self.store.trim_all(list(live), now - self.config.current_max_age_s)
+        exported = self.exported(live)
+        statuses = self.store.statuses(exported)
+        for sig, status in zip(exported, statuses, strict=True):
             if self.is_due(status, now):
                 self.run_if_leased(sig, now)
         if refresh:
-            self._refresh(live)
+            self._refresh(exported)
             self._next_refresh = now + self.config.publish_every_s
 
-    def _live_signals(self, now: float) -> list[SignalKey]:
-        live = []
+    def _live_signals(self, now: float) -> dict[SignalKey, float]:
+        live = {}
         for sig, last_seen in self.store.signals():
             if now - last_seen <= self.config.retire_after_s:
-                live.append(sig)
+                live[sig] = last_seen
             elif self.store.retire(sig):
                 log.info("drift: retired %s (model %s, dim %d): not seen for %.0f s",
                          sig.stream, sig.model, sig.dim, now - last_seen)
         return live
+
+    def exported(self, live: dict[SignalKey, float]) -> list[SignalKey]:
+        """One signal per label set, so no two signals write the same gauges: the most recently
+        seen one (a model's new dimension replaces its old one, which retires in time).
+        Signals without a label (a model no longer configured) are neither tested nor exported."""
+        best: dict[tuple[str, ...], tuple[float, str, SignalKey]] = {}
+        for sig, last_seen in live.items():
+            labels = self.labels.labels(sig)
+            if labels is None:
+                continue
+            candidate = (last_seen, sig.encode(), sig)
+            if labels not in best or candidate[:2] > best[labels][:2]:
+                best[labels] = candidate
+        return [sig for _, _, sig in best.values()]
 
     def run_if_leased(self, sig: SignalKey, now: float) -> bool:
         """Run the test unless another replica holds the lease or already ran it; True if run."""
@@ -89,6 +104,9 @@ class DriftScheduler:
 
     def _run(self, sig: SignalKey, status: WindowStatus, now: float) -> bool:
         cfg = self.config
+        labels = self.labels.labels(sig)
+        if labels is None:  # a model without a label is never exported, so never tested
+            return False
         started = time.perf_counter()
         self.store.trim_current(sig, now - cfg.current_max_age_s)
         reference, current = self.store.read(sig)
@@ -106,7 +124,6 @@ class DriftScheduler:
             "n_current": float(result.n_current),
         }
         self.store.record_test(sig, outcome, now, consumed=status.pending)
-        labels = self.labels.labels(sig)
         self.metrics.tests.labels(*labels).inc()
         self.metrics.test_duration.labels(sig.tenant, sig.signal).observe(time.perf_counter() - started)
         self.metrics.publish(labels, {**outcome, "tested_at": now}, len(reference), len(current))
@@ -122,6 +139,8 @@ class DriftScheduler:
         exported: set[tuple[str, ...]] = set()
         for sig, status, result in zip(live, statuses, results, strict=True):
             labels = self.labels.labels(sig)
+            if labels is None:
+                continue
             exported.add(labels)
             self.metrics.publish(labels, result, status.reference, status.current)
         for gone in self.metrics.published() - exported:

@@ -12,8 +12,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from workers.runtime.labels import OTHER
-
 ENCODER = "encoder"  # the pinned offline encoder run by this worker on query.text
 APP = "app"  # the application's own query.embedding
 SIGNALS = (ENCODER, APP)
@@ -58,18 +56,24 @@ class SignalKey:
 
 
 class ModelLabels:
-    """Maps a model name to a metric label from a closed set: known names keep their
-    name and dimension ('name/384'), anything else collapses to 'other'."""
+    """Maps a model name to its metric label: the configured short name, or None.
+
+    The label is the configured name alone. The dimension is the client's
+    choice, so it is not a label (a new dimension of a model is a reset of its
+    stream, and the newest one is exported); a model that is not configured
+    has no label at all, so two unknown models can never share, and overwrite,
+    one set of gauges.
+    """
 
     def __init__(self, known: dict[str, str]) -> None:
         self.known = dict(known)  # model name as produced -> short label name
 
-    def __call__(self, model: str, dim: int) -> str:
-        name = self.known.get(model)
-        return f"{name}/{dim}" if name is not None else OTHER
+    def __call__(self, model: str) -> str | None:
+        return self.known.get(model)
 
-    def labels(self, key: SignalKey) -> tuple[str, str, str, str]:
-        return (key.tenant, key.signal, key.intent, self(key.model, key.dim))
+    def labels(self, key: SignalKey) -> tuple[str, str, str, str] | None:
+        name = self(key.model)
+        return None if name is None else (key.tenant, key.signal, key.intent, name)
 
 
 def sampled_in(event_id: str, share: float) -> bool:

@@ -1,4 +1,4 @@
-"""Filter false exclusion, per query and per gold document (DESIGN.md; seed 000 part 5).
+"""Filter false exclusion, per query and per gold document (docs/architecture.md, "Definitions").
 
 Per query: eligible gold = gold ∩ entitled candidates; survivors = eligible
 candidates that pass every relevance predicate. The query is falsely
@@ -8,7 +8,7 @@ the predicates it fails.
 
 The gold set is fixed *before* filtering and never rebuilt from survivors:
 an evaluator that intersects gold with the survivors drops exactly the
-queries the filter broke and reports 100% (the seed's invalid evaluator).
+queries the filter broke and reports 100% (an invalid evaluator that always looks perfect).
 For the same reason the proxy gold (top-scored candidates) is chosen among
 all eligible candidates, not among the survivors.
 

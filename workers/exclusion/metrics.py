@@ -38,45 +38,45 @@ class ExclusionMetrics:
         self._field = FirstSeenCap(config.max_extra_predicate_fields, always=config.predicate_fields)
 
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-            return Counter(f"ragmon_exclusion_{name}", doc, labels, registry=registry)
+            return Counter(name, doc, labels, registry=registry)
 
         self.samples = counter(
-            "samples", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS
+            "ragmon_exclusion_samples_total", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS
         )
         self.eligible_queries = counter(
-            "eligible_queries", "Evaluated queries with at least one entitled gold document", QUERY_LABELS
+            "ragmon_exclusion_eligible_queries_total", "Evaluated queries with at least one entitled gold document", QUERY_LABELS
         )
         self.excluded_queries = counter(
-            "falsely_excluded_queries",
+            "ragmon_exclusion_falsely_excluded_queries_total",
             "Queries whose entitled gold was all removed by relevance filters",
             QUERY_LABELS,
         )
         self.eligible_gold = counter(
-            "eligible_gold_documents", "Entitled gold documents evaluated", QUERY_LABELS
+            "ragmon_exclusion_eligible_gold_documents_total", "Entitled gold documents evaluated", QUERY_LABELS
         )
         self.excluded_gold = counter(
-            "excluded_gold_documents", "Entitled gold documents removed by relevance filters", QUERY_LABELS
+            "ragmon_exclusion_excluded_gold_documents_total", "Entitled gold documents removed by relevance filters", QUERY_LABELS
         )
         self.predicate_exclusions = counter(
-            "predicate_exclusions",
+            "ragmon_exclusion_predicate_exclusions_total",
             "Excluded gold documents by a relevance predicate they fail (one per document and predicate); "
             "intent is left out to bound field x op x intent cardinality",
             ("tenant", "variant", "source", "field", "op"),
         )
         self.ineligible_gold = counter(
-            "ineligible_gold_documents",
+            "ragmon_exclusion_ineligible_gold_documents_total",
             "Gold ids left out of both rates: reason not_entitled (violates entitlement) or not_in_sample",
             ("tenant", "source", "reason"),
         )
         self.leaks = counter(
-            "leaks", "Documents that violate an entitlement predicate (security event)", ("tenant", "kind")
+            "ragmon_exclusion_leaks_total", "Documents that violate an entitlement predicate (security event)", ("tenant", "kind")
         )
         self.unverified = counter(
-            "unverified_documents",
+            "ragmon_exclusion_unverified_documents_total",
             "Documents whose metadata lacks an entitlement predicate's field, so no leak check was possible",
             ("tenant", "kind"),
         )
-        self.labels = counter("labels", "Label events by what they did", ("tenant", "outcome"))
+        self.labels = counter("ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome"))
         self._tenants_seen: set[str] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 

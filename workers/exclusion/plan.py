@@ -9,18 +9,12 @@ the outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeVar
-
-from pydantic import BaseModel, ValidationError
 
 from service.contracts import LabelBody, TraceBody
 from workers.exclusion.entitlement import count_verdicts
 from workers.exclusion.evaluate import PreparedSample, ProxyGold, prepare_sample
 from workers.exclusion.predicates import compile_predicates
-from workers.runtime.types import Event, InvalidEvent
-
-INVALID_BODY = "invalid_body"
-B = TypeVar("B", bound=BaseModel)
+from workers.runtime.types import Event
 
 
 @dataclass(frozen=True)
@@ -48,20 +42,8 @@ class LabelPlan:
     gold_ids: list[str] | None  # None: a label about faithfulness only
 
 
-def event_body(event: Event, model: type[B]) -> B:
-    """The runtime hands parsed bodies; anything else is validated here, not trusted."""
-    if isinstance(event.body, model):
-        return event.body
-    try:
-        return model.model_validate(event.stored.body)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InvalidEvent(INVALID_BODY, f"body.{where}: {err['msg']}") from exc
-
-
 def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
-    body = event_body(event, TraceBody)
+    body = event.body_as(TraceBody)
     retrieval = body.retrieval
     entitlement = compile_predicates(retrieval.filters.entitlement, "body.retrieval.filters.entitlement")
     leaks, unverified = count_verdicts([d.metadata for d in retrieval.documents], entitlement)
@@ -85,6 +67,6 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
 
 
 def plan_label(event: Event) -> LabelPlan:
-    body = event_body(event, LabelBody)
+    body = event.body_as(LabelBody)
     gold = list(body.gold_ids) if body.gold_ids is not None else None
     return LabelPlan(event.id, event.tenant, body.trace_id, gold)

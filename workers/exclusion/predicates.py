@@ -36,9 +36,9 @@ from functools import lru_cache
 from typing import Any
 
 from service.contracts import PREDICATE_OPS, parse_instant
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import InvalidEvent
 
-INVALID_PREDICATE = "invalid_predicate"
 ORDERING_OPS = ("gt", "gte", "lt", "lte")
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     "gt": operator.gt,
@@ -124,7 +124,7 @@ class _ValueSet:
 
 
 def _invalid(where: str, rule: str) -> InvalidEvent:
-    return InvalidEvent(INVALID_PREDICATE, f"{where}: {rule}")
+    return InvalidEvent(DeadLetterReason.INVALID_PREDICATE, f"{where}: {rule}")
 
 
 def _membership(op: str, value: Any, where: str) -> Callable[[Any], bool]:

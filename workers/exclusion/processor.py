@@ -26,7 +26,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import redis
 
@@ -45,9 +44,9 @@ from workers.exclusion.state import (
     labelled_key,
     sample_key,
 )
+from workers.runtime.pipeline import NamedPipeline
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
-
-UNSUPPORTED_TYPE = "unsupported_event_type"
 
 
 class RecentKeys:
@@ -122,10 +121,8 @@ class ExclusionProcessor:
                 elif event.type == "label":
                     labels.append(plan_label(event))
                 else:
-                    detail = (
-                        f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
-                    )
-                    rejections.append(Rejection(event, UNSUPPORTED_TYPE, detail))
+                    detail = f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    rejections.append(Rejection(event, DeadLetterReason.UNEXPECTED_TYPE, detail))
             except InvalidEvent as exc:
                 rejections.append(Rejection(event, exc.reason, exc.detail))
         for t in traces:
@@ -143,37 +140,31 @@ class ExclusionProcessor:
         return rejections
 
     def _exchange(self, traces: list[TracePlan], labels: list[LabelPlan], work: _Round) -> None:
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = NamedPipeline(self._redis)
         for t in traces:
             if t.sample is not None:
-                pipe.set(
-                    sample_key(t.tenant, t.trace_id),
-                    encode_sample(t.variant, t.intent, t.sample),
-                    ex=self._ttl,
-                )
-                pipe.get(label_key(t.tenant, t.trace_id))
-            self._claim(pipe, evaluated_key(t.tenant, t.trace_id), t.event_id)
+                pipe.set(None, sample_key(t.tenant, t.trace_id), encode_sample(t.variant, t.intent, t.sample),
+                         ex=self._ttl)
+                pipe.get(("label waiting for", t.event_id), label_key(t.tenant, t.trace_id))
+            self._claim(pipe, ("evaluated by", t.event_id), evaluated_key(t.tenant, t.trace_id), t.event_id)
         for lab in labels:
             if lab.gold_ids is not None:
-                pipe.set(
-                    label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True, ex=self._ttl
-                )
-                pipe.get(sample_key(lab.tenant, lab.trace_id))
-        replies = iter(pipe.execute())  # read back in the order queued; SET replies are skipped
+                pipe.set(None, label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True,
+                         ex=self._ttl)
+                pipe.get(("sample waiting for", lab.event_id), sample_key(lab.tenant, lab.trace_id))
+        replies = pipe.execute()
         for t in traces:
-            pending = None
-            if t.sample is not None:
-                next(replies)
-                pending = decode_label(next(replies))
-            next(replies)  # the claim's SET NX; its GET says who holds it
-            if _owned(next(replies), t.event_id):
+            pending = decode_label(replies[("label waiting for", t.event_id)]) if t.sample is not None else None
+            if _owned(replies[("evaluated by", t.event_id)], t.event_id):
                 self._plan_trace_effects(t, pending, work)
         for lab in labels:
-            self._plan_label_effects(lab, replies, work)
+            sample = replies.get(("sample waiting for", lab.event_id))
+            self._plan_label_effects(lab, sample, work)
 
-    def _claim(self, pipe: Any, key: str, owner: str) -> None:
-        pipe.set(key, owner, nx=True, ex=self._ttl)
-        pipe.get(key)
+    def _claim(self, pipe: NamedPipeline, name: tuple[str, str], key: str, owner: str) -> None:
+        """SET NX the owner, then GET who holds the claim (this owner, or whoever came first)."""
+        pipe.set(None, key, owner, nx=True, ex=self._ttl)
+        pipe.get(name, key)
 
     def _plan_trace_effects(self, t: TracePlan, pending: list[str] | None, work: _Round) -> None:
         metrics, key = self._metrics, evaluated_key(t.tenant, t.trace_id)
@@ -200,13 +191,12 @@ class ExclusionProcessor:
             claim_key = labelled_key(t.tenant, t.trace_id)
             work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None))
 
-    def _plan_label_effects(self, lab: LabelPlan, replies: Any, work: _Round) -> None:
+    def _plan_label_effects(self, lab: LabelPlan, sample: bytes | None, work: _Round) -> None:
         metrics, key = self._metrics, f"label-event:{lab.event_id}"
         if lab.gold_ids is None:
             work.effects.append((key, partial(metrics.record_label, lab.tenant, "no_gold_ids")))
             return
-        next(replies)
-        stored = decode_sample(next(replies))
+        stored = decode_sample(sample)
         if stored is None:
             work.effects.append((key, partial(metrics.record_label, lab.tenant, "waiting")))
             return
@@ -216,12 +206,12 @@ class ExclusionProcessor:
         )
 
     def _claim_labels(self, work: _Round) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        for claim in work.claims:
-            self._claim(pipe, claim.key, claim.owner)
+        pipe = NamedPipeline(self._redis)
+        for claim in work.claims:  # an event asks for at most one labels evaluation
+            self._claim(pipe, ("labelled by", claim.owner), claim.key, claim.owner)
         replies = pipe.execute()
-        for i, claim in enumerate(work.claims):
-            owned = _owned(replies[2 * i + 1], claim.owner)
+        for claim in work.claims:
+            owned = _owned(replies[("labelled by", claim.owner)], claim.owner)
             if owned:
                 work.effects.append((claim.key, self._labels_effect(claim)))
             elif claim.label_event is not None:

@@ -1,4 +1,4 @@
-"""Faithfulness worker: HHEM-2.1-Open scores of sampled traces (DESIGN.md, "What the workers compute").
+"""Faithfulness worker: HHEM-2.1-Open scores of sampled traces (docs/architecture.md, "Definitions").
 
 loader and checkpoint read the model without trust_remote_code; encoder and
 kernels run it; premise and sentences shape the pairs; sampling and plan

@@ -1,7 +1,7 @@
 """HHEM-2.1-Open's network: a T5 encoder with a 2-label token-classification head.
 
-Only the first position's logits are ever read (DESIGN.md: score = softmax of
-position 0, label 1), so this is written against the checkpoint's tensors
+Only the first position's logits are ever read (docs/architecture.md: score =
+softmax of position 0, label 1), so this is written against the checkpoint's tensors
 rather than transformers' module tree, to do less work than the generic model:
 
 - the relative-position bias and the padding mask are built once per batch and

@@ -22,6 +22,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tokenizers import Tokenizer
 
+from service.contracts.errors import describe_errors
 from workers.faithfulness.checkpoint import CheckpointError, read_weights
 from workers.faithfulness.config import HHEM_HUB_ID
 from workers.faithfulness.encoder import EncoderShape, T5Encoder
@@ -139,16 +140,12 @@ def _read_json(path: Path, field: str) -> dict[str, Any]:
     return data
 
 
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-
-
 def read_checkpoint_config(directory: Path) -> CheckpointConfig:
     path = directory / "config.json"
     try:
         config = CheckpointConfig.model_validate(_read_json(path, "faithfulness.model"))
     except ValidationError as exc:
-        raise LoadError(f"faithfulness.model: {path} is not an HHEM-2 config ({_problems(exc)})") from exc
+        raise LoadError(f"faithfulness.model: {path} is not an HHEM-2 config ({describe_errors('', exc, rule=False)})") from exc
     if config.model_type is not None and config.model_type not in HHEM_MODEL_TYPES:
         raise LoadError(
             f"faithfulness.model: {path} has model_type {config.model_type!r}, not one of {list(HHEM_MODEL_TYPES)}; "
@@ -167,7 +164,7 @@ def read_foundation(directory: Path) -> tuple[EncoderShape, Tokenizer]:
     try:
         foundation = FoundationConfig.model_validate(_read_json(path, "faithfulness.foundation"))
     except ValidationError as exc:
-        raise LoadError(f"faithfulness.foundation: {path} is not a T5 config ({_problems(exc)})") from exc
+        raise LoadError(f"faithfulness.foundation: {path} is not a T5 config ({describe_errors('', exc, rule=False)})") from exc
     if foundation.feed_forward_proj not in FFN_KINDS:
         raise LoadError(
             f"faithfulness.foundation: {path} feed_forward_proj {foundation.feed_forward_proj!r} is not one of "

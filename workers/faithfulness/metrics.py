@@ -24,82 +24,81 @@ SCORE_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 
 INFERENCE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 # A trace's share of model time: one pair, or one pair per sentence.
 SCORING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-PREFIX = "ragmon_faithfulness_"
 
 
 class FaithfulnessMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         def counter(name: str, doc: str, labels: tuple[str, ...] = TENANT_VARIANT) -> Counter:
-            return Counter(PREFIX + name, doc, labels, registry=registry)
+            return Counter(name, doc, labels, registry=registry)
 
-        self.traces = counter("traces_total", "Trace events seen by the faithfulness worker")
-        self.eligible = counter("eligible_total", "Traces with claims (a non-empty, non-refused answer)")
+        self.traces = counter("ragmon_faithfulness_traces_total", "Trace events seen by the faithfulness worker")
+        self.eligible = counter("ragmon_faithfulness_eligible_total", "Traces with claims (a non-empty, non-refused answer)")
         self.no_claims = counter(
-            "no_claims_total", "Refused or empty answers: counted, never scored", (*TENANT_VARIANT, "reason")
+            "ragmon_faithfulness_no_claims_total", "Refused or empty answers: counted, never scored", (*TENANT_VARIANT, "reason")
         )
         self.skipped = counter(
-            "skipped_total", "Eligible traces not scored, by reason", (*TENANT_VARIANT, "reason")
+            "ragmon_faithfulness_skipped_total", "Eligible traces not scored, by reason", (*TENANT_VARIANT, "reason")
         )
-        self.scored = counter("scored_total", "Traces scored")
+        self.scored = counter("ragmon_faithfulness_scored_total", "Traces scored")
         self.below_threshold = counter(
-            "below_threshold_total", "Scored traces below their tenant's threshold"
+            "ragmon_faithfulness_below_threshold_total", "Scored traces below their tenant's threshold"
         )
-        self.truncated = counter("truncated_total", "Scored traces whose premise was cut to the token budget")
-        self.truncated_tokens = counter("truncated_tokens_total", "Premise tokens cut by the budget")
-        self.scored_tokens = counter("scored_tokens_total", "Prompt tokens run through the model")
+        self.truncated = counter("ragmon_faithfulness_truncated_total", "Scored traces whose premise was cut to the token budget")
+        self.truncated_tokens = counter("ragmon_faithfulness_truncated_tokens_total", "Premise tokens cut by the budget")
+        self.scored_tokens = counter("ragmon_faithfulness_scored_tokens_total", "Prompt tokens run through the model")
         self.errors = counter(
-            "errors_total", "Traces in batches whose scoring failed (retried)", (*TENANT_VARIANT, "stage")
+            "ragmon_faithfulness_errors_total", "Traces in batches whose scoring failed (retried)", (*TENANT_VARIANT, "stage")
         )
         self.score = Histogram(
-            PREFIX + "score_ratio",
+            "ragmon_faithfulness_score_ratio",
             "Trace faithfulness: HHEM P(consistent) (answer mode) or supported-sentence fraction (sentences mode)",
             TENANT_VARIANT,
             buckets=SCORE_BUCKETS,
             registry=registry,
         )
         self.scoring_seconds = Histogram(
-            PREFIX + "scoring_seconds",
+            "ragmon_faithfulness_scoring_duration_seconds",
             "Model time attributed to one trace (its pairs' shares of their forward passes)",
             TENANT_VARIANT,
             buckets=SCORING_BUCKETS,
             registry=registry,
         )
         self.inference_seconds = Histogram(
-            PREFIX + "inference_seconds",
+            "ragmon_faithfulness_inference_duration_seconds",
             "Duration of one forward pass (a micro-batch of pairs)",
             buckets=INFERENCE_BUCKETS,
             registry=registry,
         )
         self.padded_tokens = Counter(
-            PREFIX + "padded_tokens_total",
+            "ragmon_faithfulness_padded_tokens_total",
             "Tokens computed by forward passes, padding included (compare with scored_tokens_total)",
             registry=registry,
         )
         self.pairs = Counter(
-            PREFIX + "pairs_total",
+            "ragmon_faithfulness_pairs_total",
             "(premise, hypothesis) pairs scored, by source",
             ("source",),
             registry=registry,
         )
         self.scorer_up = Gauge(
-            PREFIX + "scorer_up",
+            "ragmon_faithfulness_scorer_up",
             "1 when the HHEM model is loaded and scoring, 0 when it failed to load",
             registry=registry,
         )
         self.model_load_failures = Counter(
-            PREFIX + "model_load_failures_total", "Failed attempts to load the HHEM model", registry=registry
+            "ragmon_faithfulness_model_load_failures_total", "Failed attempts to load the HHEM model", registry=registry
         )
         self.model_info = Gauge(
-            PREFIX + "model_info", "The loaded model (value 1)", ("revision", "mode"), registry=registry
+            "ragmon_faithfulness_model_info", "The loaded model (value 1)", ("revision", "mode"), registry=registry
         )
         self.sample_rate = Gauge(
-            PREFIX + "sample_rate_ratio",
+            "ragmon_faithfulness_sample_rate_ratio",
             "Configured share of request ids scored",
             ("tenant",),
             registry=registry,
         )
         self.threshold = Gauge(
-            PREFIX + "threshold_ratio", "Configured score threshold", ("tenant",), registry=registry
+            "ragmon_faithfulness_threshold_ratio", "Configured score threshold", ("tenant",), registry=registry
         )
         self._touched: set[tuple[str, str]] = set()
         # Series that exist from the start read as 0, not as "no data", in alert expressions.

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from pydantic import ValidationError
-
 from service.contracts import Topics, TraceBody
 from service.contracts.scores import (
     FaithfulnessScoreEvent,
@@ -34,7 +32,7 @@ from workers.faithfulness.plan import Planner, TracePlan
 from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
 from workers.runtime.labels import FirstSeenCap
-from workers.runtime.types import Emitter, Event, Readiness, Rejection
+from workers.runtime.types import Emitter, Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
 Loader = Callable[[str, str | None, str | None, str, MatmulChoice], LoadedModel]
@@ -160,34 +158,12 @@ class FaithfulnessProcessor:
         if self._scorer is None or self._planner is None or self._model is None:
             raise ScorerUnavailable(self._load_error or "faithfulness: the HHEM model is not loaded")
         now = self._clock()
-        rejections: list[Rejection] = []
-        plans: list[TracePlan] = []
-        for event in events:
-            body = self._trace_body(event, rejections)
-            if body is not None:
-                plans.append(self._planner.plan(self._new_plan(event, body), now))
+        traces, rejections = split_by_body(events, TraceBody)
+        plans = [self._planner.plan(self._new_plan(event, body), now) for event, body in traces]
         scored = self._score(self._scorer, [plan for plan in plans if plan.to_score])
         for plan in plans:
             self._record(plan, scored.get(id(plan), []), self._model)
         return rejections
-
-    def _trace_body(self, event: Event, rejections: list[Rejection]) -> TraceBody | None:
-        if event.type != "trace":
-            rejections.append(
-                Rejection(
-                    event, "unexpected_event_type", f"type: {event.type!r}; this worker consumes traces only"
-                )
-            )
-            return None
-        if isinstance(event.body, TraceBody):
-            return event.body
-        try:
-            return TraceBody.model_validate(event.stored.body)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            rejections.append(Rejection(event, "invalid_trace", f"body.{where}: {first['msg']}"))
-            return None
 
     def _new_plan(self, event: Event, body: TraceBody) -> TracePlan:
         tenant = event.tenant

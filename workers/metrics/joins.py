@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,14 +123,17 @@ class FeedbackJoin:
 
     def claim_expired(self, now: float | None = None, limit: int = 1000) -> list[tuple[str, ParkedFeedback]]:
         """Feedback whose trace did not arrive in time, as (tenant, parked); each is returned once overall."""
+        return list(self.iter_claim_expired(now, limit))
+
+    def iter_claim_expired(self, now: float | None = None, limit: int = 1000) -> Iterator[tuple[str, ParkedFeedback]]:
+        """As claim_expired, one claim at a time: a caller counts each before the next Redis call,
+        so an outage in the middle of a sweep loses none of the feedback already claimed."""
         now = time.time() if now is None else now
         members = self._client.zrangebyscore(self._deadlines, "-inf", now, start=0, num=limit)
-        claimed = []
         for raw in members:
             member = raw.decode() if isinstance(raw, bytes) else str(raw)
             tenant, trace_id, event_id = member.split("\x1f", 2)
             park_key = self._park_key(tenant, trace_id)
             got = self._claim_script(keys=[park_key, self._deadlines], args=[event_id, member])
             if got:
-                claimed.append((tenant, ParkedFeedback(event_id, json.loads(got))))
-        return claimed
+                yield tenant, ParkedFeedback(event_id, json.loads(got))

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
 
 from service.contracts import FeedbackBody, ReleaseBody, TraceBody
 from workers.metrics.config import MetricsConfig
-from workers.metrics.joins import FeedbackJoin, JoinInfo, ParkedFeedback
+from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
-from workers.runtime.labels import NONE, Children, ClosedSet, FirstSeenCap
+from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
+from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, FirstSeenCap
 from workers.runtime.types import Event, Readiness, Rejection
-
-RELEASES_KEY = "ragmon:releases"
 
 
 class MetricsProcessor:
     name = "metrics"
     event_types: tuple[str, ...] = ("trace", "feedback", "release")
 
-    def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis) -> None:
+    def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis,
+                 clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.m = metrics
         self.redis = client
@@ -30,7 +31,10 @@ class MetricsProcessor:
         self.stages = frozenset(config.stages)
         self.intent = ClosedSet(config.intents)
         self.variant = FirstSeenCap(config.max_variants_per_tenant)
-        self.release = FirstSeenCap(config.max_releases_per_tenant, always=())
+        self.releases = RecentReleases(client, config.max_releases_per_tenant, config.release_window_s,
+                                       config.release_refresh_s)
+        self.markers = CurrentReleases(client, config.max_variants_per_tenant)
+        self.clock = clock
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
         self.child = Children()
         self._next_sweep = 0.0
@@ -48,9 +52,10 @@ class MetricsProcessor:
         """
         pipe = self.redis.pipeline(transaction=False)
         pending: list[tuple[str, str, Any]] = []
+        now = self.clock()
         for event in events:
             if event.type == "trace":
-                pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body)))
+                pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now)))
             elif event.type == "feedback":
                 f: FeedbackBody = event.body
                 payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
@@ -69,12 +74,12 @@ class MetricsProcessor:
                     self._count_feedback(tenant, info, context)
         for event in events:
             if event.type == "release":
-                self._release(event, event.body)
+                self._release(event, event.body, now)
         return []
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, pipe: Any, tenant: str, t: TraceBody) -> JoinInfo:
+    def _trace(self, pipe: Any, tenant: str, t: TraceBody, now: float) -> JoinInfo:
         c, m = self.child, self.m
         variant = self.variant(tenant, t.variant)
         intent = self.intent(t.intent)
@@ -89,7 +94,7 @@ class MetricsProcessor:
         elif not t.answer.citations:
             c(m.uncited, *tv, intent).inc()
         self._cost(tv, t, weight)
-        info = JoinInfo(variant, self.release(tenant, t.release) if t.release else None, intent)
+        info = JoinInfo(variant, self.releases.label(tenant, t.release, now) if t.release else None, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
@@ -114,34 +119,36 @@ class MetricsProcessor:
                    payload["kind"], payload.get("reason") or NONE).inc()
 
     def _sweep_unjoined(self, now: float) -> None:
-        claimed: list[tuple[str, ParkedFeedback]] = self.join.claim_expired(now)
-        for tenant, parked in claimed:
+        for tenant, parked in self.join.iter_claim_expired(now):
             self.m.feedback_unjoined.labels(tenant, str(parked.payload.get("kind")),
                                             str(parked.payload.get("reason") or NONE)).inc()
 
     # -- releases -------------------------------------------------------------
 
-    def _release(self, event: Event, r: ReleaseBody) -> None:
-        """Kept in Redis (newest timestamp wins) so every replica exports the same current release."""
-        ts = event.stored.timestamp.timestamp()
-        field = f"{event.tenant}\x1f{r.variant}"
-        current = self.redis.hget(RELEASES_KEY, field)
-        if current is None or json.loads(current)["ts"] <= ts:
-            self.redis.hset(RELEASES_KEY, field, json.dumps({"release": r.release, "ts": ts}))
+    def _release(self, event: Event, r: ReleaseBody, now: float) -> None:
+        """Kept in Redis (newest marker wins) so every replica exports the same current release."""
+        variant = self.variant(event.tenant, r.variant)
+        if variant == OTHER:  # over the tenant's variant cap: no info series of its own
+            return
+        self.markers.record(Marker(event.tenant, variant, r.release, event.stored.timestamp.timestamp()))
+        self.releases.announce(event.tenant, r.release, now)
         self._next_release_refresh = 0.0
 
     def _refresh_releases(self) -> None:
-        for raw_field, raw in self.redis.hgetall(RELEASES_KEY).items():
-            field = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
-            tenant, variant = field.split("\x1f", 1)
-            d = json.loads(raw)
-            key = (tenant, variant)
+        kept: dict[tuple[str, str], str] = {}
+        for marker in self.markers.read_and_trim():
+            key = (marker.tenant, marker.variant)
+            kept[key] = marker.release
             old = self._exported_releases.get(key)
-            if old is not None and old != d["release"]:
-                self.m.release_info.remove(tenant, variant, old)
-            self.m.release_info.labels(tenant, variant, d["release"]).set(1)
-            self.m.release_timestamp.labels(tenant, variant).set(d["ts"])
-            self._exported_releases[key] = d["release"]
+            if old is not None and old != marker.release:
+                self.m.release_info.remove(marker.tenant, marker.variant, old)
+            self.m.release_info.labels(marker.tenant, marker.variant, marker.release).set(1)
+            self.m.release_timestamp.labels(marker.tenant, marker.variant).set(marker.ts)
+        for (tenant, variant), release in self._exported_releases.items():
+            if (tenant, variant) not in kept:  # trimmed: its series go too
+                self.m.release_info.remove(tenant, variant, release)
+                self.m.release_timestamp.remove(tenant, variant)
+        self._exported_releases = kept
 
     def tick(self, now: float) -> None:
         if now >= self._next_sweep:

@@ -12,10 +12,12 @@ from types import FrameType
 import prometheus_client
 import redis
 from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
 
 from service.contracts.config import ConfigError
 from service.contracts.kafka import ensure_topics
 from service.contracts.process import tune_gc
+from service.contracts.settings import describe_settings_error
 from workers.runtime.consumer import ConsumerRuntime
 from workers.runtime.emitter import KafkaEmitter
 from workers.runtime.http import serve
@@ -38,7 +40,11 @@ class WorkerContext:
 def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings: WorkerSettings | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     prometheus_client.disable_created_metrics()
-    settings = settings or WorkerSettings()
+    try:
+        settings = settings or WorkerSettings()
+    except ValidationError as exc:  # fail at start, naming the variable to fix
+        log.error("%s", describe_settings_error(exc))
+        return 2
     registry = CollectorRegistry()
     metrics = RuntimeMetrics(registry, name)
     ensure_topics(settings)
@@ -54,7 +60,7 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
     def readiness() -> tuple[bool, str]:
         if runtime.halted:
             return False, f"halted: {runtime.halted}"
-        r = processor.readiness()
+        r = runtime.readiness()
         return r.ready, r.reason
 
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, readiness)

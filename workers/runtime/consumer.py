@@ -3,7 +3,9 @@
 Committing is the last step, so an offset is never committed for work that
 did not happen. Bad input goes to the dead-letter topic and processing goes
 on; an outage is retried with backoff on the same batch (partitions paused,
-group membership kept) and never dead-lettered. Memory is bounded by the
+group membership kept) and never dead-lettered. Periodic work (`tick`, see
+periodic.py) and the readiness check get the same outage handling: an exception
+there makes the worker not ready and is retried with backoff, never fatal. Memory is bounded by the
 poll size: nothing is fetched while a batch is in flight.
 """
 
@@ -27,8 +29,10 @@ from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import Children
 from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.periodic import PeriodicWork
+from workers.runtime.records import RecordDecoder
 from workers.runtime.settings import WorkerSettings
-from workers.runtime.types import Emitter, Event, Processor, Rejection
+from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker")
 
@@ -58,12 +62,19 @@ class ConsumerRuntime:
                                   settings.worker_dlq_min_messages)
         topics = settings.topics
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
+        # Topics of non-native records (scores, raw spans) come with their own decoder: workers/runtime/records.py
+        self.decoders: dict[str, RecordDecoder] = {}
+        for sub in getattr(processor, "subscriptions", ()):
+            self.type_by_topic[sub.topic] = sub.event_type
+            self.decoders[sub.topic] = sub.decode
         self.dlq_topic = topics.dlq
         self.stopping = threading.Event()
         self.halted: str | None = None
         self._revoked = False
         self._stop_requested_at: float | None = None
         self._next_lag = 0.0
+        self.periodic = PeriodicWork(processor, settings, metrics)
+        self.retrying: str | None = None  # set while a batch is retried through an outage
         self._child = Children()
         self.consumer = self._make_consumer()
 
@@ -121,11 +132,10 @@ class ConsumerRuntime:
         if self.halted is not None:
             self._idle_poll(500)
             return
-        readiness = self.processor.readiness()
-        if not readiness.ready:
+        if not self.readiness().ready:
             self.metrics.ready.labels(self.name).set(0)
             self._idle_poll(500)
-            self.processor.tick(now)
+            self.periodic.run(now)
             return
         self.metrics.ready.labels(self.name).set(1)
         self.consumer.resume(*self.consumer.assignment())
@@ -133,10 +143,21 @@ class ConsumerRuntime:
                                     max_records=self.settings.worker_max_batch)
         if polled:
             self.handle(polled)
-        self.processor.tick(time.time())
+        self.periodic.run(time.time())
         if now >= self._next_lag:
             self._next_lag = now + self.settings.worker_lag_interval_s
             self._measure_lag()
+
+    def readiness(self) -> Readiness:
+        """The processor's readiness, unless periodic work is failing; a check that raises is not ready."""
+        for outage in (self.retrying, self.periodic.outage):
+            if outage is not None:
+                return Readiness(False, outage)
+        try:
+            return self.processor.readiness()
+        except Exception as exc:  # an outage inside the check itself (e.g. Redis)
+            self.metrics.retries.labels(self.name, type(exc).__name__).inc()
+            return Readiness(False, f"readiness check failed: {type(exc).__name__}: {exc}")
 
     def _idle_poll(self, timeout_ms: int) -> None:
         """Poll with every partition paused: keeps group membership, fetches nothing."""
@@ -161,8 +182,9 @@ class ConsumerRuntime:
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, records in polled.items():
             expected = self.type_by_topic.get(tp.topic)
+            decoder = self.decoders.get(tp.topic)
             for rec in records:
-                decoded = decode_record(rec, expected)
+                decoded = decoder(rec) if decoder else decode_record(rec, expected)
                 (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
             offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         try:
@@ -224,13 +246,16 @@ class ConsumerRuntime:
         while True:
             try:
                 attempt()
+                self.retrying = None
                 return True
             except Exception as exc:  # an outage: Redis, the broker, a model timing out
                 self.metrics.retries.labels(self.name, type(exc).__name__).inc()
                 self.metrics.ready.labels(self.name).set(0)
+                self.retrying = f"batch retried through an outage: {type(exc).__name__}: {exc}"
                 log.warning("%s batch failed (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, delay)
             if not self._wait_keeping_membership(delay):
                 self._rewind(polled)
+                self.retrying = None
                 return False
             delay = min(delay * 2, self.settings.worker_retry_max_s)
 

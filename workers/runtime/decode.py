@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, Union
-from uuid import UUID
 
 import orjson
 from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
+from service.contracts.errors import describe_errors
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
-from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_TENANT
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
 
 
@@ -21,7 +20,7 @@ class Undecodable:
     source: SourceRecord
     value: bytes | None
     headers: list[tuple[str, bytes]]
-    reason: str
+    reason: DeadLetterReason
     detail: str
 
 
@@ -51,63 +50,39 @@ _RECORD = TypeAdapter(Annotated[Union[_TraceRecord, _FeedbackRecord, _ReleaseRec
                                 Field(discriminator="type")])
 
 
-def _explain(value: bytes) -> tuple[str, str]:
+def _explain(value: bytes) -> tuple[DeadLetterReason, str]:
     """Why a record failed, step by step (the slow path runs only for bad records)."""
     try:
         doc = orjson.loads(value)
     except orjson.JSONDecodeError as exc:
-        return "undecodable", f"value is not JSON: {exc}"
+        return DeadLetterReason.UNDECODABLE, f"value is not JSON: {exc}"
     if not isinstance(doc, dict):
-        return "undecodable", "value is not a JSON object"
+        return DeadLetterReason.UNDECODABLE, "value is not a JSON object"
     try:
         stored = StoredEvent.model_validate(doc)
     except ValidationError as exc:
-        return "invalid_envelope", _format("record", exc)
+        return DeadLetterReason.INVALID_ENVELOPE, describe_errors("record", exc, limit=3)
     try:
         BODY_MODELS[stored.type].model_validate(stored.body)
     except ValidationError as exc:
-        return "invalid_body", _format("record.body", exc)
-    return "invalid_envelope", "record: rejected by the typed decoder but not by the step-by-step one"
-
-
-def _format(prefix: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False)[:3]:
-        loc = prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        parts.append(f"{loc}: {err['msg']} ({err['type']})")
-    return "; ".join(parts)
+        return DeadLetterReason.INVALID_BODY, describe_errors("record.body", exc, limit=3)
+    return DeadLetterReason.INVALID_ENVELOPE, "record: rejected by the typed decoder but not by the step-by-step one"
 
 
 _SCORE = TypeAdapter(Annotated[Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
                                Field(discriminator="type")])
-SCORE_TYPES = frozenset({"faithfulness_score", "exclusion_result"})
 
 
 def _decode_score(source: SourceRecord, value: bytes, headers: list[tuple[str, bytes]]) -> Event | Undecodable:
-    """A score event as an Event: its id dedupes it, its tenant routes it, `body` is the score event.
-
-    A score kind this runtime does not know (a newer producer) is passed on
-    with body None rather than dead-lettered: it is valid for someone else.
-    """
-    kind = next((v.decode("latin-1") for k, v in headers if k == H_EVENT_TYPE), None)
-    if kind is not None and kind not in SCORE_TYPES:
-        event_id = next((v.decode("latin-1") for k, v in headers if k == H_EVENT_ID), "")
-        tenant = next((v.decode("latin-1") for k, v in headers if k == H_TENANT), "")
-        try:
-            now = datetime.now(UTC)
-            stored = StoredEvent.model_construct(id=UUID(event_id), type="score",  # type: ignore[arg-type]
-                                                 tenant=tenant, timestamp=now,
-                                                 received_at=now, body={})
-        except ValueError:
-            return Undecodable(source, value, headers, "invalid_envelope", f"score header {H_EVENT_ID}: not a uuid")
-        return Event(source=source, stored=stored, body=None, raw=value, headers=headers)
+    """A score event: its body is the score event; the envelope is built from its own fields
+    (event_id is deterministic, so dedupe by id works as for ingested events)."""
     try:
         score = _SCORE.validate_json(value)
     except ValidationError as exc:
-        return Undecodable(source, value, headers, "invalid_body", _format("score", exc))
-    stored = StoredEvent.model_construct(id=score.event_id, type="score",  # type: ignore[arg-type]
-                                         tenant=score.tenant,
-                                         timestamp=score.trace_timestamp, received_at=score.scored_at, body={})
+        return Undecodable(source, value, headers, DeadLetterReason.INVALID_SCORE, describe_errors("score", exc, limit=3))
+    envelope: dict[str, Any] = {"id": score.event_id, "type": "score", "tenant": score.tenant,
+                                "timestamp": score.trace_timestamp, "received_at": score.scored_at, "body": {}}
+    stored = StoredEvent.model_construct(**envelope)
     return Event(source=source, stored=stored, body=score, raw=value, headers=headers)
 
 
@@ -117,7 +92,7 @@ def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable
     headers = list(record.headers or [])
     value = record.value
     if value is None:
-        return Undecodable(source, value, headers, "undecodable", "record has no value (a tombstone)")
+        return Undecodable(source, value, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)")
     if expected_type == "score":
         return _decode_score(source, value, headers)
     try:
@@ -126,7 +101,7 @@ def decode_record(record: Any, expected_type: str | None) -> Event | Undecodable
         reason, detail = _explain(value)
         return Undecodable(source, value, headers, reason, detail)
     if expected_type is not None and stored.type != expected_type:
-        return Undecodable(source, value, headers, "wrong_topic",
+        return Undecodable(source, value, headers, DeadLetterReason.UNEXPECTED_TYPE,
                            f"record.type: '{stored.type}' on the topic of '{expected_type}' events")
     traceparent = next((v.decode("latin-1") for k, v in headers if k == "traceparent"), None)
     return Event(source=source, stored=stored, body=stored.body, traceparent=traceparent, raw=value,

@@ -15,14 +15,17 @@ class EmitFailed(Exception):
 
 
 class KafkaEmitter:
-    def __init__(self, settings: CommonSettings, client_id: str) -> None:
+    def __init__(self, settings: CommonSettings, client_id: str, linger_ms: int = 5, batch_size: int = 16384) -> None:
+        # A worker that emits many records and then waits for all of them (wait() flushes at once)
+        # passes a longer linger and bigger batches: fewer wake-ups of the sender thread.
         self._producer = KafkaProducer(
             bootstrap_servers=settings.bootstrap_list,
             client_id=client_id,
             acks="all",
             enable_idempotence=False,
             compression_type="lz4",
-            linger_ms=5,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
             max_block_ms=5000,
             request_timeout_ms=5000,
             delivery_timeout_ms=10_000,
@@ -46,9 +49,6 @@ class KafkaEmitter:
                 fut.get(timeout=0)
         except KafkaError as exc:
             raise EmitFailed(f"derived records not acknowledged: {exc}") from exc
-
-    def discard(self) -> None:
-        self._pending = []
 
     def close(self) -> None:
         try:

@@ -1,8 +1,8 @@
 """Closed label sets for Prometheus: free-form names collapse to 'other'.
 
-Labels come only from closed sets (CONVENTIONS.md): tenants come from the API
-key configuration, stages and intents from configured lists, and variants are
-capped per tenant at a configured count (first come, first kept).
+Labels come only from closed sets (docs/conventions.md, "Labels"): tenants come
+from the API key configuration, stages and intents from configured lists, and
+variants are capped per tenant at a configured count (first come, first kept).
 """
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ class RuntimeMetrics:
             "ragmon_worker_dedupe_hits_total", "Records skipped because their event id was already done",
             ["worker"], registry=registry)
         self.retries = Counter(
-            "ragmon_worker_retries_total", "Batch attempts that failed on an outage and were retried",
+            "ragmon_worker_retries_total", "Batches, periodic work (tick) and readiness checks that failed on an outage and were retried",
             ["worker", "error"], registry=registry)
         self.batch_seconds = Histogram(
             "ragmon_worker_batch_duration_seconds", "Time to process and commit one batch",
             ["worker"], buckets=_BATCH_BUCKETS, registry=registry)
         self.delay_seconds = Histogram(
-            "ragmon_worker_event_delay_seconds", "From the API receiving an event to its offset being committed",
+            "ragmon_worker_ingest_to_commit_duration_seconds", "From the API receiving an event to its offset being committed",
             ["worker"], buckets=_DELAY_BUCKETS, registry=registry)
         self.lag = Gauge(
             "ragmon_worker_consumer_lag_messages", "Records behind the end of each assigned partition",

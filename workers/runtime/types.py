@@ -11,10 +11,14 @@ every effect a processor keeps in Redis must be idempotent by event id
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from service.contracts import StoredEvent
+from workers.runtime.reasons import DeadLetterReason
+
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
@@ -49,14 +53,33 @@ class Event:
     def tenant(self) -> str:
         return self.stored.tenant
 
+    def body_as(self, model: builtins.type[B]) -> B:
+        """The body, already validated by the runtime's decode, as `model`; another type is rejected."""
+        if isinstance(self.body, model):
+            return self.body
+        raise InvalidEvent(DeadLetterReason.UNEXPECTED_TYPE,
+                           f"type: {self.type!r}; this worker expects a {model.__name__} here")
+
 
 @dataclass(frozen=True)
 class Rejection:
     """An event the processor refuses as invalid: it goes to the dead-letter topic."""
 
     event: Event
-    reason: str  # a short closed-set slug, used as a metric label
+    reason: DeadLetterReason  # the closed set, used as a metric label
     detail: str = ""  # human-readable, names the field and rule
+
+
+def split_by_body(events: list[Event], model: builtins.type[B]) -> tuple[list[tuple[Event, B]], list[Rejection]]:
+    """(events with their `model` body, rejections of the rest) for a processor that reads one type."""
+    typed: list[tuple[Event, B]] = []
+    rejections: list[Rejection] = []
+    for event in events:
+        try:
+            typed.append((event, event.body_as(model)))
+        except InvalidEvent as exc:
+            rejections.append(Rejection(event, exc.reason, exc.detail))
+    return typed, rejections
 
 
 @dataclass
@@ -68,7 +91,7 @@ class Readiness:
 class InvalidEvent(Exception):
     """Raised by pure domain code for input it cannot interpret (never for outages)."""
 
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: DeadLetterReason, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
@@ -91,6 +114,8 @@ class Processor(Protocol):
 
     name: str  # worker name; the consumer group is "ragmon-<name>"
     event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
+    # Optionally also `subscriptions`: topics of other records (scores, raw spans) with their decoder
+    # (workers/runtime/records.py).
 
     def readiness(self) -> Readiness:
         """Not ready (e.g. a model that did not load) means: do not consume, retry later."""
@@ -107,10 +132,3 @@ class Processor(Protocol):
     def close(self) -> None:
         ...
 
-
-@dataclass
-class BatchResult:
-    processed: int = 0
-    duplicates: int = 0
-    dead_lettered: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)

@@ -133,5 +133,6 @@ def test_a_dead_api_process_gets_no_more_connections(kafka_bootstrap: str, redis
             assert r.status_code == 202, r.text
     finally:
         proc.send_signal(signal.SIGTERM)
+        proc.wait(30)  # the parent stops its children before it exits
         code = proc.wait(30)
     assert code == 128 + signal.SIGKILL  # the parent reports the crash once it stops

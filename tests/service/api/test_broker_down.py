@@ -28,7 +28,7 @@ def own_broker() -> Iterator[list[ChildProcess]]:
     brokers = [start_broker(log_dir=LOG_DIR)]
     yield brokers
     for broker in brokers:
-        broker.stop()
+        broker.kill()  # by PID; kill() cannot raise on a slow shutdown, so each one is reached
 
 
 def poll(request: Callable[[], httpx.Response], until: Callable[[httpx.Response], bool],

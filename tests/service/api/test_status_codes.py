@@ -1,4 +1,4 @@
-"""Every status of POST /v1/events (DESIGN.md, "The wire contract"), each checked against Kafka.
+"""Every status of POST /v1/events (docs/conventions.md, "Errors"), each checked against Kafka.
 
 The response body says what happened; the topics say whether it is true: a 2xx
 only for events the broker acknowledged, nothing at all from a refused request.

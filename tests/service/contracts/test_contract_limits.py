@@ -283,7 +283,7 @@ def test_record_keys_keep_a_request_on_one_partition() -> None:
     assert record_key("feedback", "acme", {"trace_id": "t-3"}) == b"acme/t-3"
     assert record_key("label", "acme", {"trace_id": "t-3"}) == b"acme/t-3"
     assert record_key("release", "acme", {"release": "r"}) == b"acme/production"
-    assert Topics("p").all() == ["p.traces", "p.feedback", "p.releases", "p.labels", "p.dlq", "p.scores"]
+    assert Topics("p").all() == ["p.traces", "p.feedback", "p.releases", "p.labels", "p.dlq", "p.scores", "p.spans"]
 
 
 # -- the exported JSON Schema ------------------------------------------------------

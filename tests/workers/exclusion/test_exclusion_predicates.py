@@ -8,7 +8,8 @@ import pytest
 
 from service.contracts import Predicate
 from workers.exclusion.entitlement import ENTITLED, LEAK, UNVERIFIED, count_verdicts, entitlement_verdict
-from workers.exclusion.predicates import INVALID_PREDICATE, compile_predicate, compile_predicates
+from workers.exclusion.predicates import compile_predicate, compile_predicates
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import InvalidEvent
 
 
@@ -132,7 +133,7 @@ def test_malformed_predicates_are_invalid_not_guessed(
     predicate = Predicate.model_construct(field=field, op=op, value=value)
     with pytest.raises(InvalidEvent) as info:
         compile_predicates([predicate], "body.retrieval.filters.relevance")
-    assert info.value.reason == INVALID_PREDICATE
+    assert info.value.reason == DeadLetterReason.INVALID_PREDICATE == "invalid_predicate"
     assert f"body.retrieval.filters.{where}" in info.value.detail
     assert rule in info.value.detail
 

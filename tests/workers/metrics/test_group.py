@@ -118,9 +118,8 @@ def test_kill_minus_nine_accounts_for_every_event(
     config = tmp_path / "ragmon.yaml"
     config.write_text("metrics:\n  park_s: 600\n")
     env = worker_env(kafka_bootstrap, redis_url, topic_prefix, config, RAGMON_WORKER_MAX_BATCH="50")
-    a = WorkerProcess("workers.metrics", env, LOG_DIR / "metrics-crash-a.log")
-    b = WorkerProcess("workers.metrics", env, LOG_DIR / "metrics-crash-b.log")
-    workers.extend([a, b])
+    workers.append(a := WorkerProcess("workers.metrics", env, LOG_DIR / "metrics-crash-a.log"))
+    workers.append(b := WorkerProcess("workers.metrics", env, LOG_DIR / "metrics-crash-b.log"))
     wait_ready(a)
     wait_ready(b)
     manifest = send(api, duration_s=90, seed=22)

@@ -1,4 +1,4 @@
-"""Score records through the runtime's decoder: typed score events, unknown kinds passed on, bad ones dead-lettered."""
+"""Score records through the runtime's decoder: typed score events, bad ones dead-lettered with the field."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from service.contracts.scores import FaithfulnessScoreEvent, score_record
 from tests.workers.review.helpers import faithfulness_event
 from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.reasons import DeadLetterReason
 
 
 @dataclass
@@ -29,14 +30,7 @@ def test_score_record_decodes_to_its_event() -> None:
     assert event.body == body and event.id == str(body.event_id) and event.tenant == "acme"
 
 
-def test_unknown_score_kind_is_passed_on_not_dead_lettered() -> None:
-    headers = [("ragmon-event-type", b"shadow_outcome"), ("ragmon-event-id", b"0" * 8 + b"-0000-4000-8000-" + b"0" * 12),
-               ("ragmon-tenant", b"acme")]
-    event = decode_record(Record(b'{"type": "shadow_outcome"}', headers), "score")
-    assert not isinstance(event, Undecodable) and event.body is None
-
-
 def test_invalid_score_is_dead_lettered_with_the_field() -> None:
     bad = decode_record(Record(b'{"type": "faithfulness_score", "tenant": "acme"}',
                                [("ragmon-event-type", b"faithfulness_score")]), "score")
-    assert isinstance(bad, Undecodable) and bad.reason == "invalid_body" and "score." in bad.detail
+    assert isinstance(bad, Undecodable) and bad.reason == DeadLetterReason.INVALID_SCORE and "score" in bad.detail

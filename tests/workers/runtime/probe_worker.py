@@ -5,7 +5,9 @@
 - `ragmon:probe:attempts` (hash): event id -> how many times process() saw it
   (the non-idempotent view, to measure redelivery);
 - a trace whose query text is "reject me" is returned as a Rejection.
-PROBE_DELAY_S slows every batch so a test can kill a process mid-stream.
+PROBE_DELAY_S slows every batch so a test can kill a process mid-stream;
+PROBE_TICK_REDIS=1 makes tick() call Redis (INCR ragmon:probe:ticks), as
+periodic work of a real worker does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import time
 
 from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, Readiness, Rejection
 
 
@@ -25,6 +28,7 @@ class ProbeProcessor:
         self.redis = ctx.redis
         self.delay = float(os.environ.get("PROBE_DELAY_S", "0"))
         self.pid = str(os.getpid())
+        self.tick_redis = os.environ.get("PROBE_TICK_REDIS") == "1"
 
     def readiness(self) -> Readiness:
         return Readiness(True)
@@ -35,7 +39,7 @@ class ProbeProcessor:
         for e in events:
             pipe.hincrby("ragmon:probe:attempts", e.id, 1)
             if e.type == "trace" and e.body.query.text == "reject me":
-                rejected.append(Rejection(e, "probe_rejected", "query.text: 'reject me' (probe rule)"))
+                rejected.append(Rejection(e, DeadLetterReason.INVALID_BODY, "query.text: 'reject me' (probe rule)"))
             else:
                 pipe.hsetnx("ragmon:probe:effect", e.id, self.pid)
         pipe.execute()
@@ -44,7 +48,8 @@ class ProbeProcessor:
         return rejected
 
     def tick(self, now: float) -> None:
-        return None
+        if self.tick_redis:
+            self.redis.incr("ragmon:probe:ticks")
 
     def close(self) -> None:
         return None

@@ -23,9 +23,8 @@ def test_kill_minus_nine_loses_nothing_and_redelivers_at_most_one_batch(
     topics = Topics(topic_prefix)
     env = probe_env(kafka_bootstrap, redis_url, topic_prefix, PROBE_DELAY_S="0.05",
                     RAGMON_WORKER_MAX_BATCH=str(MAX_BATCH))
-    a = WorkerProcess("probe", env, LOG_DIR / "probe-crash-a.log", argv=PROBE)
-    b = WorkerProcess("probe", env, LOG_DIR / "probe-crash-b.log", argv=PROBE)
-    workers.extend([a, b])
+    workers.append(a := WorkerProcess("probe", env, LOG_DIR / "probe-crash-a.log", argv=PROBE))
+    workers.append(b := WorkerProcess("probe", env, LOG_DIR / "probe-crash-b.log", argv=PROBE))
     wait_ready(a)
     wait_ready(b)
     wait_until(lambda: a.total("ragmon_worker_assigned_partitions") > 0

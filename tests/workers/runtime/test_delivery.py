@@ -70,7 +70,7 @@ def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
     dead = wait_until(lambda: len(read_all(kafka_bootstrap, topics.dlq)) == 3 and read_all(kafka_bootstrap, topics.dlq),
                       20, what="3 dead letters")
     reasons = sorted(dict(r.headers)["ragmon-dlq-reason"].decode() for r in dead)
-    assert reasons == ["invalid_envelope", "probe_rejected", "undecodable"]
+    assert reasons == ["invalid_body", "invalid_envelope", "undecodable"]
     for r in dead:
         h = dict(r.headers)
         assert h["ragmon-dlq-source-topic"] == topics.traces.encode()
@@ -135,6 +135,39 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
         assert w.total("ragmon_worker_dead_letters_total") == 0
         assert len(first) == 20
+    finally:
+        writer.close()
+        own_redis.stop()
+
+
+def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
+        kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    """Periodic work that calls Redis gets the batch's outage handling: not ready, retried, never fatal."""
+    own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    try:
+        env = probe_env(kafka_bootstrap, url, topic_prefix, PROBE_TICK_REDIS="1", RAGMON_WORKER_RETRY_MAX_S="1")
+        w = start_probe(workers, env, "tick-redis-down")
+        client = redis.Redis.from_url(url)
+        wait_until(lambda: int(client.get("ragmon:probe:ticks") or 0) > 2, 30, what="ticks")
+        own_redis.kill()  # idle: only tick meets the outage
+        wait_until(lambda: not w.ready(), 15, what="not ready during the outage")
+        sent = send_traces(writer, 0, 25)  # and batches arrive while it lasts
+        wait_until(lambda: w.total("ragmon_worker_retries_total", error="ConnectionError") >= 3, 30,
+                   what="retries")
+        assert w.proc.poll() is None, w.log_text()[-3000:]
+        assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 0
+
+        own_redis = start_redis(port=own_redis.port, log_dir=LOG_DIR)
+        client = redis.Redis.from_url(url)
+        wait_until(lambda: client.hlen("ragmon:probe:effect") == 25, 60, what="effects after recovery")
+        assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(sent)
+        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 25, 15, what="commit 25")
+        wait_until(w.ready, 15, what="ready again")
+        assert w.total("ragmon_worker_dead_letters_total") == 0
+        assert "periodic work failed (ConnectionError" in w.log_text()
     finally:
         writer.close()
         own_redis.stop()

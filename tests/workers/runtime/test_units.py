@@ -8,10 +8,11 @@ import orjson
 import pytest
 
 from tests.support.kafka import stored, trace_body
+from workers.runtime.app import WorkerContext, run_worker
 from workers.runtime.decode import Undecodable, decode_record
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import ClosedSet, FirstSeenCap
-from workers.runtime.types import Event, SourceRecord
+from workers.runtime.types import Event, Processor, SourceRecord
 
 
 @dataclass
@@ -43,7 +44,7 @@ def test_decodes_a_valid_trace() -> None:
         (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
         (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
         (orjson.dumps(stored("trace", {"trace_id": "t"})), "trace", "invalid_body", "record.body.request_id"),
-        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "wrong_topic", "feedback"),
+        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "unexpected_event_type", "feedback"),
         (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
     ],
 )
@@ -97,3 +98,14 @@ def test_closed_set_and_first_seen_cap() -> None:
     assert [cap("t", "production"), cap("t", "a"), cap("t", "b"), cap("t", "c"), cap("t", "a")] == [
         "production", "a", "b", "other", "a"]
     assert cap("u", "c") == "c"  # caps are per tenant
+
+
+def test_a_bad_worker_setting_fails_at_start_naming_the_variable(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RAGMON_WORKER_MAX_BATCH", "0")
+
+    def never_built(_ctx: WorkerContext) -> Processor:
+        raise AssertionError("no processor is built with invalid settings")
+
+    assert run_worker("probe", never_built) == 2
+    assert "invalid settings: RAGMON_WORKER_MAX_BATCH: Input should be greater than or equal to 1" in caplog.text

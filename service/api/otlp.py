@@ -1,0 +1,238 @@
+"""The ingestion pipeline of POST /v1/traces (OTLP/HTTP), free of HTTP and Kafka.
+
+Body bytes -> ExportTraceServiceRequest (protobuf, or OTLP JSON with hex ids) ->
+per-span id checks (invalid spans are rejected and counted by reason, the rest
+go on) -> PII redaction of free-text string attributes and a cap on attribute
+length -> one spans-topic record per trace id (service/contracts/spans.py).
+The wire rules are in docs/otlp.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+
+from service.api.ingest import IngestError, decompress
+from service.api.producer import OutgoingRecord
+from service.api.redaction import Redactor
+from service.contracts.spans import encode_span_record, split_by_trace
+from service.contracts.topics import Topics
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+# Attribute values that are identifiers, names or structured metadata, not prose: redacting
+# digits out of them would break joins (a UUID's last group looks like a phone number).
+_KEEP_SUFFIXES = (".id", "_id", "metadata", ".mime_type", ".model_name", ".name", "span.kind", ".provider",
+                  ".system", ".role")
+_DOCUMENT_CONTENT = ".document.content"
+USER_ID = "user.id"
+_BAD_HEX = b"\xff" * 3  # marks an id that was not hex in JSON: no valid id is 3 bytes long
+
+
+@dataclass
+class OtlpBatch:
+    records: list[OutgoingRecord]
+    accepted_spans: int
+    rejected: Counter[str] = field(default_factory=Counter)
+    truncated_values: int = 0
+    redactions: Counter[str] = field(default_factory=Counter)
+    tenant: str = ""
+
+    @property
+    def rejected_spans(self) -> int:
+        return sum(self.rejected.values())
+
+    def message(self, max_value_chars: int) -> str:
+        """The partial-success error message: every reason with its count."""
+        parts = [f"{n} span(s): {SPAN_PROBLEMS[reason]}" for reason, n in sorted(self.rejected.items())]
+        if self.truncated_values:
+            parts.append(f"{self.truncated_values} attribute value(s) truncated to {max_value_chars} characters")
+        return "; ".join(parts)
+
+
+def _hex_to_b64(value: Any) -> str:
+    if not isinstance(value, str):
+        return base64.b64encode(_BAD_HEX).decode()
+    try:
+        return base64.b64encode(bytes.fromhex(value)).decode()
+    except ValueError:
+        return base64.b64encode(_BAD_HEX).decode()
+
+
+def _convert_ids(holder: Any, names: tuple[str, ...]) -> None:
+    if isinstance(holder, dict):
+        for name in names:
+            if name in holder:
+                holder[name] = _hex_to_b64(holder[name])
+
+
+def _list(holder: Any, *names: str) -> list[Any]:
+    """The first list found under one of `names`; anything else is left for the protobuf parser to refuse."""
+    if isinstance(holder, dict):
+        for name in names:
+            if isinstance(holder.get(name), list):
+                return list(holder[name])
+    return []
+
+
+def _hex_ids_to_base64(doc: dict[str, Any]) -> None:
+    """OTLP JSON carries ids as hex; protobuf's JSON mapping expects base64 for bytes fields."""
+    for rs in _list(doc, "resourceSpans", "resource_spans"):
+        for ss in _list(rs, "scopeSpans", "scope_spans"):
+            for span in _list(ss, "spans"):
+                _convert_ids(span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
+                for link in _list(span, "links"):
+                    _convert_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
+
+
+def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
+    """gzip and identity as on /v1/events; also deflate (zlib), which the OTel SDK's exporter can send."""
+    if (encoding or "").strip().lower() != "deflate":
+        return decompress(raw, encoding, limit)
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(raw, limit + 1)
+    except zlib.error as exc:
+        raise IngestError(400, f"body is not valid deflate (zlib) data: {exc}", field="body", rule="deflate") from exc
+    if len(out) > limit or inflater.unconsumed_tail:
+        raise IngestError(413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes")
+    if not inflater.eof:
+        raise IngestError(400, "deflate body is truncated", field="body", rule="deflate")
+    return out
+
+
+def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:
+    """Decode the body in its encoding; a body that does not decode is a 400."""
+    request = ExportTraceServiceRequest()
+    if content_type == PROTOBUF:
+        try:
+            request.ParseFromString(data)
+        except DecodeError as exc:
+            raise IngestError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}",
+                              field="body", rule="otlp_protobuf") from exc
+        return request
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
+    if not isinstance(doc, dict):
+        raise IngestError(400, "body must be a JSON object (ExportTraceServiceRequest)", field="body", rule="object")
+    _hex_ids_to_base64(doc)
+    try:
+        json_format.ParseDict(doc, request, ignore_unknown_fields=True, max_recursion_depth=64)
+    except (json_format.ParseError, RecursionError, ValueError, TypeError) as exc:
+        raise IngestError(400, f"body is not a valid OTLP JSON ExportTraceServiceRequest: {exc}",
+                          field="body", rule="otlp_json") from exc
+    return request
+
+
+# Why a span is rejected: a closed set (metric label) -> the words a client can act on.
+SPAN_PROBLEMS = {
+    "trace_id_not_hex": "traceId is not a hex string",
+    "missing_trace_id": "span without trace id",
+    "trace_id_length": "invalid trace id length (must be 16 bytes, 32 hex digits)",
+    "trace_id_zero": "trace id is all zeros",
+    "span_id_not_hex": "spanId is not a hex string",
+    "missing_span_id": "span without span id",
+    "span_id_length": "invalid span id length (must be 8 bytes, 16 hex digits)",
+    "span_id_zero": "span id is all zeros",
+    "parent_span_id_invalid": "invalid parent span id (must be empty or 8 bytes, 16 hex digits)",
+    "end_before_start": "endTimeUnixNano is before startTimeUnixNano",
+}
+
+
+def span_problem(span: Span) -> str | None:
+    """The SPAN_PROBLEMS key of why a span cannot be accepted; None when it is valid."""
+    tid, sid = span.trace_id, span.span_id
+    checks = (
+        (tid == _BAD_HEX, "trace_id_not_hex"),
+        (not tid, "missing_trace_id"),
+        (len(tid) != 16, "trace_id_length"),
+        (tid == bytes(16), "trace_id_zero"),
+        (sid == _BAD_HEX, "span_id_not_hex"),
+        (not sid, "missing_span_id"),
+        (len(sid) != 8, "span_id_length"),
+        (sid == bytes(8), "span_id_zero"),
+        (bool(span.parent_span_id) and len(span.parent_span_id) != 8, "parent_span_id_invalid"),
+        (bool(span.end_time_unix_nano) and span.end_time_unix_nano < span.start_time_unix_nano, "end_before_start"),
+    )
+    return next((problem for failed, problem in checks if failed), None)
+
+
+def pseudonymous_user(tenant: str, user_id: str) -> str:
+    """`user.id` is never stored in clear: a per-tenant hash still groups one user's traces."""
+    return "sha256:" + hashlib.sha256(f"{tenant}/{user_id}".encode()).hexdigest()[:32]
+
+
+class SpanPreparer:
+    """Turns a decoded export into spans-topic records (one per trace id)."""
+
+    def __init__(self, topics: Topics, redactor: Redactor | None, max_value_chars: int) -> None:
+        self.topics = topics
+        self.redactor = redactor
+        self.max_value_chars = max_value_chars
+
+    def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
+        batch = OtlpBatch([], 0, tenant=tenant)
+        kept: list[ResourceSpans] = []
+        for rs in request.resource_spans:
+            self._clean_attributes(rs.resource.attributes, batch)
+            for ss in rs.scope_spans:
+                valid = []
+                for span in ss.spans:
+                    problem = span_problem(span)
+                    if problem is not None:
+                        batch.rejected[problem] += 1
+                        continue
+                    self._clean_span(span, batch)
+                    valid.append(span)
+                del ss.spans[:]
+                ss.spans.extend(valid)
+                batch.accepted_spans += len(valid)
+            kept.append(rs)
+        for trace_id, data in split_by_trace(kept).items():
+            key, value, headers = encode_span_record(tenant, trace_id.hex(), data)
+            if traceparent:
+                headers.append(("traceparent", traceparent))
+            batch.records.append(OutgoingRecord(self.topics.spans, key, value, headers))
+        return batch
+
+    def _clean_span(self, span: Span, batch: OtlpBatch) -> None:
+        self._clean_attributes(span.attributes, batch)
+        for event in span.events:
+            self._clean_attributes(event.attributes, batch)
+        for link in span.links:
+            self._clean_attributes(link.attributes, batch)
+
+    def _clean_attributes(self, attributes: Any, batch: OtlpBatch) -> None:
+        kv: KeyValue
+        for kv in attributes:
+            if kv.value.WhichOneof("value") != "string_value":
+                continue
+            original = text = kv.value.string_value
+            if kv.key == USER_ID:
+                kv.value.string_value = pseudonymous_user(batch.tenant, text)
+                continue
+            if len(text) > self.max_value_chars:
+                text = text[: self.max_value_chars]
+                batch.truncated_values += 1
+            if self.redactor is not None and not kv.key.endswith(_KEEP_SUFFIXES) and not kv.key.startswith("ragmon."):
+                if kv.key.endswith(_DOCUMENT_CONTENT):
+                    text = self.redactor.redact_document(text, batch.redactions)
+                else:
+                    text = self.redactor.redact(text, batch.redactions)
+            if text != original:
+                kv.value.string_value = text
+

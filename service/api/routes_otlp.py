@@ -1,0 +1,172 @@
+"""POST /v1/traces: OTLP/HTTP trace export (protobuf and JSON), status semantics in docs/otlp.md.
+
+Answers follow the OTLP/HTTP specification: 200 with an ExportTraceServiceResponse
+(partial success names every rejection reason), errors as a google.rpc.Status, both
+in the request's encoding; 200 only after Kafka acknowledged every record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from fastapi import APIRouter, Request, Response
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from google.rpc.status_pb2 import Status
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from redis.exceptions import RedisError
+
+from service.api.auth import AuthError, Principal
+from service.api.ingest import IngestError
+from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
+from service.api.producer import BrokerUnavailable
+from service.api.routes_events import _read_body
+from service.api.state import ApiState
+from service.api.telemetry import current_traceparent, extract_context
+
+log = logging.getLogger("ragmon.api.otlp")
+router = APIRouter()
+tracer = trace.get_tracer("ragmon.api")
+
+# google.rpc.Code of each HTTP status we answer with.
+_RPC_CODE = {400: 3, 401: 16, 403: 7, 413: 3, 415: 3, 429: 8, 503: 14}
+_CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
+# Decoding a big body holds the event loop for milliseconds; off-loop above this size.
+_THREAD_ABOVE_BYTES = 256 * 1024
+
+
+def _encode(message: Message, encoding: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    if encoding == PROTOBUF:
+        return Response(message.SerializeToString(), status_code=status, media_type=PROTOBUF, headers=headers)
+    body = json_format.MessageToJson(message, indent=None)
+    return Response(body, status_code=status, media_type=JSON, headers=headers)
+
+
+def _refuse(status: int, message: str, encoding: str, headers: dict[str, str] | None = None) -> Response:
+    return _encode(Status(code=_RPC_CODE.get(status, 2), message=message), encoding, status, headers)
+
+
+def _content_type(request: Request) -> str:
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    encoding = _CONTENT_TYPES.get(ctype)
+    if encoding is None:
+        raise IngestError(415, f"Content-Type must be application/x-protobuf or application/json, got "
+                          f"{ctype or 'none'!r}", field="Content-Type", rule="otlp_content_type")
+    return encoding
+
+
+def _count_spans(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+async def _rate_limit(state: ApiState, principal: Principal, spans: int, encoding: str) -> Response | None:
+    s = state.settings
+    rate = principal.rate_limit_eps or s.rate_limit_eps
+    # A request of the largest allowed size must fit in the bucket, or it could never pass.
+    burst = max(principal.burst or s.rate_limit_burst, s.otlp_max_spans_per_request)
+    try:
+        decision = await state.limiter.take(principal.tenant, spans, rate, burst)
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable, admitting: %s", exc)  # fail open, as /v1/events
+        state.metrics.redis_up.set(0)
+        return None
+    if decision.allowed:
+        return None
+    state.metrics.rate_limited.labels(principal.tenant).inc()
+    return _refuse(429, f"tenant '{principal.tenant}' is over its rate of {rate:g} spans/s (burst {burst}); "
+                   f"retry after {decision.retry_after_s}s", encoding, {"Retry-After": str(decision.retry_after_s)})
+
+
+async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response | None:
+    s = state.settings
+    n = len(batch.records)
+    retry = {"Retry-After": str(s.retry_after_s)}
+    if not state.producer.up:
+        state.metrics.shed.labels("broker_down").inc()
+        return _refuse(503, f"broker unavailable ({state.producer.last_error}); nothing was accepted, retry",
+                       encoding, retry)
+    if state.inflight_events + n > s.max_inflight_events:
+        state.metrics.shed.labels("overloaded").inc()
+        return _refuse(503, f"{state.inflight_events} records await acknowledgement; over the limit of "
+                       f"{s.max_inflight_events}; retry", encoding, retry)
+    state.inflight_events += n
+    state.metrics.inflight_events.set(state.inflight_events)
+    started = time.perf_counter()
+    try:
+        await state.producer.produce(batch.records, s.produce_timeout_s)
+    except BrokerUnavailable as exc:
+        state.metrics.shed.labels("broker_down").inc()
+        return _refuse(503, f"broker did not acknowledge ({exc}); retry the export", encoding, retry)
+    finally:
+        state.inflight_events -= n
+        state.metrics.inflight_events.set(state.inflight_events)
+    state.metrics.produce_seconds.observe(time.perf_counter() - started)
+    return None
+
+
+async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, ExportTraceServiceRequest]:
+    s = state.settings
+    principal = state.keys.authenticate(request.headers.get("authorization"))
+    encoding = _content_type(request)
+    raw = await _read_body(request, s.max_body_bytes)
+    data = decompress_body(raw, request.headers.get("content-encoding"), s.max_decompressed_bytes)
+    if len(data) > _THREAD_ABOVE_BYTES:
+        export = await asyncio.to_thread(parse_request, data, encoding)
+    else:
+        export = parse_request(data, encoding)
+    spans = _count_spans(export)
+    if spans > s.otlp_max_spans_per_request:
+        raise IngestError(413, f"{spans} spans in one export; at most {s.otlp_max_spans_per_request}: "
+                          "lower the exporter's batch size", field="resourceSpans", rule="otlp_max_spans_per_request")
+    return principal, encoding, export
+
+
+@router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference spans), protobuf or JSON")
+async def export_traces(request: Request) -> Response:
+    state: ApiState = request.app.state.ragmon
+    # Until the Content-Type is known, errors go out as JSON (readable by every client).
+    encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
+    with tracer.start_as_current_span("ingest.otlp", context=extract_context(dict(request.headers))) as span:
+        try:
+            principal, encoding, export = await _decode(request, state)
+        except AuthError as exc:
+            challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
+            return _refuse(exc.status, exc.message, encoding, challenge)
+        except IngestError as exc:
+            where = f" ({exc.field}: {exc.rule})" if exc.field else ""
+            return _refuse(exc.status, exc.message + where, encoding)
+        span.set_attribute("ragmon.tenant", principal.tenant)
+        limited = await _rate_limit(state, principal, _count_spans(export), encoding)
+        if limited is not None:
+            return limited
+        batch = state.span_preparer.prepare(export, principal.tenant, current_traceparent())
+        _count(state, principal, batch)
+        message = batch.message(state.settings.otlp_max_attribute_chars)
+        if batch.rejected_spans and not batch.accepted_spans:
+            return _refuse(400, f"no span in the export is valid: {message}", encoding)
+        failed = await _produce(state, batch, encoding)
+        if failed is not None:
+            return failed
+        state.metrics.otlp_spans_accepted.labels(principal.tenant).inc(batch.accepted_spans)
+        span.set_attribute("ragmon.spans.accepted", batch.accepted_spans)
+        response = ExportTraceServiceResponse()
+        if message:
+            response.partial_success.rejected_spans = batch.rejected_spans
+            response.partial_success.error_message = message
+        return _encode(response, encoding, 200)
+
+
+def _count(state: ApiState, principal: Principal, batch: OtlpBatch) -> None:
+    for reason, n in batch.rejected.items():
+        state.metrics.otlp_spans_rejected.labels(reason).inc(n)
+    if batch.truncated_values:
+        state.metrics.otlp_values_truncated.inc(batch.truncated_values)
+    for kind, n in batch.redactions.items():
+        state.metrics.redactions.labels(kind).inc(n)
+

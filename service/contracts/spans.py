@@ -1,0 +1,140 @@
+"""Raw OTLP spans on the spans topic: one Kafka record per (tenant, OTLP trace id, request).
+
+The API splits each accepted `ExportTraceServiceRequest` by trace id and produces one
+record per trace; the assembler worker and the span forwarder consume them. The layout
+is documented in docs/otlp.md ("The spans topic"):
+
+- value: `opentelemetry.proto.trace.v1.TracesData` serialised as protobuf, holding only
+  that trace's ResourceSpans / ScopeSpans / Spans (resource and scope kept), already
+  redacted;
+- key: `<tenant>/<32 hex trace id>`, so every span of a trace lands on one partition;
+- headers: H_TENANT, H_EVENT_ID (uuid5 of tenant, trace id and the value's bytes, so a
+  resent export is recognisably the same record), H_EVENT_TYPE = `otlp_spans`,
+  H_SCHEMA = `1`, H_TRACE_ID (hex), H_SPAN_COUNT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
+
+from service.contracts import topics as T
+
+SPANS_EVENT_TYPE = "otlp_spans"
+SPANS_SCHEMA = b"1"
+H_TRACE_ID = "ragmon-otlp-trace-id"
+H_SPAN_COUNT = "ragmon-otlp-span-count"
+
+# Fixed namespaces: ids derived from them are stable across processes and releases.
+SPAN_RECORD_NAMESPACE = uuid.UUID("5d0c7a8e-3b8f-5f3e-9a51-0f2b6c1e7a10")
+TRACE_EVENT_NAMESPACE = uuid.UUID("8f4e2c61-7d0a-5b9c-b3e4-2a6d9c0f1e35")
+
+
+class SpanRecordError(ValueError):
+    """A spans-topic record that cannot be decoded (dead-lettered by consumers)."""
+
+
+@dataclass(frozen=True)
+class SpanRecord:
+    """One record of the spans topic, decoded."""
+
+    tenant: str
+    trace_id: str  # 32 lowercase hex digits
+    event_id: str
+    data: TracesData
+
+    def spans(self) -> Iterator[tuple[ResourceSpans, ScopeSpans, Span]]:
+        for rs in self.data.resource_spans:
+            for ss in rs.scope_spans:
+                for span in ss.spans:
+                    yield rs, ss, span
+
+    @property
+    def span_count(self) -> int:
+        return sum(len(ss.spans) for rs in self.data.resource_spans for ss in rs.scope_spans)
+
+
+def spans_key(tenant: str, trace_id_hex: str) -> bytes:
+    return f"{tenant}/{trace_id_hex}".encode()
+
+
+def span_record_id(tenant: str, trace_id_hex: str, value: bytes) -> str:
+    """Idempotency id of a record: same tenant, trace and bytes -> same id."""
+    digest = hashlib.sha256(value).hexdigest()
+    return str(uuid.uuid5(SPAN_RECORD_NAMESPACE, f"{tenant}/{trace_id_hex}/{digest}"))
+
+
+def trace_event_id(tenant: str, trace_id_hex: str) -> str:
+    """The native trace event's id for an OTLP trace: a replay or a re-assembly yields the same id."""
+    return str(uuid.uuid5(TRACE_EVENT_NAMESPACE, f"{tenant}/{trace_id_hex}"))
+
+
+def encode_span_record(tenant: str, trace_id_hex: str, data: TracesData) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+    """Key, value and headers of the record carrying one trace's spans of one export."""
+    value = data.SerializeToString(deterministic=True)
+    count = sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
+    headers = [
+        (T.H_EVENT_ID, span_record_id(tenant, trace_id_hex, value).encode()),
+        (T.H_EVENT_TYPE, SPANS_EVENT_TYPE.encode()),
+        (T.H_TENANT, tenant.encode()),
+        (T.H_SCHEMA, SPANS_SCHEMA),
+        (H_TRACE_ID, trace_id_hex.encode()),
+        (H_SPAN_COUNT, str(count).encode()),
+    ]
+    return spans_key(tenant, trace_id_hex), value, headers
+
+
+def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> SpanRecord:
+    """Parse a spans-topic record; raise SpanRecordError naming what is wrong."""
+    found = {k: v for k, v in headers or []}
+    if found.get(T.H_EVENT_TYPE) != SPANS_EVENT_TYPE.encode():
+        raise SpanRecordError(f"header {T.H_EVENT_TYPE} is not {SPANS_EVENT_TYPE!r}")
+    if found.get(T.H_SCHEMA) != SPANS_SCHEMA:
+        raise SpanRecordError(f"header {T.H_SCHEMA} is {found.get(T.H_SCHEMA)!r}; this reader knows schema 1")
+    tenant = found.get(T.H_TENANT, b"").decode("utf-8", "replace")
+    if not tenant:
+        raise SpanRecordError(f"header {T.H_TENANT} is missing")
+    data = TracesData()
+    try:
+        data.ParseFromString(value)
+    except DecodeError as exc:
+        raise SpanRecordError(f"value is not a TracesData protobuf: {exc}") from exc
+    trace_ids = {span.trace_id for rs in data.resource_spans for ss in rs.scope_spans for span in ss.spans}
+    if len(trace_ids) != 1 or len(next(iter(trace_ids))) != 16:
+        raise SpanRecordError(f"record must hold spans of exactly one 16-byte trace id, found {len(trace_ids)}")
+    trace_hex = next(iter(trace_ids)).hex()
+    event_id = found.get(T.H_EVENT_ID, b"").decode() or span_record_id(tenant, trace_hex, value)
+    return SpanRecord(tenant, trace_hex, event_id, data)
+
+
+def split_by_trace(request_spans: list[ResourceSpans]) -> dict[bytes, TracesData]:
+    """Regroup an export's spans by trace id, keeping each span's resource and scope.
+
+    Spans whose trace id is invalid must have been removed by the caller.
+    """
+    out: dict[bytes, TracesData] = {}
+    resources: dict[tuple[bytes, int], ResourceSpans] = {}
+    scopes: dict[tuple[bytes, int, int], ScopeSpans] = {}
+    for ri, rs in enumerate(request_spans):
+        for si, ss in enumerate(rs.scope_spans):
+            for span in ss.spans:
+                tid = span.trace_id
+                target = scopes.get((tid, ri, si))
+                if target is None:
+                    holder = resources.get((tid, ri))
+                    if holder is None:
+                        holder = out.setdefault(tid, TracesData()).resource_spans.add()
+                        holder.resource.CopyFrom(rs.resource)
+                        holder.schema_url = rs.schema_url
+                        resources[(tid, ri)] = holder
+                    target = holder.scope_spans.add()
+                    target.scope.CopyFrom(ss.scope)
+                    target.schema_url = ss.schema_url
+                    scopes[(tid, ri, si)] = target
+                target.spans.append(span)
+    return out

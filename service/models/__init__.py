@@ -1,0 +1,1 @@
+"""Model files ragmon needs on disk: `ragmon models fetch|verify` (see docs/models.md)."""

@@ -1,0 +1,56 @@
+"""kafka-python's private attributes the API relies on (service/api/kafka_private.py) still do what we need.
+
+These tests run against the session's real broker. One of them failing after
+an upgrade of kafka-python is the signal to re-check kafka_private.py.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import kafka
+import pytest
+from kafka import KafkaProducer
+
+from service.api.kafka_private import TESTED_MAJOR, drop_pending, partitions_known
+from service.contracts.kafka import ensure_topics
+from service.contracts.settings import CommonSettings
+
+
+@pytest.fixture
+def topic_and_producer(kafka_bootstrap: str, topic_prefix: str) -> Iterator[tuple[str, KafkaProducer]]:
+    settings = CommonSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
+                              kafka_partitions=2)
+    ensure_topics(settings)
+    producer = KafkaProducer(bootstrap_servers=settings.bootstrap_list, linger_ms=60_000, max_block_ms=5000)
+    try:
+        yield settings.topics.traces, producer
+    finally:
+        producer.close(timeout=1)
+
+
+def test_the_installed_kafka_python_is_the_major_version_checked() -> None:
+    major = int(kafka.__version__.split(".")[0])
+    assert major == TESTED_MAJOR, (
+        f"kafka-python {kafka.__version__} is installed; service/api/kafka_private.py was checked against "
+        f"{TESTED_MAJOR}.x: re-check its private attributes, then update TESTED_MAJOR")
+
+
+def test_partitions_known_reads_metadata_without_waiting(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+    topic, producer = topic_and_producer
+    started = time.perf_counter()
+    assert partitions_known(producer, [topic + ".absent"]) is False
+    assert time.perf_counter() - started < 0.5  # max_block_ms is 5 s: it did not wait for metadata
+    assert producer.partitions_for(topic) == {0, 1}  # the public call blocks until metadata arrives
+    assert partitions_known(producer, [topic]) is True
+    assert partitions_known(producer, [topic, topic + ".absent"]) is False
+
+
+def test_drop_pending_stops_the_sender_with_records_still_held(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+    topic, producer = topic_and_producer
+    future = producer.send(topic, value=b"held back by linger_ms")
+    drop_pending(producer)
+    producer.close(timeout=1)  # would raise or wait out the timeout if the sender were still flushing
+    assert not producer._sender.is_alive()
+    assert not future.is_done or future.failed()

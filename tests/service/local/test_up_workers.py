@@ -1,0 +1,16 @@
+"""Which workers `ragmon up` starts: the Phoenix exporter and the span forwarder only when configured."""
+
+from __future__ import annotations
+
+from service.local.discovery import worker_names
+from service.local.up import default_workers
+
+
+def test_phoenix_workers_start_only_with_their_endpoint() -> None:
+    assert {"phoenix", "forwarder"} <= set(worker_names())
+    plain = default_workers({})
+    assert "phoenix" not in plain and "forwarder" not in plain and "metrics" in plain
+    both = default_workers({"RAGMON_PHOENIX_URL": "http://127.0.0.1:6006",
+                            "RAGMON_FORWARD_ENDPOINT": "http://127.0.0.1:6006/v1/traces"})
+    assert set(both) == set(worker_names())
+    assert "forwarder" not in default_workers({"RAGMON_PHOENIX_URL": "http://127.0.0.1:6006"})

@@ -1,0 +1,88 @@
+"""The metrics worker across a Redis outage while it both processes batches and ticks.
+
+Its tick (the unjoined-feedback sweep, the release refresh) calls Redis every
+second; before the runtime gave tick the outage handling a batch gets, the
+first tick after Redis went away raised ConnectionError and the worker died.
+Redis here is stopped with SHUTDOWN SAVE and restarted from its snapshot, so
+the parked feedback survives: every event must be counted exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import redis
+
+from service.contracts import Topics
+from service.local.embedded import ChildProcess, start_redis
+from tests.conftest import LOG_DIR
+from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
+from tests.support.workers import WorkerProcess, wait_ready, worker_env
+
+PARK_S = 2  # feedback without its trace is swept as unjoined after this long: the tick has real work
+
+
+def feedback(trace: str) -> dict[str, object]:
+    return stored("feedback", {"trace_id": trace, "kind": "regenerate"})
+
+
+def send(writer: RecordWriter, start: int, n: int) -> None:
+    """n traces, a regenerate feedback for each, and n feedback for traces that never come."""
+    for i in range(start, start + n):
+        writer.send_event(stored("trace", trace_body(i)))
+        writer.send_event(feedback(f"trace-{i}"))
+        writer.send_event(feedback(f"missing-{i}"))
+    writer.flush()
+
+
+def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
+        kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> None:
+    data = tmp_path / "redis-data"
+    server: ChildProcess = start_redis(log_dir=LOG_DIR, data_dir=data)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    config = tmp_path / "ragmon.yaml"
+    config.write_text(f"metrics:\n  park_s: {PARK_S}\n  release_refresh_s: 0.5\n")
+    env = worker_env(kafka_bootstrap, url, topic_prefix, config, RAGMON_WORKER_RETRY_MAX_S="1",
+                     RAGMON_WORKER_MAX_BATCH="20")
+    topics = Topics(topic_prefix)
+    writer = RecordWriter(kafka_bootstrap, topics)
+    worker = WorkerProcess("workers.metrics", env, LOG_DIR / f"metrics-redis-outage-{topic_prefix}.log")
+    try:
+        wait_ready(worker)
+        send(writer, 0, 30)
+        wait_until(lambda: worker.total("ragmon_feedback_unjoined_total") == 30, 30, what="first sweep")
+
+        # Feedback parked now is swept by a tick that runs into the outage.
+        send(writer, 30, 30)
+        wait_until(lambda: worker.total("ragmon_rag_queries_total") == 60, 30, what="second batch processed")
+        redis.Redis.from_url(url).shutdown(save=True)
+        time.sleep(PARK_S + 1)  # idle: only the ticks meet the outage
+        assert worker.proc.poll() is None, f"the worker exited:\n{worker.log_text()[-3000:]}"
+        send(writer, 60, 30)  # batches arrive during the outage too
+        time.sleep(2)
+        assert worker.proc.poll() is None, f"the worker exited:\n{worker.log_text()[-3000:]}"
+        assert not worker.ready()
+        assert worker.total("ragmon_worker_ready") == 0
+        assert worker.total("ragmon_worker_retries_total") >= 2
+        assert worker.total("ragmon_feedback_unjoined_total") < 90
+
+        server = start_redis(port=server.port, log_dir=LOG_DIR, data_dir=data)
+        wait_until(lambda: worker.total("ragmon_feedback_unjoined_total") == 90, 60, what="every orphan swept")
+        wait_until(worker.ready, 30, what="ready again")
+        assert worker.total("ragmon_rag_queries_total") == 90
+        assert worker.total("ragmon_feedback_total", kind="regenerate") == 90
+        # Every orphan was parked; feedback read before its own trace (another topic) waited too.
+        assert 90 <= worker.total("ragmon_feedback_parked_total") <= 180
+        assert worker.total("ragmon_worker_events_total", outcome="processed") == 270
+        assert worker.total("ragmon_worker_dead_letters_total") == 0
+        for topic, n in ((topics.traces, 90), (topics.feedback, 180)):
+            wait_until(lambda t=topic, n=n: committed_total(kafka_bootstrap, "ragmon-metrics", t)[0] == n, 15,
+                       what=f"{topic} committed")
+        assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
+        assert worker.proc.poll() is None
+        assert "periodic work failed (ConnectionError" in worker.log_text()
+    finally:
+        writer.close()
+        worker.stop()
+        server.stop()

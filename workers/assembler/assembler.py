@@ -1,0 +1,203 @@
+"""The assembler's two steps, free of the consumer loop.
+
+consume(records): decode spans-topic records, store their spans in Redis (idempotent),
+produce feedback events for annotation spans, dead-letter what cannot be decoded, and
+wait for every acknowledgement: only then may the caller commit the offsets.
+
+tick(now): claim the traces that are due, assemble each into one trace event (id
+derived from tenant and trace id, so a replay or a re-assembly yields the same id),
+produce them, and only after the acknowledgement close their state in Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from service.contracts import StoredEvent, record_key
+from service.contracts import topics as T
+from service.contracts.spans import SpanRecord, SpanRecordError, decode_span_record, trace_event_id
+from service.contracts.topics import Topics
+from workers.assembler.config import AssemblerConfig
+from workers.assembler.feedback import FeedbackEvent, feedback_events
+from workers.assembler.mapping import TraceSpans, assemble
+from workers.assembler.metrics import AssemblerMetrics
+from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
+from workers.assembler.usage import STAGE_OF_KIND
+from workers.assembler.view import SpanView, attribute_map
+from workers.runtime.dlq import dlq_headers
+from workers.runtime.types import Emitter, SourceRecord
+
+log = logging.getLogger("ragmon.worker.assembler")
+WORKER = "assembler"
+# The span kinds of the OpenInference specification (metric label values), plus "none" for plain OTel spans.
+OPENINFERENCE_KINDS = frozenset({"CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "AGENT", "GUARDRAIL",
+                                 "EVALUATOR", "PROMPT", "UNKNOWN", "none"})
+MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
+
+
+def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
+    """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
+    doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
+           "received_at": datetime.now(UTC).isoformat(), "body": body}
+    value = orjson.dumps(doc)
+    StoredEvent.model_validate_json(value)
+    return value
+
+
+def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
+    return [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()), (T.H_TENANT, tenant.encode()),
+            (T.H_SCHEMA, b"1")]
+
+
+def _kind_and_annotations(span: Span) -> tuple[str | None, bool]:
+    """The OpenInference kind and whether the span carries annotations, without decoding every attribute."""
+    kind = None
+    annotated = False
+    for item in span.attributes:
+        if item.key == "openinference.span.kind":
+            kind = item.value.string_value.upper()
+        elif item.key.startswith("annotations."):
+            annotated = True
+    return kind, annotated
+
+
+class Assembler:
+    def __init__(self, config: AssemblerConfig, store: TraceStore, emitter: Emitter, topics: Topics,
+                 metrics: AssemblerMetrics) -> None:
+        self.config = config
+        self.store = store
+        self.emitter = emitter
+        self.topics = topics
+        self.m = metrics
+
+    # -- consuming ---------------------------------------------------------
+
+    @staticmethod
+    def decode(records: list[Any]) -> tuple[list[SpanRecord], list[tuple[Any, str]]]:
+        """(decoded records, (record, why) for each one that cannot be decoded)."""
+        good: list[SpanRecord] = []
+        bad: list[tuple[Any, str]] = []
+        for rec in records:
+            try:
+                good.append(decode_span_record(rec.value or b"", list(rec.headers or [])))
+            except SpanRecordError as exc:
+                bad.append((rec, str(exc)))
+        return good, bad
+
+    def consume(self, records: list[Any], now: float | None = None) -> int:
+        """Decode and store a polled batch; returns how many records were dead-lettered."""
+        good, bad = self.decode(records)
+        self.store_decoded(good, bad, now)
+        return len(bad)
+
+    def store_decoded(self, good: list[SpanRecord], bad: list[tuple[Any, str]], now: float | None = None) -> None:
+        """Store the spans, dead-letter the rest, wait for every acknowledgement. Raises on outages."""
+        for rec, detail in bad:
+            self._dead_letter(rec, detail)
+        items = [self._entries(record) for record in good]
+        results = self.store.add_many([i for i in items if i[3]], now or time.time())
+        for result in results:
+            for outcome, n in (("stored", result.stored), ("duplicate", result.duplicates),
+                               ("overflow", result.overflow), ("late", result.late)):
+                if n:
+                    self.m.spans.labels(outcome).inc(n)
+        self.emitter.wait()
+
+    def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
+        entries: list[SpanEntry] = []
+        resource = b""
+        for rs, _, span in record.spans():
+            resource = resource or rs.resource.SerializeToString()
+            kind, annotated = _kind_and_annotations(span)
+            if annotated:
+                view = SpanView.of(span)
+                self._feedback(record, view)
+                if view.links:
+                    self.m.spans.labels("feedback").inc()
+                    continue  # a feedback carrier, not part of the RAG trace
+            parent = span.parent_span_id
+            span_class = ROOT if not parent else MAPPED if kind in MAPPED_KINDS else OTHER
+            entries.append(SpanEntry(span.span_id.hex(), span_class, span.SerializeToString()))
+        return record.tenant, record.trace_id, resource, entries
+
+    def _feedback(self, record: SpanRecord, view: SpanView) -> None:
+        events, skipped = feedback_events(record.tenant, record.trace_id, view)
+        for reason, n in skipped.items():
+            self.m.annotations_skipped.labels(reason).inc(n)
+        for event in events:
+            self._emit_feedback(record.tenant, event)
+
+    def _emit_feedback(self, tenant: str, event: FeedbackEvent) -> None:
+        value = stored_event(event.id, "feedback", tenant, event.timestamp, event.body)
+        self.emitter.emit(self.topics.feedback, record_key("feedback", tenant, event.body), value,
+                          event_headers(event.id, "feedback", tenant))
+        self.m.feedback_emitted.labels(tenant).inc()
+
+    def _dead_letter(self, rec: Any, detail: str) -> None:
+        source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
+        self.emitter.emit(self.topics.dlq, rec.key, rec.value or b"",
+                          dlq_headers(source, list(rec.headers or []), "undecodable", detail, WORKER))
+        self.m.spans.labels("dead_letter").inc()
+        log.warning("dead-lettered %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, detail)
+
+    # -- assembling --------------------------------------------------------
+
+    def tick(self, now: float | None = None) -> int:
+        """Assemble every due trace (up to max_traces_per_tick); returns the trace events produced."""
+        now = now or time.time()
+        due = self.store.claim_due(now, self.config.max_traces_per_tick)
+        finished: list[tuple[OpenTrace, str | None]] = []
+        for (tenant, trace_id), trace in zip(due, self.store.load_many(due), strict=True):
+            if trace is None:
+                self.store.forget(tenant, trace_id)
+            elif trace.root is not None:
+                finished.append((trace, self._emit_trace(trace)))
+            elif now - trace.last_seen >= self.config.root_wait_s:
+                finished.append((trace, "no_root"))
+            else:
+                self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
+        self.emitter.wait()
+        emitted = 0
+        late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
+        for (trace, drop_reason), n in zip(finished, late, strict=True):
+            if n:
+                self.m.spans.labels("late").inc(n)
+            if drop_reason is not None:
+                self.m.traces_dropped.labels(drop_reason).inc()
+            else:
+                emitted += 1
+                self.m.traces_emitted.labels(trace.tenant).inc()
+        if due:
+            self.m.pending.set(self.store.pending())
+        return emitted
+
+    def _emit_trace(self, trace: OpenTrace) -> str | None:
+        """Produce the trace's event; returns the drop reason instead when it has none."""
+        spans = [SpanView.of(Span.FromString(payload)) for payload in trace.spans]
+        resource = attribute_map(Resource.FromString(trace.resource).attributes) if trace.resource else {}
+        try:
+            result = assemble(TraceSpans(trace.trace_id, spans, resource))
+        except (ValueError, TypeError, KeyError):  # a mapping bug must not wedge the loop on one trace
+            log.exception("trace %s/%s could not be mapped", trace.tenant, trace.trace_id)
+            return "invalid_trace"
+        for kind, n in result.counts.items():
+            self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
+        if result.body is None:
+            log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
+            return result.drop_reason
+        event_id = trace_event_id(trace.tenant, trace.trace_id)
+        at = datetime.fromtimestamp(result.start_ns / 1e9, UTC)
+        value = stored_event(event_id, "trace", trace.tenant, at, result.body)
+        self.emitter.emit(self.topics.traces, record_key("trace", trace.tenant, result.body), value,
+                          event_headers(event_id, "trace", trace.tenant))
+        root_end = max((s.end_ns for s in spans if not s.parent_id), default=0)
+        if root_end:
+            self.m.assembly_delay.observe(max(0.0, time.time() - root_end / 1e9))
+        return None

@@ -1,0 +1,101 @@
+"""OpenInference documents (`<prefix>.N.document.{id,content,score,metadata}`) -> contract documents.
+
+LangChain's instrumentor sets neither a document id nor a score: the id is then taken
+from the metadata (`id`, `doc_id`, `document_id`), else it is `sha256:` + the first 32
+hex digits of the content's SHA-256 (stable across traces, so the same chunk keeps its
+id). See docs/otlp.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from service.contracts import limits as L
+from workers.assembler.view import SpanView, json_object
+
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9._:/@#+=-]+$")
+METADATA_ID_KEYS = ("id", "doc_id", "document_id")
+TRUNCATED_KEY = "ragmon_truncated"
+
+
+def identifier(value: Any) -> str | None:
+    """`value` as a contract identifier, or None when it cannot be one."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    return text if 0 < len(text) <= L.MAX_ID_LEN and _IDENTIFIER.match(text) else None
+
+
+def content_id(content: str) -> str:
+    return "sha256:" + hashlib.sha256(content.encode()).hexdigest()[:32]
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[: L.MAX_METADATA_STR_LEN]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return json.dumps(value, default=str)[: L.MAX_METADATA_STR_LEN]
+
+
+def clean_metadata(raw: dict[str, Any]) -> dict[str, Any]:
+    """Fit app metadata into the contract's limits (long strings cut, nested values as JSON text)."""
+    out: dict[str, Any] = {}
+    for key, value in list(raw.items())[: L.MAX_METADATA_KEYS - 1]:  # one key left for the truncation mark
+        if not isinstance(key, str) or not 0 < len(key) <= L.MAX_METADATA_KEY_LEN:
+            continue
+        if isinstance(value, list) and all(not isinstance(v, list | dict) for v in value):
+            out[key] = [v for v in (_scalar(v) for v in value[: L.MAX_METADATA_LIST_LEN]) if v is not None]
+        else:
+            out[key] = _scalar(value)
+    return out
+
+
+def _score(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def document(fields: dict[str, Any], truncated: bool) -> dict[str, Any]:
+    content = fields.get("document.content")
+    content = content if isinstance(content, str) else ""
+    raw_meta = json_object(fields.get("document.metadata"))
+    doc_id = identifier(fields.get("document.id"))
+    if doc_id is None:
+        doc_id = next((i for i in (identifier(raw_meta.get(k)) for k in METADATA_ID_KEYS) if i), None)
+    metadata = clean_metadata(raw_meta)
+    if truncated:
+        metadata[TRUNCATED_KEY] = True
+    return {"id": doc_id or content_id(content), "text": content[: L.MAX_DOCUMENT_CHARS],
+            "score": _score(fields.get("document.score")), "metadata": metadata}
+
+
+def documents_of(span: SpanView, prefix: str) -> tuple[list[dict[str, Any]], bool]:
+    """(documents, truncated): truncated when the span dropped attributes or had more than the contract allows."""
+    items = list(span.indexed(prefix).values())
+    truncated = span.dropped_attributes > 0 or len(items) > L.MAX_DOCUMENTS
+    return [document(fields, truncated) for fields in items[: L.MAX_DOCUMENTS]], truncated
+
+
+def context_documents(retrievers: list[SpanView], rerankers: list[SpanView]) -> list[dict[str, Any]]:
+    """The context given to the generator: the last reranker's output if there is one, else every retriever's."""
+    for reranker in reversed(rerankers):
+        docs, _ = documents_of(reranker, "reranker.output_documents")
+        if docs:
+            return docs
+    out: list[dict[str, Any]] = []
+    for retriever in retrievers:
+        docs, _ = documents_of(retriever, "retrieval.documents")
+        out.extend(docs)
+    return out[: L.MAX_DOCUMENTS]

@@ -1,0 +1,140 @@
+"""One OpenInference trace (its spans) -> the body of one native trace event. Pure; the table is in docs/otlp.md."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from service.contracts import TraceBody
+from service.contracts import limits as L
+from workers.assembler.documents import context_documents, identifier
+from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage
+from workers.assembler.view import SpanView
+
+# Closed set of reasons a trace is dropped (metric label of ragmon_assembler_traces_dropped_total).
+DROP_REASONS = ("not_openinference", "no_retriever_or_llm", "no_query", "invalid_trace", "no_root")
+RAGMON_FIELDS = {"variant": "ragmon.variant", "release": "ragmon.release", "request_id": "ragmon.request_id",
+                 "intent": "ragmon.intent", "sample_rate": "ragmon.sample_rate"}
+FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
+EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
+
+
+@dataclass
+class Assembled:
+    body: dict[str, Any] | None
+    drop_reason: str | None = None
+    detail: str = ""
+    start_ns: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # spans by OpenInference kind
+
+
+@dataclass
+class TraceSpans:
+    """Every span of one trace, with the resource attributes of its first export."""
+
+    trace_id: str
+    spans: list[SpanView]
+    resource: dict[str, Any]
+
+    def root(self) -> SpanView | None:
+        roots = [s for s in self.spans if not s.parent_id]
+        return min(roots, key=lambda s: s.start_ns) if roots else None
+
+    def of_kind(self, kind: str) -> list[SpanView]:
+        return sorted((s for s in self.spans if s.kind == kind), key=lambda s: s.start_ns)
+
+    def lookup(self, key: str, root: SpanView) -> Any:
+        """A ragmon.* setting: on the root span, in its `metadata`, on the resource, then on any span."""
+        for holder in (root.attrs, root.metadata, self.resource):
+            if holder.get(key) is not None:
+                return holder[key]
+        for span in sorted(self.spans, key=lambda s: s.start_ns):
+            if span.attrs.get(key) is not None:
+                return span.attrs[key]
+            if span.metadata.get(key) is not None:
+                return span.metadata[key]
+        return None
+
+
+def _json_attribute(trace: TraceSpans, root: SpanView, key: str) -> Any:
+    value = trace.lookup(key, root)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # left for the contract validation to refuse by name
+    return value
+
+
+def _context(trace: TraceSpans, root: SpanView) -> dict[str, Any]:
+    out: dict[str, Any] = {"trace_id": trace.trace_id, "request_id": trace.trace_id}
+    for name, key in RAGMON_FIELDS.items():
+        value = trace.lookup(key, root)
+        if value is not None:
+            out[name] = _number(value) if name == "sample_rate" else value
+    session = trace.lookup("session.id", root)
+    if session is not None:
+        out["session_id"] = identifier(session) or _hashed(str(session))
+    return out
+
+
+def _number(value: Any) -> Any:
+    """A numeric string as a number; anything else unchanged, for the contract validation to refuse by name."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _hashed(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _retrieval(trace: TraceSpans, root: SpanView) -> dict[str, Any]:
+    retrieval: dict[str, Any] = {
+        "documents": context_documents(trace.of_kind("RETRIEVER"), trace.of_kind("RERANKER"))}
+    filters = _json_attribute(trace, root, FILTERS_ATTRIBUTE)
+    if filters is not None:
+        retrieval["filters"] = filters
+    sample = _json_attribute(trace, root, EXCLUSION_ATTRIBUTE)
+    if sample is not None:
+        retrieval["exclusion_sample"] = sample
+    return retrieval
+
+
+def assemble(trace: TraceSpans) -> Assembled:
+    """The trace event body, or why the trace is dropped (one of DROP_REASONS) with a detail."""
+    counts: dict[str, int] = {}
+    for span in trace.spans:
+        counts[span.kind or "none"] = counts.get(span.kind or "none", 0) + 1
+    root = trace.root()
+    if root is None:
+        return Assembled(None, "no_root", "no span without a parent", counts=counts)
+    if set(counts) == {"none"}:
+        return Assembled(None, "not_openinference", "no span has openinference.span.kind", root.start_ns, counts)
+    retrievers, llms = trace.of_kind("RETRIEVER"), trace.of_kind("LLM")
+    if not retrievers and not llms:
+        return Assembled(None, "no_retriever_or_llm", f"span kinds: {sorted(counts)}", root.start_ns, counts)
+    query = query_text(root, retrievers)
+    if query is None:
+        return Assembled(None, "no_query", "neither the root nor a retriever has a text input.value",
+                         root.start_ns, counts)
+    body = _context(trace, root)
+    body["query"] = {"text": query[: L.MAX_QUERY_CHARS], **query_embedding(trace.of_kind("EMBEDDING"), query)}
+    body["retrieval"] = _retrieval(trace, root)
+    body["answer"] = {"text": (answer_text(root, llms) or "")[: L.MAX_ANSWER_CHARS]}
+    body["timings"] = timings(root, trace.spans)
+    body["usage"] = usage(llms)
+    try:
+        TraceBody.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return Assembled(None, "invalid_trace", f"body.{where}: {first['msg']}", root.start_ns, counts)
+    return Assembled(body, start_ns=root.start_ns, counts=counts)

@@ -1,0 +1,180 @@
+"""The assembler's state in Redis: the spans of each open trace, and when each trace is due.
+
+Per trace `<prefix>:{<tenant>/<trace>}:spans` (hash: span id -> Span protobuf),
+`...:meta` (hash: count, bytes, root, last, overflow, resource) and, once the trace
+was emitted or dropped, `...:done` (a marker with a TTL, so later spans are counted
+as late instead of opening the trace again). One sorted set `<prefix>:pending`
+holds every open trace scored by when to look at it next.
+
+Adding is idempotent (a span id already stored is a duplicate), so a redelivered
+record after a kill -9 changes nothing; every key has a TTL, and a trace holds at
+most max_bytes, max_spans spans the mapping reads (RETRIEVER, RERANKER, LLM, EMBEDDING)
+and max_spans others; the root span is always kept, so an oversized trace still completes
+with what matters to its event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+
+_ADD = """
+local n = (#ARGV - 7) / 3
+if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
+local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
+local mapped = tonumber(redis.call('HGET', KEYS[2], 'mapped') or '0')
+local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+local max_spans, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
+local stored, dup, over = 0, 0, 0
+for i = 8, #ARGV, 3 do
+  local sid, class, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local full = bytes + #payload > max_bytes
+  if class == '1' then full = full or mapped >= max_spans elseif class == '0' then full = full or count >= max_spans end
+  if redis.call('HEXISTS', KEYS[1], sid) == 1 then
+    dup = dup + 1
+  elseif class ~= '2' and full then
+    over = over + 1
+  else
+    redis.call('HSET', KEYS[1], sid, payload)
+    if class == '1' then mapped = mapped + 1 elseif class == '0' then count = count + 1 end
+    bytes = bytes + #payload
+    stored = stored + 1
+    if class == '2' then redis.call('HSET', KEYS[2], 'root', sid) end
+  end
+end
+if over > 0 then redis.call('HINCRBY', KEYS[2], 'overflow', over) end
+if stored > 0 then
+  redis.call('HINCRBY', KEYS[2], 'stored', stored)
+  redis.call('HSET', KEYS[2], 'count', count, 'mapped', mapped, 'bytes', bytes, 'last', ARGV[1])
+  redis.call('HSETNX', KEYS[2], 'resource', ARGV[7])
+  redis.call('EXPIRE', KEYS[1], ARGV[5])
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
+end
+return {stored, dup, over, 0}
+"""
+
+# Claiming pushes the trace's score out by a lease: another assembler process skips it,
+# and if this one dies before finishing, the trace is due again when the lease ends.
+_CLAIM = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, member in ipairs(due) do
+  redis.call('ZADD', KEYS[1], tonumber(ARGV[1]) + tonumber(ARGV[2]), member)
+end
+return due
+"""
+
+_FINISH = """
+local count = tonumber(redis.call('HGET', KEYS[2], 'stored') or '0')
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], '1', 'EX', ARGV[3])
+redis.call('ZREM', KEYS[4], ARGV[1])
+return math.max(0, count - tonumber(ARGV[2]))
+"""
+
+
+@dataclass(frozen=True)
+class AddResult:
+    stored: int
+    duplicates: int
+    overflow: int
+    late: int
+
+
+@dataclass(frozen=True)
+class OpenTrace:
+    tenant: str
+    trace_id: str
+    spans: list[bytes]
+    root: str | None
+    last_seen: float
+    overflow: int
+    resource: bytes
+
+
+ROOT, MAPPED, OTHER = "2", "1", "0"  # a span's class: each has its own cap (see _ADD)
+
+
+@dataclass(frozen=True)
+class SpanEntry:
+    span_id: str
+    span_class: str  # ROOT, MAPPED or OTHER
+    payload: bytes
+
+
+class TraceStore:
+    def __init__(self, client: redis.Redis, prefix: str, *, quiet_s: float, max_spans: int, max_bytes: int,
+                 ttl_s: int, done_ttl_s: int, lease_s: float) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.pending_key = f"{prefix}:pending"
+        self.quiet_s, self.max_spans, self.max_bytes = quiet_s, max_spans, max_bytes
+        self.ttl_s, self.done_ttl_s, self.lease_s = ttl_s, done_ttl_s, lease_s
+        self._add = client.register_script(_ADD)
+        self._claim = client.register_script(_CLAIM)
+        self._finish = client.register_script(_FINISH)
+
+    def _keys(self, tenant: str, trace_id: str) -> list[str]:
+        tag = f"{self.prefix}:{{{tenant}/{trace_id}}}"  # one hash slot per trace
+        return [f"{tag}:spans", f"{tag}:meta", f"{tag}:done", self.pending_key]
+
+    def add_many(self, items: list[tuple[str, str, bytes, list[SpanEntry]]], now: float) -> list[AddResult]:
+        """Store each (tenant, trace id, resource, spans) in one round trip; results in the same order."""
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, trace_id, resource, spans in items:
+            args: list[bytes | str | float | int] = [now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s,
+                                                     f"{tenant}/{trace_id}", resource]
+            for entry in spans:
+                args += [entry.span_id, entry.span_class, entry.payload]
+            self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
+        return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
+
+    def claim_due(self, now: float, limit: int) -> list[tuple[str, str]]:
+        members = self._claim(keys=[self.pending_key], args=[now, self.lease_s, limit])
+        out = []
+        for member in members:
+            tenant, _, trace_id = (member.decode() if isinstance(member, bytes) else str(member)).partition("/")
+            out.append((tenant, trace_id))
+        return out
+
+    def load_many(self, members: list[tuple[str, str]]) -> list[OpenTrace | None]:
+        """Each trace's spans and meta in one round trip; None where the state expired."""
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, trace_id in members:
+            spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
+            pipe.hgetall(spans_key)
+            pipe.hgetall(meta_key)
+        replies = pipe.execute() if members else []
+        out: list[OpenTrace | None] = []
+        for (tenant, trace_id), spans, meta in zip(members, replies[0::2], replies[1::2], strict=True):
+            if not spans or not meta:
+                out.append(None)
+                continue
+            root = meta.get(b"root")
+            out.append(OpenTrace(tenant, trace_id, list(spans.values()), root.decode() if root else None,
+                                 float(meta.get(b"last", 0)), int(meta.get(b"overflow", 0)),
+                                 meta.get(b"resource", b"")))
+        return out
+
+    def reschedule(self, tenant: str, trace_id: str, at: float) -> None:
+        self.client.zadd(self.pending_key, {f"{tenant}/{trace_id}": at})
+
+    def forget(self, tenant: str, trace_id: str) -> None:
+        """A pending entry whose state expired (TTL): nothing left to assemble."""
+        self.client.zrem(self.pending_key, f"{tenant}/{trace_id}")
+
+    def finish_many(self, traces: list[OpenTrace]) -> list[int]:
+        """Close traces whose events were acknowledged (or that were dropped), in one round trip.
+
+        Returns, per trace, the spans stored after it was loaded: they are late.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        for trace in traces:
+            keys = self._keys(trace.tenant, trace.trace_id)
+            self._finish(keys=keys, args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s],
+                         client=pipe)
+        return [int(n) for n in pipe.execute()] if traces else []
+
+    def pending(self) -> int:
+        return int(self.client.zcard(self.pending_key))

@@ -1,0 +1,108 @@
+"""A read-only view of one OTLP span with its attributes as Python values (pure, no Redis, no Kafka)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+
+def any_value(value: AnyValue) -> Any:
+    which = value.WhichOneof("value")
+    if which == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return value.bytes_value.hex()
+    return getattr(value, which) if which else None
+
+
+def attribute_map(attributes: Any) -> dict[str, Any]:
+    return {kv.key: any_value(kv.value) for kv in attributes}
+
+
+@dataclass
+class SpanView:
+    span_id: str
+    parent_id: str
+    name: str
+    start_ns: int
+    end_ns: int
+    attrs: dict[str, Any]
+    dropped_attributes: int = 0
+    events: list[tuple[str, int]] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)  # (trace id hex, span id hex)
+
+    @classmethod
+    def of(cls, span: Span) -> SpanView:
+        return cls(
+            span_id=span.span_id.hex(), parent_id=span.parent_span_id.hex(), name=span.name,
+            start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
+            attrs=attribute_map(span.attributes), dropped_attributes=span.dropped_attributes_count,
+            events=[(e.name, e.time_unix_nano) for e in span.events],
+            links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
+        )
+
+    @property
+    def kind(self) -> str | None:
+        """The OpenInference span kind (upper case), or None for a span that is not OpenInference."""
+        value = self.attrs.get("openinference.span.kind")
+        return value.upper() if isinstance(value, str) and value else None
+
+    @property
+    def duration_ms(self) -> float:
+        return max(0, self.end_ns - self.start_ns) / 1e6
+
+    def text(self, key: str) -> str | None:
+        value = self.attrs.get(key)
+        return value if isinstance(value, str) and value else None
+
+    def number(self, key: str) -> float | None:
+        value = self.attrs.get(key)
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                return None
+        return None
+
+    @cached_property
+    def metadata(self) -> dict[str, Any]:
+        """The OpenInference `metadata` attribute (a JSON object as a string), {} when absent or not an object.
+
+        Parsed once: every ragmon.* lookup reads it.
+        """
+        return json_object(self.attrs.get("metadata"))
+
+    def indexed(self, prefix: str) -> dict[int, dict[str, Any]]:
+        """Flattened lists: `prefix.N.rest` -> {N: {rest: value}} (OpenInference's way to send lists)."""
+        out: dict[int, dict[str, Any]] = {}
+        dotted = prefix + "."
+        for key, value in self.attrs.items():
+            if not key.startswith(dotted):
+                continue
+            index, _, rest = key[len(dotted):].partition(".")
+            if index.isdigit() and rest:
+                out.setdefault(int(index), {})[rest] = value
+        return dict(sorted(out.items()))
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if not isinstance(value, str) or not value.startswith("{"):
+        return {}
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

@@ -1,0 +1,63 @@
+"""Topics whose records are neither native events nor score events: raw OTLP spans.
+
+(Score events have their own event type, `score`, decoded by
+workers/runtime/decode.py.) A processor reads such a topic by listing
+`subscriptions` (topic, event type, decoder) beside or instead of
+`event_types`; the runtime then decodes those topics' records with the given
+decoder and everything else (dedupe by event id, dead-lettering, retries,
+commit after processing, lag) works as for native events.
+
+Such a record has no StoredEvent of its own. The decoder below wraps it in
+one built without validation, holding exactly the envelope fields the runtime
+reads: `id` (the record's event id, for dedupe), `type` (a metric label),
+`tenant` and `received_at` (for the delay metric); `Event.body` carries the
+decoded record itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from service.contracts import StoredEvent
+from service.contracts.spans import SPANS_EVENT_TYPE, SpanRecordError, decode_span_record
+from workers.runtime.decode import Undecodable
+from workers.runtime.reasons import DeadLetterReason
+from workers.runtime.types import Event, SourceRecord
+
+RecordDecoder = Callable[[Any], "Event | Undecodable"]
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topic: str
+    event_type: str  # the `type` label of the runtime's metrics for this topic's records
+    decode: RecordDecoder
+
+
+def envelope(event_id: str, event_type: str, tenant: str, at: datetime) -> StoredEvent:
+    """The envelope fields the runtime reads, for a record that is not a native event."""
+    fields: dict[str, Any] = {"id": event_id, "type": event_type, "tenant": tenant, "timestamp": at,
+                              "received_at": at, "body": {}}
+    return StoredEvent.model_construct(**fields)  # unvalidated on purpose: `type` is not a native event type
+
+
+def _source(record: Any) -> tuple[SourceRecord, list[tuple[str, bytes]]]:
+    return (SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp),
+            list(record.headers or []))
+
+
+def decode_spans_record(record: Any) -> Event | Undecodable:
+    """A spans-topic record (service/contracts/spans.py): body is the decoded SpanRecord."""
+    source, headers = _source(record)
+    if record.value is None:
+        return Undecodable(source, None, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)")
+    try:
+        spans = decode_span_record(record.value, headers)
+    except SpanRecordError as exc:
+        return Undecodable(source, record.value, headers, DeadLetterReason.INVALID_SPANS, str(exc))
+    received = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else datetime.now(UTC)
+    stored = envelope(spans.event_id, SPANS_EVENT_TYPE, spans.tenant, received)
+    return Event(source=source, stored=stored, body=spans, raw=record.value, headers=headers)
