@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | rules | calibrate | golden."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | calibrate | golden."""
 
 from __future__ import annotations
 
@@ -97,6 +97,10 @@ def _cmd_drift(args: argparse.Namespace) -> int:
     return _exec_module("workers.drift.cli", args.rest)
 
 
+def _cmd_shadow(args: argparse.Namespace) -> int:
+    return _exec_module("workers.shadow.cli", args.rest)
+
+
 def _cmd_rules(args: argparse.Namespace) -> int:
     from service.rules.cli import main as rules_main
 
@@ -160,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     drift = sub.add_parser("drift", help="drift tools: calibrate, freeze-reference", add_help=False)
     drift.add_argument("rest", nargs=argparse.REMAINDER)
     drift.set_defaults(func=_cmd_drift)
+
+    shadow = sub.add_parser("shadow", help="shadow evaluation: compare FILE, report, calibrate", add_help=False)
+    shadow.add_argument("rest", nargs=argparse.REMAINDER)
+    shadow.set_defaults(func=_cmd_shadow)
 
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)

@@ -30,6 +30,7 @@ from workers.forwarder.metrics import ForwarderMetrics
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.runtime.metrics import RuntimeMetrics
+from workers.shadow.metrics import ShadowMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "ragmon.rules.yml"
@@ -44,17 +45,24 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/exclusion/metrics.py": lambda r: ExclusionMetrics(r, ExclusionConfig()),
     "workers/phoenix/metrics.py": PhoenixMetrics,
     "workers/assembler/metrics.py": AssemblerMetrics,
+    "workers/shadow/metrics.py": ShadowMetrics,
     "service/local/metrics.py": SupervisorMetrics,
     "workers/forwarder/metrics.py": ForwarderMetrics,
 }
 
 SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift", "phoenix",
-              "forwarder", "assembler", "supervisor")
+              "forwarder", "assembler", "supervisor", "shadow")
 NAME = re.compile(rf"^ragmon_({'|'.join(SUBSYSTEMS)})_[a-z0-9]+(_[a-z0-9]+)*$")
 UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events",
-         "_traces")
+         "_traces", "_pairs")
 FLAGS = ("_up", "_ready", "_halted", "_detected", "_info")
 DIMENSIONLESS = {"ragmon_drift_mmd2", "ragmon_drift_mmd2_threshold"}  # statistics with no unit
+# Shadow comparisons (docs/shadow.md): the delta, its interval and the detectable effect are in the unit
+# of the compared metric, which the `metric` label names (seconds, USD, a rate); wins, losses, ties and
+# pairs still needed count pairs; verdict and masked_regression are one-hot flags per verdict/slice.
+DIMENSIONLESS |= {f"ragmon_shadow_{n}" for n in ("delta", "interval_lower", "interval_upper", "detectable_effect",
+                                                 "wins", "losses", "ties", "pairs_needed", "verdict",
+                                                 "masked_regression")}
 NEVER_LABELS = {"id", "event_id", "trace_id", "request_id", "session_id", "query", "text", "answer", "user",
                 "doc_id", "document", "value", "path", "url"}
 # A metric name; not a metadata key the assembler writes (`metadata.ragmon_truncated`).

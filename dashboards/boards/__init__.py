@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards.boards import drift, feedback, latency_cost, overview, pipeline, quality
+from dashboards.boards import drift, feedback, latency_cost, overview, pipeline, quality, shadow
 from dashboards.common import Board, Limits
 
 BUILDERS: tuple[Callable[[Limits], Board], ...] = (
@@ -12,6 +12,7 @@ BUILDERS: tuple[Callable[[Limits], Board], ...] = (
     latency_cost.build,
     quality.build,
     drift.build,
+    shadow.build,
     feedback.build,
     pipeline.build,
 )

@@ -80,6 +80,12 @@ class DriftRule(Strict):
     for_: Duration = Field("10m", alias="for")
 
 
+class ShadowRule(Strict):
+    """A candidate's anytime-valid verdict says worse: a ticket for the candidate's owners, never a page."""
+
+    for_: Duration = Field("15m", alias="for")
+
+
 class PipelineRule(Strict):
     target_down_for: Duration = "2m"
     max_lag_messages: int = Field(10_000, ge=1)
@@ -115,6 +121,7 @@ class GuardrailsConfig(Strict):
     regeneration: RegenerationRule = Field(default_factory=RegenerationRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
+    shadow: ShadowRule = Field(default_factory=ShadowRule)
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
     review: ReviewRule = Field(default_factory=ReviewRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(

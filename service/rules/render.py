@@ -229,6 +229,19 @@ def _leak(cfg: GuardrailsConfig) -> dict[str, Any]:
                   guardrail="entitlement")
 
 
+def shadow_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """Candidates are judged, never paged: category `candidate` routes to the candidate's owners."""
+    return [_alert(cfg, "RagmonShadowCandidateWorse",
+                   'max by (tenant, candidate, metric) (ragmon_shadow_verdict{verdict="worse"}) == 1',
+                   cfg.shadow.for_, "ticket", "candidate",
+                   "Candidate {{ $labels.candidate }} of {{ $labels.tenant }} is worse than production on "
+                   "{{ $labels.metric }}",
+                   "The anytime-valid paired comparison (Holm-corrected across metrics; latency and cost as "
+                   "non-inferiority) says the candidate is worse on the same requests. "
+                   "`ragmon shadow report --tenant {{ $labels.tenant }} --candidate {{ $labels.candidate }}` "
+                   "has the pairs, intervals and slices.")]
+
+
 def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     p = cfg.pipeline
     a = _alert
@@ -285,6 +298,7 @@ def render(cfg: GuardrailsConfig) -> dict[str, Any]:
     return {"groups": [
         {"name": "ragmon-recording", "rules": recording_rules(cfg)},
         {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
+        {"name": "ragmon-shadow", "rules": shadow_alerts(cfg)},
         {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
         {"name": "ragmon-review", "rules": review_alerts(cfg)},
     ]}

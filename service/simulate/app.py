@@ -208,12 +208,14 @@ class RagApp:
     def _generate(
         self, rng: random.Random, req: Request, got: Retrieved, candidate: CandidateConfig | None, variant: str
     ) -> Generated:
-        unfaithful_rate = max(req.active.unfaithful_share(variant), candidate.unfaithful_rate if candidate else 0.0)
+        unfaithful_rate = max(req.active.unfaithful_share(variant),
+                              candidate.unfaithful_for(req.intent) if candidate else 0.0)
         unfaithful = rng.random() < unfaithful_rate
         refuse = self._refuses(rng, req, got.context, candidate)
         answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful)
         model = self._model(rng, candidate)
-        usage = token_usage(model, req.query, got.context, answer.body["text"], req.active.cost_factor(variant))
+        usage = token_usage(model, req.query, got.context, answer.body["text"],
+                            req.active.cost_factor(variant) * (candidate.cost_factor if candidate else 1.0))
         factors = {stage: req.active.stage_factor(variant, stage) for stage in STAGES}
         timings = stage_timings(rng, completion_tokens(answer.body["text"]), factors,
                                 candidate.latency_factor if candidate else 1.0)
@@ -239,7 +241,7 @@ class RagApp:
         elif not any(c.doc.id in req.gold_ids for c in context):
             p = 0.5  # the right document was filtered out: the model often says it does not know
         else:
-            p = candidate.refusal_rate if candidate else self.scenario.sampling.refusal_rate
+            p = candidate.refusal_for(req.intent) if candidate else self.scenario.sampling.refusal_rate
         return rng.random() < p
 
     def _model(self, rng: random.Random, candidate: CandidateConfig | None) -> ModelConfig:

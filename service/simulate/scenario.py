@@ -82,15 +82,30 @@ DEFAULT_MODELS = (
 
 
 class CandidateConfig(Strict):
-    """A shadow variant that answers a share of production requests (same request_id)."""
+    """A shadow variant that answers a share of production requests (same request_id).
+
+    Its effect against production: latency_factor (slower), cost_factor
+    (more tokens, so more expensive), refusal and unfaithful rates, and per
+    intent overrides of them (better overall but worse on one intent: the
+    regression the average hides). The shadow_*.yaml scenarios set each.
+    """
 
     name: Name = "candidate"
     share: Share = 0.2
     release: Identifier = "cand-1"
     latency_factor: Annotated[float, Field(gt=0, le=100)] = 1.15
+    cost_factor: Annotated[float, Field(gt=0, le=100)] = 1.0
     refusal_rate: Share = 0.01
     unfaithful_rate: Share = 0.02
+    refusal_rate_by_intent: dict[Name, Share] = Field(default_factory=dict)
+    unfaithful_rate_by_intent: dict[Name, Share] = Field(default_factory=dict)
     model: Identifier | None = None
+
+    def refusal_for(self, intent: str) -> float:
+        return self.refusal_rate_by_intent.get(intent, self.refusal_rate)
+
+    def unfaithful_for(self, intent: str) -> float:
+        return self.unfaithful_rate_by_intent.get(intent, self.unfaithful_rate)
 
     @field_validator("name")
     @classmethod

@@ -25,6 +25,7 @@ BENCHES = {
     "faithfulness": "tests.bench.bench_faithfulness",
     "review": "tests.bench.bench_review",
     "phoenix": "tests.bench.bench_phoenix",
+    "shadow": "tests.bench.bench_shadow",
 }
 
 

@@ -26,6 +26,8 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "stage": tuple(sorted(GuardrailsConfig.model_validate({}).latency.slo_seconds)),
     "kind": ("regenerate", "thumbs"),
     "reason": ("wrong",),
+    "slice": ("all", "intent=billing"),  # shadow: the whole comparison and one slice
+    "method": ("anytime", "bootstrap"),
 }
 OTHER = ("x",)
 

@@ -36,12 +36,14 @@ from workers.forwarder.settings import ForwarderSettings
 from workers.metrics.config import MetricsConfig
 from workers.phoenix.settings import PhoenixSettings
 from workers.runtime.settings import WorkerSettings
+from workers.shadow.config import ShadowConfig
 
 CONFIG_SECTIONS: dict[str, type[BaseModel]] = {
     "metrics": MetricsConfig,
     FAITHFULNESS_SECTION: FaithfulnessConfig,
     "exclusion": ExclusionConfig,
     "drift": DriftConfig,
+    "shadow": ShadowConfig,
 }
 
 

@@ -9,6 +9,7 @@ the outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from service.contracts import LabelBody, TraceBody
 from workers.exclusion.entitlement import count_verdicts
@@ -28,6 +29,9 @@ class TracePlan:
     sample_gold: list[str] | None  # gold ids sent with the sample: source `labels`
     context_leaks: int
     context_unverified: int
+    request_id: str = ""
+    release: str | None = None
+    timestamp: datetime = datetime.min.replace(tzinfo=UTC)
 
     @property
     def has_effects(self) -> bool:
@@ -63,6 +67,9 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
         sample_gold=list(sample.gold_ids) if sample is not None and sample.gold_ids is not None else None,
         context_leaks=leaks,
         context_unverified=unverified,
+        request_id=body.request_id,
+        release=body.release,
+        timestamp=event.stored.timestamp,
     )
 
 

@@ -33,6 +33,7 @@ from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import ProxyGold, evaluate
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.exclusion.plan import LabelPlan, TracePlan, plan_label, plan_trace
+from workers.exclusion.results import emit_result
 from workers.exclusion.state import (
     StoredSample,
     decode_label,
@@ -46,7 +47,7 @@ from workers.exclusion.state import (
 )
 from workers.runtime.pipeline import NamedPipeline
 from workers.runtime.reasons import DeadLetterReason
-from workers.runtime.types import Event, InvalidEvent, Readiness, Rejection
+from workers.runtime.types import Emitter, Event, InvalidEvent, Readiness, Rejection
 
 
 class RecentKeys:
@@ -73,6 +74,7 @@ class _LabelClaim:
     stored: StoredSample
     gold_ids: list[str]
     label_event: str | None  # set when a label event (not the trace) asks for the evaluation
+    plan: TracePlan | None = None  # the trace's plan when the trace itself asks (its result is emitted)
 
 
 @dataclass
@@ -93,7 +95,12 @@ class ExclusionProcessor:
         metrics: ExclusionMetrics,
         config: ExclusionConfig,
         recent_limit: int = 100_000,
+        emitter: Emitter | None = None,
+        scores_topic: str = "",
     ) -> None:
+        # One ExclusionResultEvent per evaluation made from a trace, to the scores topic (shadow pairing).
+        self._emitter = emitter
+        self._scores_topic = scores_topic
         self._redis = client
         self._metrics = metrics
         self._ttl = config.label_wait_ttl_s
@@ -181,15 +188,15 @@ class ExclusionProcessor:
             if sample is not None:
                 metrics.record_documents(t.tenant, "candidate", sample.leaked, sample.unverified)
             if proxy and sample is not None:
-                metrics.record_query(
-                    t.tenant, t.variant, t.intent, evaluate(sample, sample.proxy_gold, "proxy")
-                )
+                outcome = evaluate(sample, sample.proxy_gold, "proxy")
+                metrics.record_query(t.tenant, t.variant, t.intent, outcome)
+                emit_result(self._emitter, self._scores_topic, t, outcome, sample.leaked)
 
         work.effects.append((key, count_trace))
         if sample is not None and gold is not None:
             stored = StoredSample(t.variant, t.intent, sample)
             claim_key = labelled_key(t.tenant, t.trace_id)
-            work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None))
+            work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None, t))
 
     def _plan_label_effects(self, lab: LabelPlan, sample: bytes | None, work: _Round) -> None:
         metrics, key = self._metrics, f"label-event:{lab.event_id}"
@@ -223,6 +230,8 @@ class ExclusionProcessor:
             stored = claim.stored
             outcome = evaluate(stored.sample, claim.gold_ids, "labels")
             self._metrics.record_query(claim.tenant, stored.variant, stored.intent, outcome)
+            if claim.plan is not None:
+                emit_result(self._emitter, self._scores_topic, claim.plan, outcome, stored.sample.leaked)
             if claim.label_event is not None:
                 self._metrics.record_label(claim.tenant, "applied")
 

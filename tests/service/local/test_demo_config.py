@@ -11,13 +11,15 @@ from service.rules.cli import rendered_text
 from tests.support.tools import require_tool
 from workers.drift.config import DriftConfig
 from workers.exclusion.config import ExclusionConfig
+from workers.shadow.config import ShadowConfig
 
 
 def test_demo_config_sections_validate() -> None:
     sections = load_config_file(DEMO_CONFIG)
-    assert set(sections) == {"exclusion", "drift", "guardrails"}
+    assert set(sections) == {"exclusion", "drift", "shadow", "guardrails"}
     load_section("exclusion", ExclusionConfig, DEMO_CONFIG)
     load_section("drift", DriftConfig, DEMO_CONFIG)
+    load_section("shadow", ShadowConfig, DEMO_CONFIG)
 
 
 def test_demo_rules_pass_promtool(tmp_path: Path) -> None:

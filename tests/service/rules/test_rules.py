@@ -143,6 +143,10 @@ def test_alertmanager_config_is_valid_and_routes() -> None:
         ("severity=page", "tenant=acme", "alertname=RagmonFaithfulnessLow"): "oncall-pager-tenant-acme",
         ("severity=page", "category=security", "tenant=globex"): "security",
         ("severity=ticket", "tenant=globex", "alertname=RagmonCostPerQueryOverBudget"): "team-queue",
+        ("severity=ticket", "category=candidate", "tenant=acme", "alertname=RagmonShadowCandidateWorse"):
+            "candidate-owners",
+        # a candidate never pages, even if someone raised its severity
+        ("severity=page", "category=candidate", "tenant=acme"): "candidate-owners",
     }
     for labels, receiver in expectations.items():
         out = subprocess.run([amtool, "config", "routes", "test", f"--config.file={cfg}", *labels],

@@ -9,13 +9,15 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from service.contracts import Topics
 from service.contracts.config import ConfigError
 from tests.workers.exclusion.exclusion_events import candidate, trace
 from workers.exclusion.__main__ import build
 
 
 def context(client: redis.Redis) -> SimpleNamespace:
-    return SimpleNamespace(settings=None, registry=CollectorRegistry(), emitter=None, redis=client)
+    settings = SimpleNamespace(topics=Topics("exclusion-main"))
+    return SimpleNamespace(settings=settings, registry=CollectorRegistry(), emitter=None, redis=client)
 
 
 def test_build_reads_the_exclusion_section(

@@ -1,0 +1,69 @@
+"""End to end: a slower candidate through `ragmon up` raises RagmonShadowCandidateWorse, a ticket, and
+nothing pages.
+
+`ragmon up` with the metrics and shadow workers and Prometheus (1 s scrape and
+evaluation, rules rendered from this test's config) receives the simulator's
+shadow_slower scenario (every request shadowed by a candidate 30% slower) at
+5x speed through the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+import yaml
+
+from service.api.settings import hash_key
+from tests.e2e.stack import UpStack, start_up, wait_workers_ready
+
+pytestmark = pytest.mark.slow
+KEY = "e2e-shadow-acme-key"
+CONFIG = {
+    "shadow": {"recompute_every_s": 2, "recompute_every_pairs": 100},
+    "guardrails": {"shadow": {"for": "5s"}},
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+    root = tmp_path_factory.mktemp("shadow-e2e")
+    config = root / "ragmon.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    keys = json.dumps([{"tenant": "acme", "key_sha256": hash_key(KEY)}])
+    up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,shadow"))
+    try:
+        wait_workers_ready(up)
+        yield up
+    finally:
+        up.stop()
+
+
+def _firing(stack: UpStack, alertname: str) -> list[dict[str, str]]:
+    return [r["metric"] for r in stack.query(f'ALERTS{{alertname="{alertname}", alertstate="firing"}}')]
+
+
+def test_a_slower_candidate_is_a_ticket_and_nothing_pages(stack: UpStack) -> None:
+    started = time.time()
+    env = {**os.environ, "RAGMON_TENANT_KEYS": f"acme={KEY}"}
+    sim = subprocess.run([sys.executable, "-m", "service.cli", "simulate", "send", "shadow_slower", "--api", stack.api,
+                          "--speed", "5"], env=env, capture_output=True, text=True, timeout=180)
+    assert sim.returncode == 0, sim.stdout[-2000:] + sim.stderr[-2000:]
+    deadline = time.monotonic() + 60
+    while not (alerts := _firing(stack, "RagmonShadowCandidateWorse")) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert alerts, "RagmonShadowCandidateWorse did not fire: " + json.dumps(
+        stack.query('ragmon_shadow_verdict{metric="latency_total_seconds"} == 1'))
+    labels = {(a["candidate"], a["metric"], a["severity"], a["category"]) for a in alerts}
+    assert ("cand-slower", "latency_total_seconds", "ticket", "candidate") in labels
+    assert all(a["severity"] == "ticket" for a in alerts)
+    pages = stack.prom("/api/v1/query_range", query='ALERTS{severity="page"}', start=started,
+                       end=time.time(), step="1s")["result"]
+    assert pages == [], [p["metric"] for p in pages]
+    pairs = stack.query('max by (candidate) (ragmon_shadow_window_pairs{tenant="acme"})')
+    assert float(pairs[0]["value"][1]) >= 100

@@ -1,0 +1,137 @@
+"""The shadow processor on a real Redis: pairing in any order, duplicates, TTL, recompute, metrics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from tests.workers.shadow.shadow_events import score_event, trace_body, trace_event
+from workers.shadow.config import ShadowConfig
+from workers.shadow.live import live_comparison
+from workers.shadow.metrics import ShadowMetrics
+from workers.shadow.processor import ShadowProcessor
+from workers.shadow.store import ShadowStore
+
+
+@pytest.fixture
+def config() -> ShadowConfig:
+    return ShadowConfig(pair_wait_s=2, recompute_every_pairs=10, recompute_every_s=3600, min_pairs=5,
+                        resamples=500, slice_fields={"locale": ["pt", "en"]},
+                        expected_shadow_rate={"cand-a": 1.0})
+
+
+def _processor(client: redis.Redis, config: ShadowConfig) -> tuple[ShadowProcessor, CollectorRegistry]:
+    registry = CollectorRegistry()
+    return ShadowProcessor(config, ShadowStore(client, config), ShadowMetrics(registry)), registry
+
+
+def test_pairs_whichever_twin_arrives_first(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, registry = _processor(redis_client, config)
+    proc.process([trace_event(trace_body("r1", "cand-a"))])  # candidate before production
+    proc.process([trace_event(trace_body("r1")), trace_event(trace_body("r2"))])
+    proc.process([trace_event(trace_body("r2", "cand-a"))])
+    counts = proc.store.counts("acme")
+    assert counts.paired == {"cand-a": 2}
+    assert counts.seen == {"production": 2, "cand-a": 2}
+    assert registry.get_sample_value("ragmon_shadow_pairs_formed_total", {"tenant": "acme"}) == 2.0
+
+
+def test_duplicates_and_redelivery_count_once(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, registry = _processor(redis_client, config)
+    prod, cand = trace_event(trace_body("r1")), trace_event(trace_body("r1", "cand-a"))
+    for _ in range(3):
+        proc.process([prod, cand, score_event("r1", "production", 0.9), score_event("r1", "cand-a", 0.4)])
+    # a different event id for the same request and variant (the app resent it) is not a second pair either
+    proc.process([trace_event(trace_body("r1", "cand-a"))])
+    counts = proc.store.counts("acme")
+    assert counts.paired == {"cand-a": 1} and counts.seen == {"production": 1, "cand-a": 1}
+    assert registry.get_sample_value("ragmon_shadow_events_total", {"tenant": "acme", "kind": "trace"}) == 2.0
+    assert registry.get_sample_value("ragmon_shadow_events_total", {"tenant": "acme", "kind": "faithfulness"}) == 2.0
+
+
+def test_a_twin_after_the_wait_stays_unpaired(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, _ = _processor(redis_client, config.model_copy(update={"pair_wait_s": 1}))
+    proc.process([trace_event(trace_body("late"))])
+    time.sleep(1.3)
+    proc.process([trace_event(trace_body("late", "cand-a"))])
+    counts = proc.store.counts("acme")
+    assert counts.paired.get("cand-a", 0) == 0
+    assert counts.seen == {"production": 1, "cand-a": 1}  # both counted, as unpaired
+
+
+def test_scores_after_pairing_reach_the_comparison(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, _ = _processor(redis_client, config)
+    events = []
+    for i in range(40):
+        rid = f"r{i}"
+        events += [trace_event(trace_body(rid)), trace_event(trace_body(rid, "cand-a", total_ms=1200.0))]
+    proc.process(events)
+    proc.process([score_event(f"r{i}", v, 0.9 if v == "production" else 0.3) for i in range(40)
+                  for v in ("production", "cand-a")])
+    comparison, pairs = live_comparison(proc.store, config, "acme", "cand-a")
+    by = {r.metric: r for r in comparison.metrics}
+    assert pairs == 40
+    assert by["faithful"].losses == 40 and by["faithful"].verdict == "worse"
+    assert by["latency_total_seconds"].verdict == "worse"
+    assert by["latency_total_seconds"].delta == pytest.approx(0.4)
+    assert {(s.dimension, s.value) for s in comparison.slices} == {("intent", "billing"), ("locale", "pt")}
+    assert comparison.context["coverage.coverage"] == 1.0
+
+
+def test_recompute_under_lease_and_exported_by_every_replica(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    first, reg1 = _processor(redis_client, config)
+    second, reg2 = _processor(redis.Redis.from_url(_url(redis_client)), config)
+    first.process([trace_event(trace_body(f"r{i}", v, cited=(v == "production" or i % 2 == 0)))
+                   for i in range(12) for v in ("production", "cand-a")])
+    token = first.store.acquire_lease("acme", "cand-a")  # another replica is computing: nobody else may
+    assert token is not None
+    assert not second.recompute_if_leased("acme", "cand-a", time.time())
+    first.store.release_lease("acme", "cand-a", token)
+    second.tick(time.time())  # 12 pending >= 10: due
+    assert first.store.counts("acme").pending == {"cand-a": 0}
+    first.tick(time.time())  # not due any more; exports what the other replica stored
+    for reg in (reg1, reg2):
+        labels = {"tenant": "acme", "candidate": "cand-a", "metric": "uncited_answer", "slice": "all"}
+        assert reg.get_sample_value("ragmon_shadow_losses", labels) == 6.0
+        assert reg.get_sample_value("ragmon_shadow_window_pairs", {"tenant": "acme", "candidate": "cand-a"}) == 12
+        assert reg.get_sample_value("ragmon_shadow_verdict", {"tenant": "acme", "candidate": "cand-a",
+                                                              "metric": "uncited_answer",
+                                                              "verdict": "not_enough_data"}) == 1.0
+
+
+def test_candidates_per_tenant_are_capped(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, registry = _processor(redis_client, config.model_copy(update={"max_candidates_per_tenant": 2}))
+    proc.process([trace_event(trace_body("r1", f"cand-{i}")) for i in range(4)])
+    assert len(proc.store.candidates()) == 2
+    assert registry.get_sample_value("ragmon_shadow_candidates_refused_total", {"tenant": "acme"}) == 2.0
+
+
+def test_production_latency_before_and_during_a_candidate(redis_client: redis.Redis, config: ShadowConfig) -> None:
+    proc, _ = _processor(redis_client, config)
+    proc.process([trace_event(trace_body(f"b{i}", total_ms=500.0)) for i in range(20)])
+    proc.process([trace_event(trace_body("c0", "cand-a"))])
+    proc.process([trace_event(trace_body(f"d{i}", total_ms=600.0)) for i in range(20)])
+    before, during = proc.store.production_latencies("acme")
+    assert (len(before), len(during)) == (20, 20)
+    comparison, _ = live_comparison(proc.store, config, "acme", "cand-a")
+    assert comparison.context["production_latency.p95_ratio"] == pytest.approx(1.2)
+
+
+def _url(client: redis.Redis) -> str:
+    kw = client.connection_pool.connection_kwargs
+    return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
+
+
+def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> None:
+    # nothing listens on port 1; no client-side retries (the worker's outage handling is under test)
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    proc, registry = _processor(dead, config)
+    proc.tick(time.time())
+    assert registry.get_sample_value("ragmon_shadow_tick_errors_total", {"error": "ConnectionError"}) == 1.0
+    with pytest.raises(redis.exceptions.ConnectionError):  # a batch raises: the runtime retries it
+        proc.process([trace_event(trace_body("r1"))])

@@ -1,0 +1,1 @@
+"""Shadow evaluation: candidate traces paired with production by request id, compared with paired statistics."""

@@ -1,0 +1,95 @@
+"""`ragmon shadow ...` (python -m workers.shadow.cli): the statistics outside the worker.
+
+  compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives
+  report           the live comparison of one tenant's candidate, from Redis
+  calibrate        false verdicts of an equal candidate, checked after every batch; power on a known effect
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from workers.shadow.bootstrap import BootstrapSettings
+from workers.shadow.calibrate import null_calibration, power_on_known_effect, render_table
+from workers.shadow.compare import CompareSettings, compare
+from workers.shadow.offline import OfflineDataError, read_pairs
+from workers.shadow.report import render
+
+
+def _settings(args: argparse.Namespace) -> CompareSettings:
+    return CompareSettings(alpha=args.alpha, min_pairs=args.min_pairs,
+                           bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed))
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"ragmon shadow compare: {path}: no such file", file=sys.stderr)
+        return 2
+    try:
+        with path.open() as lines:
+            table = read_pairs(lines)
+    except OfflineDataError as exc:
+        print(f"ragmon shadow compare: {path}: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare(table, _settings(args))
+    comparison.context["source"] = path.name
+    print(render(comparison, args.format))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from workers.shadow.live import live_report
+
+    return live_report(args)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    rows = null_calibration(seeds=args.seeds, batches=args.batches, batch=args.batch, alpha=args.alpha)
+    print(render_table(rows, args.alpha))
+    for pairs in (56, 200, 800):
+        power = power_on_known_effect(seeds=args.seeds, pairs=pairs, alpha=args.alpha)
+        print(f"net +10 points, 20% discordant, {pairs} pairs: sign test power {power['sign_test_exact']:.2f} "
+              f"(exact), anytime verdict power {power['anytime_simulated']:.2f} (simulated)")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("md", "json"), default="md")
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--min-pairs", type=int, default=30)
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--seed", type=int, default=7)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragmon shadow", description="shadow evaluation statistics")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compare", help="compare offline A/B data (JSON lines)")
+    c.add_argument("file")
+    _common(c)
+    c.set_defaults(func=cmd_compare)
+    r = sub.add_parser("report", help="the live comparison of a candidate (from Redis)")
+    r.add_argument("--tenant", required=True)
+    r.add_argument("--candidate", required=True)
+    r.add_argument("--redis-url", default=None, help="default: RAGMON_REDIS_URL")
+    _common(r)
+    r.set_defaults(func=cmd_report)
+    k = sub.add_parser("calibrate", help="false verdict rate of an equal candidate; power on a known effect")
+    k.add_argument("--seeds", type=int, default=1000)
+    k.add_argument("--batches", type=int, default=40)
+    k.add_argument("--batch", type=int, default=50)
+    k.add_argument("--alpha", type=float, default=0.05)
+    k.set_defaults(func=cmd_calibrate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Prometheus series of the shadow worker.
+
+The comparison series are the last recompute of each (tenant, candidate),
+read back from Redis by every replica so they agree; a window's wins are not
+a counter, so they are gauges over the window. Labels: tenant, candidate (at
+most max_candidates_per_tenant per tenant), metric (the closed set of
+outcomes), slice ("all", or "dimension=value" from configured closed sets).
+Never a request id.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from workers.shadow.results import Comparison
+
+VERDICTS = ("better", "worse", "equivalent", "inconclusive", "not_enough_data")
+TCMS = ["tenant", "candidate", "metric", "slice"]
+Values = dict[str, dict[tuple[str, ...], float]]
+
+
+def _comparison_gauges(r: CollectorRegistry) -> dict[str, Gauge]:
+    return {
+        "delta": Gauge("ragmon_shadow_delta", "Candidate minus production, mean over the window's pairs "
+                       "(the metric's units)", TCMS, registry=r),
+        "lower": Gauge("ragmon_shadow_interval_lower", "Lower bound of the difference (method: anytime, the "
+                       "verdict's confidence sequence; bootstrap, fixed-n 95%)", [*TCMS, "method"], registry=r),
+        "upper": Gauge("ragmon_shadow_interval_upper", "Upper bound of the difference (method: anytime | "
+                       "bootstrap)", [*TCMS, "method"], registry=r),
+        "wins": Gauge("ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS,
+                      registry=r),
+        "losses": Gauge("ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS,
+                        registry=r),
+        "ties": Gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes", TCMS, registry=r),
+        "pairs": Gauge("ragmon_shadow_slice_pairs", "Pairs in the window with this metric, in the slice", TCMS,
+                       registry=r),
+        "p": Gauge("ragmon_shadow_p_value_ratio", "p-value of no difference (test: sign, fixed-n exact; "
+                   "anytime_holm, the verdict's)", [*TCMS, "test"], registry=r),
+        "verdict": Gauge("ragmon_shadow_verdict", "1 for the metric's current verdict, 0 for the others",
+                         [*TCMS[:3], "verdict"], registry=r),
+        "masked": Gauge("ragmon_shadow_masked_regression", "1 when this slice is worse while the whole is "
+                        "better (its size: ragmon_shadow_slice_pairs)", TCMS, registry=r),
+        "detectable": Gauge("ragmon_shadow_detectable_effect", "Smallest difference detectable at 80% power "
+                            "with the current pairs", TCMS[:3], registry=r),
+        "needed": Gauge("ragmon_shadow_pairs_needed", "Pairs needed for the configured effect of interest",
+                        TCMS[:3], registry=r),
+        "window": Gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2],
+                        registry=r),
+        "coverage": Gauge("ragmon_shadow_coverage_ratio", "Share of production requests with a twin of this "
+                          "candidate", TCMS[:2], registry=r),
+        "unpaired": Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production "
+                          "or candidate)", [*TCMS[:2], "role"], registry=r),
+    }
+
+
+class ShadowMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.gauges = _comparison_gauges(r)
+        for name, gauge in self.gauges.items():  # also as attributes: tools that list a class's metrics see them
+            setattr(self, f"{name}_gauge", gauge)
+        self.production_p95 = Gauge(
+            "ragmon_shadow_production_latency_p95_duration_seconds", "Production total latency p95 before any candidate "
+            "ran and while one runs (period)", ["tenant", "period"], registry=r)
+        self.events = Counter("ragmon_shadow_events_total", "Trace and score events applied (first delivery), "
+                              "by kind", ["tenant", "kind"], registry=r)
+        self.pairs_formed = Counter("ragmon_shadow_pairs_formed_total", "Pairs formed by this process (each pair "
+                                    "once across replicas and redeliveries)", ["tenant"], registry=r)
+        self.refused = Counter("ragmon_shadow_candidates_refused_total", "Candidate events dropped: the tenant "
+                               "already has max_candidates_per_tenant candidates", ["tenant"], registry=r)
+        self.recompute_seconds = Histogram(
+            "ragmon_shadow_recompute_duration_seconds", "Time to recompute one comparison", ["tenant"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
+        self.tick_errors = Counter("ragmon_shadow_tick_errors_total", "Scheduled recomputes skipped because Redis "
+                                   "failed, by error type", ["error"], registry=r)
+        self.recomputes = Counter("ragmon_shadow_recomputes_total", "Comparisons recomputed by this process",
+                                  ["tenant", "candidate"], registry=r)
+        self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
+
+    def publish(self, tenant: str, candidate: str, comparison: Comparison) -> None:
+        """Set this comparison's series and withdraw the ones it no longer has (e.g. a slice that left)."""
+        values = comparison_values(tenant, candidate, comparison)
+        before = self._published.get((tenant, candidate), {})
+        for name, gauge in self.gauges.items():
+            for labels, value in values[name].items():
+                gauge.labels(*labels).set(value)
+            for gone in before.get(name, set()) - values[name].keys():
+                gauge.remove(*gone)
+        self._published[(tenant, candidate)] = {name: set(v) for name, v in values.items()}
+        latency = {k.split(".", 1)[1]: v for k, v in comparison.context.items() if k.startswith("production_latency.")}
+        for period in ("before", "during"):
+            if latency.get(f"{period}_p95_seconds") is not None:
+                self.production_p95.labels(tenant, period).set(latency[f"{period}_p95_seconds"])
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and value == value and abs(value) != float("inf")
+
+
+def comparison_values(tenant: str, cand: str, c: Comparison) -> Values:
+    out: Values = defaultdict(dict)
+
+    def put(name: str, labels: tuple[str, ...], value: Any) -> None:
+        if _finite(value):
+            out[name][labels] = float(value)
+
+    ctx = c.context
+    put("window", (tenant, cand), c.pairs)
+    put("coverage", (tenant, cand), ctx.get("coverage.coverage"))
+    put("unpaired", (tenant, cand, "production"), ctx.get("coverage.unpaired_production"))
+    put("unpaired", (tenant, cand, "candidate"), ctx.get("coverage.unpaired_candidate"))
+    for r in c.metrics:
+        base = (tenant, cand, r.metric, "all")
+        put("delta", base, r.delta)
+        for method, lo, hi in (("anytime", r.cs_lower, r.cs_upper), ("bootstrap", r.bootstrap_lower,
+                                                                      r.bootstrap_upper)):
+            put("lower", (*base, method), lo)
+            put("upper", (*base, method), hi)
+        for name, value in (("wins", r.wins), ("losses", r.losses), ("ties", r.ties), ("pairs", r.n)):
+            put(name, base, value)
+        put("p", (*base, "sign"), r.sign_p)
+        put("p", (*base, "anytime_holm"), r.anytime_p_holm)
+        for verdict in VERDICTS:
+            put("verdict", (tenant, cand, r.metric, verdict), 1.0 if r.verdict == verdict else 0.0)
+        put("detectable", base[:3], r.detectable_effect)
+        put("needed", base[:3], r.pairs_needed)
+    for s in c.slices:
+        labels = (tenant, cand, s.metric, f"{s.dimension}={s.value}")
+        put("delta", labels, s.delta)
+        put("lower", (*labels, "bootstrap"), s.bootstrap_lower)
+        put("upper", (*labels, "bootstrap"), s.bootstrap_upper)
+        for name, value in (("wins", s.wins), ("losses", s.losses), ("ties", s.ties), ("pairs", s.n)):
+            put(name, labels, value)
+        put("p", (*labels, "sign"), s.sign_p)
+        put("masked", labels, 1.0 if s.masked_regression else 0.0)
+    return out

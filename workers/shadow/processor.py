@@ -1,0 +1,144 @@
+"""The shadow worker's processor: record each trace and score event, recompute comparisons.
+
+process(): one atomic Redis script per event (store.py) records its outcomes
+and forms pairs; a redelivered event is a no-op there. tick(): a comparison
+whose window got recompute_every_pairs new pairs, or recompute_every_s
+passed, is recomputed by the one replica holding its lease; the result is
+stored in Redis and every replica exports the stored results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import orjson
+import redis
+
+from service.contracts import TraceBody
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from workers.runtime.reasons import DeadLetterReason
+from workers.runtime.types import Event, Readiness, Rejection
+from workers.shadow.config import ShadowConfig
+from workers.shadow.live import live_comparison
+from workers.shadow.metrics import ShadowMetrics
+from workers.shadow.outcomes import exclusion_outcome, faithfulness_outcome, trace_outcome
+from workers.shadow.results import comparison_from_dict
+from workers.shadow.store import Item, ShadowStore
+
+log = logging.getLogger(__name__)
+
+
+class ShadowProcessor:
+    name = "shadow"
+    event_types: tuple[str, ...] = ("trace", "score")
+
+    def __init__(self, config: ShadowConfig, store: ShadowStore, metrics: ShadowMetrics) -> None:
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self._next_publish = 0.0
+        self._next_tick_warning = 0.0
+
+    def readiness(self) -> Readiness:
+        return Readiness(True)
+
+    def close(self) -> None:
+        """Nothing to release: the Redis client belongs to the runtime."""
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        rejections: list[Rejection] = []
+        items: list[Item] = []
+        kinds: list[str] = []
+        for event in events:
+            planned = self._item(event)
+            if planned is None:
+                rejections.append(Rejection(event, DeadLetterReason.UNEXPECTED_TYPE,
+                                            f"type: the shadow worker reads traces and score events, got {event.type!r}"))
+            else:
+                items.append(planned[0])
+                kinds.append(planned[1])
+        for item, kind, done in zip(items, kinds, self.store.record_many(items, time.time()), strict=True):
+            if done.refused:
+                self.metrics.refused.labels(item.tenant).inc()
+                continue
+            if done.new:
+                self.metrics.events.labels(item.tenant, kind).inc()
+            if done.formed:
+                self.metrics.pairs_formed.labels(item.tenant).inc(done.formed)
+        return rejections
+
+    def _item(self, event: Event) -> tuple[Item, str] | None:
+        body = event.body
+        if isinstance(body, TraceBody):
+            total_ms = body.timings.get("total")
+            return Item(event.tenant, body.request_id, f"trace:{body.variant}",
+                        orjson.dumps(trace_outcome(body, self.config)), body.variant, True,
+                        None if total_ms is None else total_ms / 1000.0), "trace"
+        if isinstance(body, FaithfulnessScoreEvent):
+            return Item(body.tenant, body.request_id, f"faith:{body.variant}", orjson.dumps(faithfulness_outcome(body)),
+                        body.variant, False), "faithfulness"
+        if isinstance(body, ExclusionResultEvent):
+            return Item(body.tenant, body.request_id, f"excl:{body.variant}", orjson.dumps(exclusion_outcome(body)),
+                        body.variant, False), "exclusion"
+        return None
+
+    def tick(self, now: float) -> None:
+        """Recompute due comparisons. A Redis outage here is not fatal: the next tick tries again (the
+        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        try:
+            self._tick(now)
+        except redis.exceptions.RedisError as exc:
+            self.metrics.tick_errors.labels(type(exc).__name__).inc()
+            if now >= self._next_tick_warning:
+                log.warning("shadow: scheduled recompute skipped, Redis: %s", exc)
+                self._next_tick_warning = now + 60.0
+
+    def _tick(self, now: float) -> None:
+        candidates = self.store.candidates()
+        for tenant, candidate in candidates:
+            if self._is_due(tenant, candidate, now):
+                self.recompute_if_leased(tenant, candidate, now)
+        if now >= self._next_publish:
+            self._next_publish = now + min(self.config.recompute_every_s, 10.0)
+            self._publish(candidates)
+
+    def _is_due(self, tenant: str, candidate: str, now: float) -> bool:
+        pending = self.store.counts(tenant).pending.get(candidate, 0)
+        if pending >= self.config.recompute_every_pairs:
+            return True
+        return pending > 0 and now - self.store.last_recompute(tenant, candidate) >= self.config.recompute_every_s
+
+    def recompute_if_leased(self, tenant: str, candidate: str, now: float) -> bool:
+        token = self.store.acquire_lease(tenant, candidate)
+        if token is None:
+            return False
+        try:
+            pending = self.store.counts(tenant).pending.get(candidate, 0)
+            if not self._is_due(tenant, candidate, now):
+                return False  # another replica just did it
+            started = time.perf_counter()
+            comparison, _ = live_comparison(self.store, self.config, tenant, candidate)
+            self.store.redis.set(self._result_key(tenant, candidate), json.dumps(comparison.to_dict()),
+                                 ex=self.config.keep_s)
+            self.store.mark_recomputed(tenant, candidate, now, pending)
+            self.metrics.recompute_seconds.labels(tenant).observe(time.perf_counter() - started)
+            self.metrics.recomputes.labels(tenant, candidate).inc()
+            self.metrics.publish(tenant, candidate, comparison)
+            for flag in comparison.masked_regressions:
+                log.warning("shadow %s/%s: %s worse in %s=%s (%d pairs, %s) while better overall", tenant,
+                            candidate, flag.metric, flag.dimension, flag.value, flag.n, flag.strength)
+            return True
+        finally:
+            self.store.release_lease(tenant, candidate, token)
+
+    def _result_key(self, tenant: str, candidate: str) -> str:
+        return f"{self.store.prefix(tenant)}result:{candidate}"
+
+    def _publish(self, candidates: list[tuple[str, str]]) -> None:
+        """Export what any replica stored, so every replica shows the same comparison."""
+        for tenant, candidate in candidates:
+            raw = self.store.redis.get(self._result_key(tenant, candidate))
+            if raw is not None:
+                self.metrics.publish(tenant, candidate, comparison_from_dict(json.loads(raw)))
