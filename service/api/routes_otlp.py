@@ -27,7 +27,7 @@ from service.api.ingest import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
 from service.api.routes_events import _read_body
-from service.api.state import ApiState
+from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
 
 log = logging.getLogger("ragmon.api.otlp")
@@ -129,7 +129,7 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
 
 @router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference spans), protobuf or JSON")
 async def export_traces(request: Request) -> Response:
-    state: ApiState = request.app.state.ragmon
+    state: ApiState = getattr(request.state, STATE_KEY)
     # Until the Content-Type is known, errors go out as JSON (readable by every client).
     encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
     with tracer.start_as_current_span("ingest.otlp", context=extract_context(dict(request.headers))) as span:
