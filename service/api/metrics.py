@@ -71,6 +71,6 @@ class ApiMetrics:
             registry=registry,
         )
         self.label_outbox_pending = Gauge(
-            "ragmon_api_label_outbox_pending", "Saved labels whose event Kafka has not acknowledged yet",
+            "ragmon_api_label_outbox_pending_events", "Saved labels whose event Kafka has not acknowledged yet",
             registry=registry, multiprocess_mode="livemax",
         )

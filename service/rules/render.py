@@ -288,7 +288,7 @@ def review_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     limit = int(seconds(r.max_blind_backlog_age))
     return [_alert(
         cfg, "RagmonReviewBacklogStale",
-        f'max by (tenant) (ragmon_review_oldest_waiting_age_seconds{{stratum="blind"}}) > {limit}', r.for_,
+        f'max by (tenant) (ragmon_review_oldest_waiting_duration_seconds{{stratum="blind"}}) > {limit}', r.for_,
         "ticket", "review", "The blind review sample of {{ $labels.tenant }} waits longer than " + r.max_blind_backlog_age,
         "Its oldest blind-sample item is {{ $value | humanizeDuration }} old: the unbiased check of the judges "
         "(calibration, prediction-powered faithful rate) is going stale. Add reviewers or lower review.blind_rate.")]

@@ -23,18 +23,18 @@ class ReviewMetrics:
             "ragmon_review_scored_traces_total",
             "Production faithfulness scores counted for the prediction-powered estimate", ["tenant"], registry=r)
         self.queue_depth = Gauge(
-            "ragmon_review_queue_depth", "Items still waiting for a (first or second) review", TS, registry=r)
+            "ragmon_review_queue_waiting_traces", "Items still waiting for a (first or second) review", TS, registry=r)
         self.oldest_waiting = Gauge(
-            "ragmon_review_oldest_waiting_age_seconds", "Age of the oldest item waiting for review", TS,
+            "ragmon_review_oldest_waiting_duration_seconds", "Age of the oldest item waiting for review", TS,
             registry=r)
         self.reviewed_last_day = Gauge(
-            "ragmon_review_labels_last_day", "Labels saved by reviewers in the last 24 hours", ["tenant"],
+            "ragmon_review_labelled_last_day_traces", "Labels saved by reviewers in the last 24 hours", ["tenant"],
             registry=r)
         self.judge_kappa = Gauge(
             "ragmon_review_judge_kappa", "Cohen's kappa of the judge against reviewers (latest calibration)",
             ["tenant", "judge"], registry=r)
         self.judge_balanced_accuracy = Gauge(
-            "ragmon_review_judge_balanced_accuracy",
+            "ragmon_review_judge_balanced_accuracy_ratio",
             "Balanced accuracy of the judge at its configured threshold, held-out half (latest calibration)",
             ["tenant", "judge"], registry=r)
         self.reviewer_kappa = Gauge(

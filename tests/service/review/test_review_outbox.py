@@ -55,7 +55,7 @@ def test_label_saved_while_kafka_is_down_is_relayed_after(own_broker: list[Child
         time.sleep(3)
         ((event_id, sent, _),) = _outbox(review_db_url)
         assert sent is False
-        assert api.metric("ragmon_api_label_outbox_pending") == 1
+        assert api.metric("ragmon_api_label_outbox_pending_events") == 1
         own_broker.append(start_broker(port=first.port, log_dir=LOG_DIR))
         deadline = time.monotonic() + 45
         while not _outbox(review_db_url)[0][1]:

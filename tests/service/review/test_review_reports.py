@@ -114,4 +114,4 @@ def test_calibration_page_and_worker_gauges(labelled: str, kafka_bootstrap: str,
     kappa = registry.get_sample_value("ragmon_review_judge_kappa", {"tenant": "acme", "judge": "faithfulness"})
     assert kappa is not None and kappa > 0.3
     assert registry.get_sample_value("ragmon_review_reviewer_kappa", {"tenant": "acme"}) is not None
-    assert registry.get_sample_value("ragmon_review_labels_last_day", {"tenant": "acme"}) == 2 * N
+    assert registry.get_sample_value("ragmon_review_labelled_last_day_traces", {"tenant": "acme"}) == 2 * N

@@ -136,9 +136,9 @@ def test_gauges_from_the_store(make: Any, review_db_url: str) -> None:
     proc, reg = make(blind_rate=1.0)
     proc.process([trace_event(1), trace_event(2)])
     proc.refresh_gauges()
-    assert val(reg, "ragmon_review_queue_depth", tenant="acme", stratum="blind") == 2
-    assert val(reg, "ragmon_review_queue_depth", tenant="acme", stratum="low_confidence") == 0
-    assert val(reg, "ragmon_review_oldest_waiting_age_seconds", tenant="acme", stratum="blind") >= 0
+    assert val(reg, "ragmon_review_queue_waiting_traces", tenant="acme", stratum="blind") == 2
+    assert val(reg, "ragmon_review_queue_waiting_traces", tenant="acme", stratum="low_confidence") == 0
+    assert val(reg, "ragmon_review_oldest_waiting_duration_seconds", tenant="acme", stratum="blind") >= 0
 
 
 def test_store_outage_raises_for_a_retry(make: Any, review_db_url: str) -> None:
