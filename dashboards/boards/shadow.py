@@ -12,7 +12,6 @@ from dashboards.model import Override, Panel, Row, Target, bad_above
 from dashboards.promql import TENANT, per_second, quantile, sel
 
 UID = "ragmon-shadow"
-S = "ragmon_shadow_"
 WHOLE = 'slice="all"'
 COMPARISON = "tenant, candidate, metric"
 SERIES = "{{candidate}} {{metric}}"
@@ -20,14 +19,14 @@ DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),)
 
 
 def _max(metric: str, by: str, *matchers: str) -> str:
-    return f"max by ({by}) ({sel(S + metric, TENANT, *matchers)})"
+    return f"max by ({by}) ({sel(metric, TENANT, *matchers)})"
 
 
 def _verdicts(limits: Limits) -> list[Panel]:
     return [
         Panel(
             "Verdict per candidate and metric", "table",
-            [Target(f"{_max('verdict', COMPARISON + ', verdict')} == 1", instant=True)],
+            [Target(f"{_max('ragmon_shadow_verdict', COMPARISON + ', verdict')} == 1", instant=True)],
             description="better / worse / equivalent / inconclusive / not_enough_data, from the anytime-valid "
                         "confidence sequence with Holm's correction across the metrics of a candidate; latency, "
                         f"cost and tokens judged as non-inferiority. 'worse' for {limits.guardrails.shadow.for_} "
@@ -35,28 +34,29 @@ def _verdicts(limits: Limits) -> list[Panel]:
             hidden_columns=("Time", "Value"), width=12, height=9),
         Panel(
             "Difference and its anytime interval", "timeseries",
-            [Target(_max("delta", COMPARISON, WHOLE), "Δ " + SERIES),
-             Target(_max("interval_lower", COMPARISON, WHOLE, 'method="anytime"'), "lower " + SERIES),
-             Target(_max("interval_upper", COMPARISON, WHOLE, 'method="anytime"'), "upper " + SERIES)],
+            [Target(_max("ragmon_shadow_delta", COMPARISON, WHOLE), "Δ " + SERIES),
+             Target(_max("ragmon_shadow_interval_lower", COMPARISON, WHOLE, 'method="anytime"'), "lower " + SERIES),
+             Target(_max("ragmon_shadow_interval_upper", COMPARISON, WHOLE, 'method="anytime"'), "upper " + SERIES)],
             description="Candidate minus production over the window's pairs, in each metric's units. The dashed "
                         "bounds are the confidence sequence: valid however often this is looked at.",
             overrides=(Override("^(lower|upper) .*", DASHED),), width=12, height=9),
         Panel(
             "Fixed-n bootstrap interval (shown, not used for the verdict)", "timeseries",
-            [Target(_max("interval_lower", COMPARISON, WHOLE, 'method="bootstrap"'), "lower " + SERIES),
-             Target(_max("interval_upper", COMPARISON, WHOLE, 'method="bootstrap"'), "upper " + SERIES)],
+            [Target(_max("ragmon_shadow_interval_lower", COMPARISON, WHOLE, 'method="bootstrap"'), "lower " + SERIES),
+             Target(_max("ragmon_shadow_interval_upper", COMPARISON, WHOLE, 'method="bootstrap"'), "upper " + SERIES)],
             description="Paired bootstrap 95% percentile interval. Checked after every batch it would cross zero by "
                         "chance far more often than 5% (docs/shadow.md, calibration).",
             width=8),
         Panel(
             "Wins, losses, ties", "timeseries",
-            [Target(_max(name, COMPARISON, WHOLE), f"{name} " + SERIES) for name in ("wins", "losses", "ties")],
+            [Target(_max(name, COMPARISON, WHOLE), f"{name.rsplit('_', 1)[1]} " + SERIES)
+             for name in ("ragmon_shadow_wins", "ragmon_shadow_losses", "ragmon_shadow_ties")],
             description="Pairs where the candidate did better / worse / the same (by the metric's direction). "
                         "Only the discordant pairs carry information.",
             decimals=0, width=8),
         Panel(
             "p-values: exact sign test and anytime (Holm)", "timeseries",
-            [Target(_max("p_value_ratio", COMPARISON + ", test", WHOLE), "{{test}} " + SERIES)],
+            [Target(_max("ragmon_shadow_p_value_ratio", COMPARISON + ", test", WHOLE), "{{test}} " + SERIES)],
             minimum=0, maximum=1, decimals=3, width=8),
     ]
 
@@ -66,14 +66,14 @@ def _slices() -> list[Panel]:
     return [
         Panel(
             "Regressions hidden by the average", "table",
-            [Target(f"sort_desc({_max('masked_regression', by)})", instant=True),
-             Target(_max("slice_pairs", by, 'slice!="all"'), instant=True)],
+            [Target(f"sort_desc({_max('ragmon_shadow_masked_regression', by)})", instant=True),
+             Target(_max("ragmon_shadow_slice_pairs", by, 'slice!="all"'), instant=True)],
             description="1: the slice is worse while the whole is better (flagged ones first). A small slice is a "
                         "lead to follow (add pairs of it), not a verdict: read its pairs beside it.",
             hidden_columns=("Time",), width=12, height=9),
         Panel(
             "Difference by slice", "timeseries",
-            [Target(_max("delta", by, 'slice!="all"'), "{{slice}} " + SERIES)],
+            [Target(_max("ragmon_shadow_delta", by, 'slice!="all"'), "{{slice}} " + SERIES)],
             description="Per intent and configured metadata field; each slice has its own bootstrap interval.",
             width=12, height=9),
     ]
@@ -84,16 +84,16 @@ def _coverage() -> list[Panel]:
     return [
         Panel(
             "Coverage: production requests with a twin", "timeseries",
-            [Target(_max("coverage_ratio", pair), "{{candidate}}")],
+            [Target(_max("ragmon_shadow_coverage_ratio", pair), "{{candidate}}")],
             description="Compare with the candidate's configured shadow rate: far from it, pairs are being lost.",
             unit="percentunit", minimum=0, maximum=1, width=8),
         Panel(
             "Unpaired traces", "timeseries",
-            [Target(_max("unpaired_traces", pair + ", role"), "{{candidate}} {{role}}")],
+            [Target(_max("ragmon_shadow_unpaired_traces", pair + ", role"), "{{candidate}} {{role}}")],
             decimals=0, width=8),
         Panel(
             "Pairs in the window", "timeseries",
-            [Target(_max("window_pairs", pair), "{{candidate}}")], decimals=0, width=8),
+            [Target(_max("ragmon_shadow_window_pairs", pair), "{{candidate}}")], decimals=0, width=8),
     ]
 
 
@@ -101,30 +101,30 @@ def _power_and_cost() -> list[Panel]:
     return [
         Panel(
             "Smallest difference detectable at 80% power", "timeseries",
-            [Target(_max("detectable_effect", COMPARISON), SERIES)],
+            [Target(_max("ragmon_shadow_detectable_effect", COMPARISON), SERIES)],
             description="With the current pairs and discordance; larger than the effect you care about means the "
                         "comparison cannot see it yet.",
             width=8),
         Panel(
             "Pairs still needed for the effect of interest", "timeseries",
-            [Target(_max("pairs_needed", COMPARISON), SERIES)], decimals=0, width=8),
+            [Target(_max("ragmon_shadow_pairs_needed", COMPARISON), SERIES)], decimals=0, width=8),
         Panel(
             "Production p95 latency before and during shadowing", "timeseries",
-            [Target(f"max by (tenant, period) ({sel(S + 'production_latency_p95_seconds', TENANT)})",
+            [Target(f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})",
                     "{{tenant}} {{period}}")],
             description="The shadow must not slow production: compare 'during' with 'before'.",
             unit="s", width=8),
         Panel(
             "Pairs formed", "timeseries",
-            [Target(per_second(S + "pairs_formed_total", "tenant", TENANT), "{{tenant}}")],
+            [Target(per_second("ragmon_shadow_pairs_formed_total", "tenant", TENANT), "{{tenant}}")],
             unit="reqps", width=8),
         Panel(
             "Recompute duration p95", "timeseries",
-            [Target(quantile(0.95, S + "recompute_duration_seconds", "tenant", TENANT), "{{tenant}}")],
+            [Target(quantile(0.95, "ragmon_shadow_recompute_duration_seconds", "tenant", TENANT), "{{tenant}}")],
             unit="s", thresholds=bad_above(5), width=8),
         Panel(
             "Candidates refused (over the per-tenant limit)", "timeseries",
-            [Target(f"({per_second(S + 'candidates_refused_total', 'tenant', TENANT, fn='increase')}) "
+            [Target(f"({per_second('ragmon_shadow_candidates_refused_total', 'tenant', TENANT, fn='increase')}) "
                     "or on () vector(0)", "{{tenant}}")],
             decimals=0, thresholds=bad_above(1), width=8),
     ]

@@ -28,14 +28,13 @@ EventType = Literal["trace", "feedback", "release", "label"]
 EVENT_TYPES: tuple[str, ...] = ("trace", "feedback", "release", "label")
 
 # Identifiers travel into Redis keys and Kafka keys: printable, no whitespace.
-Identifier = Annotated[
-    str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN, pattern=r"^[A-Za-z0-9._:/@#+=-]+$")
-]
+ID_PATTERN = r"^[A-Za-z0-9._:/@#+=-]+$"
 # Names become Prometheus label values (after the closed-set mapping): lower-case slugs.
-Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z0-9][a-z0-9_.-]*$")
-]
-StageName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=r"^[a-z][a-z0-9_]*$")]
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
+STAGE_PATTERN = r"^[a-z][a-z0-9_]*$"
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN, pattern=ID_PATTERN)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=NAME_PATTERN)]
+StageName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=STAGE_PATTERN)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 TokenCount = Annotated[int, Field(ge=0, le=L.MAX_TOKENS)]
@@ -144,23 +143,30 @@ class Predicate(Strict):
 
     @model_validator(mode="after")
     def _value_fits_op(self) -> Predicate:
-        v = self.value
-        if self.op in ("in", "not_in"):
-            if not isinstance(v, list):
-                raise ValueError(f"op '{self.op}' needs a list value")
-        elif self.op in ("gt", "gte", "lt", "lte"):
-            if isinstance(v, bool) or not isinstance(v, int | float | str):
-                raise ValueError(f"op '{self.op}' needs a number or an RFC 3339 date value")
-            if isinstance(v, str) and parse_instant(v) is None:
-                raise ValueError(f"op '{self.op}' value {v!r} is neither a number nor an RFC 3339 date")
-        elif self.op == "exists":
-            if v is not None and not isinstance(v, bool):
-                raise ValueError("op 'exists' takes true, false or no value")
-        elif isinstance(v, list):
-            raise ValueError(f"op '{self.op}' compares one value, not a list (use 'in')")
-        elif v is None:
-            raise ValueError(f"op '{self.op}' needs a value; to test for a missing field use 'exists'")
+        problem = predicate_value_problem(self.op, self.value)
+        if problem is not None:
+            raise ValueError(problem)
         return self
+
+
+def predicate_value_problem(op: str, v: Any) -> str | None:
+    """Why `value` does not fit `op`, or None (shared with the workers' decode views)."""
+    if op in ("in", "not_in"):
+        if not isinstance(v, list):
+            return f"op '{op}' needs a list value"
+    elif op in ("gt", "gte", "lt", "lte"):
+        if isinstance(v, bool) or not isinstance(v, int | float | str):
+            return f"op '{op}' needs a number or an RFC 3339 date value"
+        if isinstance(v, str) and parse_instant(v) is None:
+            return f"op '{op}' value {v!r} is neither a number nor an RFC 3339 date"
+    elif op == "exists":
+        if v is not None and not isinstance(v, bool):
+            return "op 'exists' takes true, false or no value"
+    elif isinstance(v, list):
+        return f"op '{op}' compares one value, not a list (use 'in')"
+    elif v is None:
+        return f"op '{op}' needs a value; to test for a missing field use 'exists'"
+    return None
 
 
 def parse_instant(value: str) -> datetime | None:
@@ -195,6 +201,9 @@ class Retrieval(Strict):
     exclusion_sample: ExclusionSample | None = None
 
 
+EMBEDDING_NEEDS_MODEL = "embedding_model is required with embedding: vectors of different models are never compared"
+
+
 class Query(Strict):
     text: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_QUERY_CHARS)]
     embedding: Annotated[list[FiniteFloat], Field(min_length=1, max_length=L.MAX_EMBEDDING_DIM)] | None = None
@@ -203,7 +212,7 @@ class Query(Strict):
     @model_validator(mode="after")
     def _embedding_names_its_model(self) -> Query:
         if self.embedding is not None and self.embedding_model is None:
-            raise ValueError("embedding_model is required with embedding: vectors of different models are never compared")
+            raise ValueError(EMBEDDING_NEEDS_MODEL)
         return self
 
 
@@ -248,11 +257,9 @@ class FeedbackBody(Strict):
 
     @model_validator(mode="after")
     def _value_fits_kind(self) -> FeedbackBody:
-        v = self.value
-        if self.kind == "thumbs" and not (isinstance(v, bool) or v in (1, -1, 1.0, -1.0)):
-            raise ValueError("thumbs feedback needs value true/false or 1/-1")
-        if self.kind == "dwell" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
-            raise ValueError("dwell feedback needs a non-negative number of seconds as value")
+        problem = feedback_value_problem(self.kind, self.value)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @property
@@ -262,10 +269,22 @@ class FeedbackBody(Strict):
         return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
 
 
+def feedback_value_problem(kind: str, v: Any) -> str | None:
+    """Why `value` does not fit the feedback `kind`, or None (shared with service/contracts/fast.py)."""
+    if kind == "thumbs" and not (isinstance(v, bool) or v in (1, -1, 1.0, -1.0)):
+        return "thumbs feedback needs value true/false or 1/-1"
+    if kind == "dwell" and (isinstance(v, bool) or not isinstance(v, int | float) or v < 0):
+        return "dwell feedback needs a non-negative number of seconds as value"
+    return None
+
+
 class ReleaseBody(Strict):
     release: Identifier
     variant: Name = "production"
     description: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
+
+
+LABEL_NEEDS_A_JUDGEMENT = "a label needs at least one of gold_ids, faithful, answerable"
 
 
 class LabelBody(Strict):
@@ -279,7 +298,7 @@ class LabelBody(Strict):
     @model_validator(mode="after")
     def _says_something(self) -> LabelBody:
         if self.gold_ids is None and self.faithful is None and self.answerable is None:
-            raise ValueError("a label needs at least one of gold_ids, faithful, answerable")
+            raise ValueError(LABEL_NEEDS_A_JUDGEMENT)
         return self
 
 

@@ -12,8 +12,8 @@ Measured in one run, medians of repeats:
 - scaling: ragmon's test at other window sizes;
 - encoder: the pinned all-MiniLM-L6-v2, queries/s by batch size, on real
   query texts;
-- processor: DriftProcessor.process() on app embeddings into a private
-  redis-server (what one worker sustains once the runtime has decoded).
+The worker's throughput end to end (record bytes -> commit) is
+tests/bench/bench_drift_worker.py.
 
     python tests/bench/bench_drift.py --out tests/bench/reports/drift.md
 """
@@ -124,37 +124,8 @@ def bench_encoder(repeats: int) -> dict[str, Any]:
     return {"load_s": load, "queries": len(texts), "rates": rates, "name": encoder.name}
 
 
-def bench_processor(repeats: int) -> float:
-    import redis
-    from prometheus_client import CollectorRegistry
-
-    from service.local.embedded import start_redis
-    from tests.workers.drift.drift_support import app_config, build_processor, make_event
-
-    server = start_redis()
-    try:
-        client = redis.Redis(port=server.port)
-        config = app_config(reference_size=1000, current_size=1000, app_embeddings={"models": ["emb"]})
-        ref, cur = windows(1000)
-        vectors = np.concatenate([ref, cur])
-        batches = [[make_event(embedding=v, model="emb", received_at=1.7e9 + i) for i, v in enumerate(vectors[s:s + 500], s)]
-                   for s in range(0, 2000, 500)]
-
-        def run() -> None:
-            client.flushdb()
-            proc = build_processor(config, client, CollectorRegistry())
-            for batch in batches:
-                proc.process(batch)
-
-        seconds, _ = median_seconds(run, repeats)
-        client.close()
-        return 2000 / seconds
-    finally:
-        server.stop()
-
-
 def report(args: argparse.Namespace, ours: dict[str, Any], alibi: dict[str, Any] | str,
-           scaling: list[dict[str, Any]], enc: dict[str, Any], proc_rate: float) -> tuple[str, bool]:
+           scaling: list[dict[str, Any]], enc: dict[str, Any]) -> tuple[str, bool]:
     r = ours["result"]
     lines = [
         "# Drift worker benchmark", "",
@@ -200,9 +171,8 @@ def report(args: argparse.Namespace, ours: dict[str, Any], alibi: dict[str, Any]
               f"Load (imports + weights from site-packages, hub off): {enc['load_s']:.1f} s. "
               f"{enc['queries']} real query texts per pass.", "", "| batch size | queries/s | CPU share |", "|---:|---:|---:|"]
     lines += [f"| {b} | {q:,.0f} | {share:.0%} |" for b, (q, share) in enc["rates"].items()]
-    lines += ["", "## Processor", "",
-              f"`DriftProcessor.process()` on 384-dim app embeddings into a private redis-server, batches of 500: "
-              f"**{proc_rate:,.0f} events/s** (windows and model registry included, no encoder)."]
+    lines += ["", "The worker's throughput end to end (record bytes -> commit, app embeddings): "
+              "[drift_worker.md](drift_worker.md)."]
     return "\n".join(lines) + "\n", ok
 
 
@@ -223,8 +193,7 @@ def main(argv: list[str]) -> int:
     scaling = sorted([*scaling, ours], key=lambda s: s["n"])
     enc = bench_encoder(3)
     print(f"encoder: {enc['rates']}", flush=True)
-    proc_rate = bench_processor(3)
-    text, ok = report(args, ours, alibi, scaling, enc, proc_rate)
+    text, ok = report(args, ours, alibi, scaling, enc)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,26 +1,22 @@
-"""Exclusion worker throughput: samples per second per process.
+"""Exclusion worker throughput, end to end: samples per second of one process.
 
 Each sample has 50 candidates, 3 relevance predicates (locale eq, product in,
 updated_at gte a date) and 2 entitlement predicates (tenant eq, access_group
-in). Measured in one run, medians of repeats:
+in). The headline: one worker process runs its real runtime loop on the
+samples' records in a private Tansu broker, from the record bytes to the
+commit (decode, dedupe keys, the processor's Redis round trips, metrics,
+commit), timed by stage (tests/bench/e2e.py); the reference is the same
+runner on another git revision, taking turns within each repeat. Second, in
+this process: the pure evaluation (plan + evaluate, no I/O) against a naive
+evaluator over the same samples.
 
-- pure: plan (compile predicates, entitlement check, evaluate every
-  candidate) + the query evaluation, no I/O;
-- processor: ExclusionProcessor.process() on batches, against a private
-  redis-server, metrics included (what one worker process sustains once the
-  runtime has decoded the records);
-- decode: TraceBody validation of the same bodies, the runtime's share;
-- reference: a naive evaluator (op dispatch per candidate and predicate,
-  dates parsed on every comparison) over the same samples.
-
-    python tests/bench/bench_exclusion.py --out tests/bench/reports/exclusion.md
+    python tests/bench/bench_exclusion.py --reference dd97703 --out tests/bench/reports/exclusion.md
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import statistics
 import sys
@@ -28,22 +24,20 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-import redis
-from prometheus_client import CollectorRegistry
+import orjson
 
-from service.contracts import StoredEvent, TraceBody, parse_instant
-from service.local.embedded import start_redis
-from workers.exclusion.config import ExclusionConfig
+from service.contracts import parse_instant, record_key
+from tests.bench import e2e
+from tests.bench.common import write_report
+from tests.support.decoded import decoded_event
 from workers.exclusion.evaluate import ProxyGold, evaluate
-from workers.exclusion.metrics import ExclusionMetrics
 from workers.exclusion.plan import plan_trace
-from workers.exclusion.processor import ExclusionProcessor
-from workers.runtime.types import Event, SourceRecord
+from workers.exclusion.views import VIEWS
 
 TARGET_PER_S = 2_000
+EXCLUSION_CONFIG = {"exclusion": {"proxy_score_threshold": 0.8, "proxy_top_k": 3, "intents": ["billing"]}}
 CANDIDATES = 50
 LOCALES = ("en-US", "en-GB", "de-DE", "fr-FR", "pt-BR")
 PRODUCTS = ("billing", "search", "auth", "storage", "mail", "chat")
@@ -86,21 +80,6 @@ def sample_body(rng: random.Random, i: int) -> dict[str, Any]:
     }
 
 
-def as_event(body: dict[str, Any], parsed: TraceBody, offset: int) -> Event:
-    now = datetime.now(UTC)
-    stored = StoredEvent.model_validate(
-        {
-            "id": uuid.uuid4(),
-            "type": "trace",
-            "tenant": "acme",
-            "timestamp": now,
-            "received_at": now,
-            "body": body,
-        }
-    )
-    return Event(SourceRecord("bench.traces", 0, offset, None, 0), stored, parsed)
-
-
 def naive_false_exclusion(body: dict[str, Any], threshold: float, top_k: int) -> bool:
     """A direct reading of the definition, as one would first write it."""
 
@@ -136,30 +115,23 @@ def naive_false_exclusion(body: dict[str, Any], threshold: float, top_k: int) ->
     return bool(gold) and not gold & survivors
 
 
-def timed(run: Callable[[], object], items: int) -> tuple[float, float]:
-    """(items per wall-clock second, items per CPU-second of this process).
-
-    On a shared machine the wall clock also counts time the scheduler gave
-    to other processes; the CPU time is this process's own cost, what one
-    worker process sustains on a core of its own (the Redis server's CPU and
-    the wait for its replies are in the wall clock only).
-    """
-    wall, cpu = time.perf_counter(), time.process_time()
-    run()
-    return items / (time.perf_counter() - wall), items / (time.process_time() - cpu)
-
-
-def measure(samples: int, batch: int, repeats: int) -> dict[str, float]:
-    """Median samples/s per path; the paths take turns within each repeat, so a
-    neighbour's load on the machine slows them alike and the ratios hold."""
+def stored_records(samples: int) -> list[tuple[str, bytes | None, bytes]]:
     rng = random.Random(5)
-    bodies = [sample_body(rng, i) for i in range(samples)]
-    parsed = [TraceBody.model_validate(b) for b in bodies]
-    events = [as_event(b, p, i) for i, (b, p) in enumerate(zip(bodies, parsed, strict=True))]
-    config = ExclusionConfig.model_validate(
-        {"proxy_score_threshold": 0.8, "proxy_top_k": 3, "intents": ["billing"]}
-    )
-    proxy = ProxyGold(config.proxy_score_threshold, config.proxy_top_k)
+    now = datetime.now(UTC).isoformat()
+    out: list[tuple[str, bytes | None, bytes]] = []
+    for i in range(samples):
+        body = sample_body(rng, i)
+        value = orjson.dumps({"schema_version": 1, "id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
+                              "timestamp": now, "received_at": now, "body": body})
+        out.append(("trace", record_key("trace", "acme", body), value))
+    return out
+
+
+def pure_vs_naive(records: list[tuple[str, bytes | None, bytes]], repeats: int) -> dict[str, float]:
+    """Samples per CPU-second: plan + evaluate on decoded samples vs the naive evaluator on dicts."""
+    events = [decoded_event(orjson.loads(value), VIEWS) for _, _, value in records]
+    bodies = [orjson.loads(value)["body"] for _, _, value in records]
+    proxy = ProxyGold(0.8, 3)
 
     def pure() -> None:
         for event in events:
@@ -167,91 +139,70 @@ def measure(samples: int, batch: int, repeats: int) -> dict[str, float]:
             assert plan.sample is not None
             evaluate(plan.sample, plan.sample.proxy_gold, "proxy")
 
-    server = start_redis()
-    try:
-        client = redis.Redis(port=server.port)
+    def timed(run: Callable[[], object]) -> float:
+        cpu = time.process_time()
+        run()
+        return len(records) / (time.process_time() - cpu)
 
-        def processor() -> None:
-            worker = ExclusionProcessor(client, ExclusionMetrics(CollectorRegistry(), config), config)
-            for start in range(0, samples, batch):
-                assert worker.process(events[start : start + batch]) == []
-
-        runs: dict[str, list[tuple[float, float]]] = {
-            "pure": [],
-            "decode": [],
-            "reference": [],
-            "processor": [],
-        }
-        for _ in range(repeats):
-            runs["pure"].append(timed(pure, samples))
-            runs["decode"].append(timed(lambda: [TraceBody.model_validate(b) for b in bodies], samples))
-            runs["reference"].append(
-                timed(lambda: [naive_false_exclusion(b, 0.8, 3) for b in bodies], samples)
-            )
-            client.flushdb()  # every repeat evaluates (and stores) every sample anew
-            runs["processor"].append(timed(processor, samples))
-        client.close()
-    finally:
-        server.stop()
-    medians = {path: statistics.median(wall for wall, _ in values) for path, values in runs.items()}
-    return medians | {
-        f"{path}_cpu": statistics.median(cpu for _, cpu in values) for path, values in runs.items()
-    }
+    runs: dict[str, list[float]] = {"pure": [], "naive": []}
+    for _ in range(repeats):
+        runs["pure"].append(timed(pure))
+        runs["naive"].append(timed(lambda: [naive_false_exclusion(b, 0.8, 3) for b in bodies]))
+    return {path: statistics.median(values) for path, values in runs.items()}
 
 
-def report(results: dict[str, float], samples: int, batch: int, repeats: int) -> str:
-    def derived(suffix: str) -> float:
-        return 1 / (1 / results[f"processor{suffix}"] + 1 / results[f"decode{suffix}"])
+def report(results: dict[str, dict[str, float]], pure: dict[str, float], args: argparse.Namespace,
+           load: tuple[float, float]) -> str:
+    change = results["change"]
+    verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
+    return f"""`python tests/bench/bench_exclusion.py --reference {args.reference}` — {args.samples:,} samples of
+{CANDIDATES} candidates, 3 relevance and 2 entitlement predicates each, as stored records in a private Tansu
+broker; one worker process runs its real runtime loop (batches of up to 500) until every record is committed.
+Median of {args.repeats} repeats; the change and the reference (`{args.reference}`, the same runner on that
+revision's tree) take turns within each repeat. 1-minute load average {load[0]:.1f} before, {load[1]:.1f} after
+(a shared 2-core machine: other processes inflate the wall-clock numbers; the CPU-second columns are what one
+process sustains on a core of its own).
 
-    results = results | {"combined": derived(""), "combined_cpu": derived("_cpu")}
-    paths = [
-        ("processor", "processor: process() with Redis and metrics"),
-        ("pure", "pure: plan + evaluate, no I/O"),
-        ("combined", "processor + decode (derived: 1/(1/processor + 1/decode))"),
-        ("decode", "decode only: TraceBody validation (the runtime's share)"),
-        ("reference", "reference: naive evaluator, pure, no I/O"),
-    ]
-    cpu = results["processor_cpu"]
-    verdict = "meets" if cpu >= TARGET_PER_S else "MISSES"
-    lines = [
-        "# Exclusion worker benchmark",
-        "",
-        f"`python tests/bench/bench_exclusion.py` — {samples} samples of {CANDIDATES} candidates, 3 relevance and",
-        f"2 entitlement predicates each; batches of {batch}; median of {repeats} repeats, the paths taking turns",
-        f"within each repeat; one process. Python {platform.python_version()}, {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, {datetime.now(UTC):%Y-%m-%d}; 1-minute load average up to {results['load']:.1f} "
-        "during the run (other processes share this machine).",
-        "",
-        "| path | samples/s, wall clock | samples per CPU-second of the process |",
-        "|---|---:|---:|",
-        *[f"| {name} | {results[key]:,.0f} | {results[key + '_cpu']:,.0f} |" for key, name in paths],
-        "",
-        f"Target: ≥ {TARGET_PER_S:,} samples/s per process, processor path, on a core of its own (CPU-second "
-        f"column): **{verdict}** ({cpu / TARGET_PER_S:.1f}× the target). The wall-clock column also counts the "
-        "Redis round trips and, on a loaded machine, time given to other processes.",
-        f"Pure path vs the naive reference, same samples, same run: {results['pure_cpu'] / results['reference_cpu']:.2f}× "
-        f"(CPU), {results['pure'] / results['reference']:.2f}× (wall).",
-        "",
-    ]
-    return "\n".join(lines)
+## End to end: record bytes -> commit, decode and Redis included, one process
+
+{e2e.headline_table(results, "samples")}
+
+Target ≥ {TARGET_PER_S:,} samples/s per process, end to end, on a core of its own (per CPU-second):
+**{verdict}** ({change["e2e_cpu"] / TARGET_PER_S:.1f}× the target; {change["e2e"] / TARGET_PER_S:.1f}× on the
+wall clock of this loaded machine). {e2e.ratio_line(results)}
+
+## Where the time goes (µs per sample, median over repeats)
+
+{e2e.profile_table(results, "sample")}
+
+The decode was the shared cost: the reference validates every field of the trace against the full contract
+models (pydantic, the metadata of each candidate in a Python validator); the change decodes each record once,
+with msgspec, into the exclusion worker's view (workers/exclusion/views.py: the fields it reads, with the
+contract's rules on them).
+
+## Pure evaluation vs a naive evaluator (this process, no I/O)
+
+plan + evaluate: {pure["pure"]:,.0f} samples per CPU-second; a naive evaluator (op dispatch per candidate and
+predicate, dates parsed on every comparison) on the same samples: {pure["naive"]:,.0f}
+({pure["pure"] / pure["naive"]:.2f}×).
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, help="write the Markdown report here")
-    parser.add_argument("--samples", type=int, default=2_000)
-    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--out", help="write the Markdown report here")
+    parser.add_argument("--samples", type=int, default=4_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--reference", default=None, help="git revision measured as the reference")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
-    results = measure(args.samples, args.batch, args.repeats)
-    results["load"] = max(load_before, os.getloadavg()[0])
-    text = report(results, args.samples, args.batch, args.repeats)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    return 0 if results["processor_cpu"] >= TARGET_PER_S else 1
+    records = stored_records(args.samples)
+    runs = e2e.measure(e2e.Workload("exclusion", records, EXCLUSION_CONFIG), args.repeats, args.reference)
+    results = {path: e2e.summary(path_runs) for path, path_runs in runs.items()}
+    pure = pure_vs_naive(records[:1000], args.repeats)
+    text = report(results, pure, args, (load_before, os.getloadavg()[0]))
+    write_report("exclusion", "Exclusion worker benchmark", text, args.out)
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,9 +10,14 @@ produce ceiling). Usage: python tests/bench/bench_ingest.py [--out PATH]
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -27,11 +32,11 @@ from tests.bench.common import (
     median,
     peak_rss_mb,
     percentile,
-    ragmon_argv,
     run_load,
     spawn,
     write_report,
 )
+from tests.bench.e2e import reference_tree
 
 KEY = "bench-key"
 BATCH = 100
@@ -70,6 +75,27 @@ def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str) -> flo
     return len(records) / elapsed
 
 
+def start_api(tree: Path, env: dict[str, str], api_workers: int, name: str) -> tuple[Any, int]:
+    port = free_port()
+    api = spawn([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--log-level", "warning",
+                 "--workers", str(api_workers)], {**env, "PYTHONPATH": str(tree)},
+                ROOT / "tests" / "bench" / ".work" / f"api-{name}.log", cwd=tree)
+    return api, port
+
+
+def wait_ready(api: Any, port: int) -> None:
+    wait_for_port("127.0.0.1", port, 120, api)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=15).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass  # a loaded machine: ask again
+        time.sleep(0.5)
+    raise RuntimeError(f"API on port {port} not ready in 120 s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
@@ -77,6 +103,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--api-workers", type=int, default=2, help="`ragmon api --workers`: API processes")
+    ap.add_argument("--reference", default=None, help="git revision whose API is measured too, interleaved")
     args = ap.parse_args()
 
     envelopes = trace_envelopes(5000)
@@ -84,61 +111,117 @@ def main() -> int:
     stored = [orjson.dumps({"schema_version": 1, "tenant": "bench", "received_at": e["timestamp"], **e})
               for e in envelopes]
     avg_event = sum(len(orjson.dumps(e)) for e in envelopes) / len(envelopes)
-
+    trees = {"change": ROOT} | ({"reference": reference_tree(args.reference)} if args.reference else {})
+    load_before = os.getloadavg()[0]
     broker = start_broker()
     redis = start_redis()
-    port = free_port()
     env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
            "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": KEY,
            "RAGMON_DEV_TENANT": "bench", "RAGMON_RATE_LIMIT_EPS": "1000000", "RAGMON_RATE_LIMIT_BURST": "2000000"}
-    api = spawn(ragmon_argv("api", "--port", str(port), "--log-level", "warning", "--workers",
-                            str(args.api_workers)), env,
-                ROOT / "tests" / "bench" / ".work" / "api.log")
-    rows = []
+    apis: dict[str, tuple[Any, int]] = {}
     try:
-        wait_for_port("127.0.0.1", port, 30, api)
-        while httpx.get(f"http://127.0.0.1:{port}/readyz").status_code != 200:
-            time.sleep(0.2)
-        headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
-        requests = [build_request("127.0.0.1", port, "/v1/events", b, headers) for b in bodies]
-        for rep in range(args.repeats):
-            load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds)
-            ceiling = raw_produce_ceiling(f"127.0.0.1:{broker.port}", stored * 2, f"bench-raw-{rep}")
-            rows.append((load.events_per_s, median(load.latencies_s) * 1000, percentile(load.latencies_s, 99) * 1000,
-                         ceiling, dict(load.statuses)))
-            print(f"run {rep}: {rows[-1]}", flush=True)
-        rss = api_rss_mb(api.pid)
+        for path, tree in trees.items():
+            apis[path] = start_api(tree, env, args.api_workers, path)  # registered first: stopped in finally
+            wait_ready(*apis[path])
+        rows = measure_apis(apis, args, bodies, stored, f"127.0.0.1:{broker.port}")
+        rss = {path: api_rss_mb(api.pid) for path, (api, _) in apis.items()}
     finally:
-        api.terminate()
-        api.wait(15)
+        for api, _ in apis.values():
+            api.terminate()
+            api.wait(15)
         redis.stop()
         broker.stop()
-
-    eps = median([r[0] for r in rows])
-    p50 = median([r[1] for r in rows])
-    p99 = median([r[2] for r in rows])
-    ceiling = median([r[3] for r in rows])
-    table = "\n".join(f"| {i + 1} | {r[0]:,.0f} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:,.0f} | {r[0] / r[3]:.2f} | {r[4]} |"
-                      for i, r in enumerate(rows))
-    body = f"""Trace events from the simulator's `clean` scenario (mean {avg_event:,.0f} bytes of JSON per event),
-batches of {BATCH}, {args.clients} concurrent keep-alive clients on 127.0.0.1, {args.seconds:.0f} s measured after a
-3 s warm-up, {args.repeats} repetitions. `ragmon api --workers {args.api_workers}` ({args.api_workers} API processes; the parent deals connections to them in turn) validating, redacting and
-producing every event with acks=all (lz4) to a memory-only Tansu broker on the same 2-core machine; the load client
-and the broker share those cores. Counted: events in requests answered 202 (every one acknowledged by the broker).
-
-Reference: kafka-python producing the same stored records straight to the same broker (acks=all, lz4), in the
-same run: the raw produce ceiling of the client library, with no HTTP, validation or redaction.
-
-| run | API events/s | median ms/batch | p99 ms/batch | raw produce events/s | API / raw | statuses |
-|---|---|---|---|---|---|---|
-{table}
-
-**Medians:** {eps:,.0f} trace events/s acknowledged (target ≥ 5,000), median {p50:.1f} ms and p99 {p99:.1f} ms per
-batch of {BATCH} (target p99 < 100 ms), raw produce ceiling {ceiling:,.0f} events/s (API reaches
-{eps / ceiling:.0%} of it). API peak RSS (all its processes): {rss:.0f} MB.
-"""
+    stages = {path: ingest_stages(tree, bodies) for path, tree in trees.items()}
+    body = report(rows, rss, args, avg_event, (load_before, os.getloadavg()[0])) + stages_table(stages)
     write_report("ingest", "Ingestion API benchmark", body, args.out)
     return 0
+
+
+Row = tuple[float, float, float, float, dict[int, int]]  # events/s, median ms, p99 ms, raw ceiling, statuses
+
+
+def measure_apis(apis: dict[str, tuple[Any, int]], args: argparse.Namespace, bodies: list[bytes],
+                 stored: list[bytes], bootstrap: str) -> dict[str, list[Row]]:
+    """Each repeat loads every API in turn, each run followed by the raw produce ceiling."""
+    headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
+    rows: dict[str, list[Row]] = {path: [] for path in apis}
+    for rep in range(args.repeats):
+        for path, (_, port) in apis.items():
+            requests = [build_request("127.0.0.1", port, "/v1/events", b, headers) for b in bodies]
+            load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds)
+            ceiling = raw_produce_ceiling(bootstrap, stored * 2, f"bench-raw-{path}-{rep}")
+            rows[path].append((load.events_per_s, median(load.latencies_s) * 1000,
+                               percentile(load.latencies_s, 99) * 1000, ceiling, dict(load.statuses)))
+            print(f"{path} run {rep}: {rows[path][-1]}", flush=True)
+    return rows
+
+
+def ingest_stages(tree: Path, bodies: list[bytes]) -> dict[str, float]:
+    """CPU µs per event by stage of the ingest pipeline, measured on `tree` (tests/bench/ingest_stages.py)."""
+    work = ROOT / "tests" / "bench" / ".work"
+    work.mkdir(parents=True, exist_ok=True)
+    batches = work / "ingest_batches.json"
+    batches.write_text(json.dumps([b.decode() for b in bodies[:30]]))
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "ingest_stages.py"), str(batches)],
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True,
+                          check=True, timeout=600)
+    stages: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return stages
+
+
+def stages_table(stages: dict[str, dict[str, float]]) -> str:
+    paths = list(stages)
+    rows = [("parse: JSON of the batch", lambda s: s["parse"]),
+            ("prepare: validate, redact, stored record JSON", lambda s: s["prepare"] - s["copy"]),
+            ("of which body validation", lambda s: s["prepare"] - s["prepare_without_body_check"]),
+            ("of which the rest", lambda s: s["prepare_without_body_check"] - s["copy"])]
+    lines = ["", "### Where the API's time goes before the producer (CPU µs per event, one process, no HTTP)", "",
+             "| stage | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
+    lines += [f"| {name} | " + " | ".join(f"{get(stages[p]):.1f}" for p in paths) + " |" for name, get in rows]
+    lines += ["", "`python tests/bench/ingest_stages.py` on each tree, 3,000 of the same trace events, best of 5. "
+              "The rest of an event's cost is the producer (kafka-python's send and its sender thread, the same "
+              "in both), HTTP and the event loop; docs/throughput.md has the py-spy profile."]
+    return "\n".join(lines) + "\n"
+
+
+def report(rows: dict[str, list[Row]], rss: dict[str, float],
+           args: argparse.Namespace, avg_event: float, load: tuple[float, float]) -> str:
+    summary = {path: {"eps": median([r[0] for r in rs]), "p50": median([r[1] for r in rs]),
+                      "p99": median([r[2] for r in rs]), "ratio": median([r[0] / r[3] for r in rs]),
+                      "ceiling": median([r[3] for r in rs])} for path, rs in rows.items()}
+    table = "\n".join(f"| {path} | {i + 1} | {r[0]:,.0f} | {r[1]:.1f} | {r[2]:.1f} | {r[3]:,.0f} | {r[0] / r[3]:.2f} "
+                      f"| {r[4]} |" for path, rs in rows.items() for i, r in enumerate(rs))
+    heads = "\n".join(f"| {path} | {s['eps']:,.0f} | {s['p50']:.1f} | {s['p99']:.1f} | {s['ceiling']:,.0f} | "
+                      f"**{s['ratio']:.0%}** | {rss[path]:.0f} |" for path, s in summary.items())
+    c = summary["change"]
+    versus = ""
+    if "reference" in summary:
+        r = summary["reference"]
+        versus = (f" Against the reference (`{args.reference}`) in the same run: {c['eps'] / r['eps']:.2f}× the "
+                  f"events/s, {c['ratio'] / r['ratio']:.2f}× the share of the ceiling.")
+    return f"""`python tests/bench/bench_ingest.py --reference {args.reference}` — trace events from the simulator's
+`clean` scenario (mean {avg_event:,.0f} bytes of JSON per event), batches of {BATCH}, {args.clients} concurrent
+keep-alive clients on 127.0.0.1, {args.seconds:.0f} s measured after a 3 s warm-up, {args.repeats} repetitions.
+`ragmon api --workers {args.api_workers}` validating, redacting and producing every event with acks=all (lz4) to a
+memory-only Tansu broker on the same 2-core machine; the load client and the broker share those cores. Counted:
+events in requests answered 202 (every one acknowledged by the broker). 1-minute load average {load[0]:.1f} before,
+{load[1]:.1f} after (other processes share this machine: absolute numbers are depressed, the ratios are the result).
+
+Reference ceiling: kafka-python producing the same stored records straight to the same broker (acks=all, lz4)
+right after each API run: the raw produce ceiling of the client library, with no HTTP, validation or redaction.
+The change and the reference revision's API (`--reference`) take turns within each repetition.
+
+| API | events/s (median) | median ms/batch | p99 ms/batch | raw produce events/s | API / raw | peak RSS MiB |
+|---|---:|---:|---:|---:|---:|---:|
+{heads}
+
+Targets: ≥ 70% of the raw ceiling, p99 < 100 ms per batch of {BATCH}, ≥ 5,000 events/s: change at
+{c['ratio']:.0%}, p99 {c['p99']:.1f} ms, {c['eps']:,.0f} events/s.{versus}
+
+| API | run | events/s | median ms/batch | p99 ms/batch | raw produce events/s | API / raw | statuses |
+|---|---|---:|---:|---:|---:|---:|---|
+{table}
+"""
 
 
 if __name__ == "__main__":

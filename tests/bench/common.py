@@ -56,10 +56,10 @@ def write_report(name: str, title: str, body: str, out: str | None = None) -> Pa
     return path
 
 
-def spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")  # noqa: SIM115 - owned by the child
-    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
 
 
 def ragmon_argv(*args: str) -> list[str]:

@@ -3,7 +3,8 @@
 Benchmarks are not tests: they measure, report medians and ratios against a
 reference measured in the same run, and never fail on a number. A benchmark
 that crashes is reported and the others still run (exit status 1 at the end).
-Usage: python tests/bench/run_all.py [--only NAME ...]
+Usage: python tests/bench/run_all.py [--only NAME ...] [--reference REV]
+(--reference: the worker benchmarks also run that git revision's tree, interleaved, as the reference)
 """
 
 from __future__ import annotations
@@ -22,16 +23,20 @@ BENCHES = {
     "metrics_worker": "tests.bench.bench_metrics_worker",
     "exclusion": "tests.bench.bench_exclusion",
     "drift": "tests.bench.bench_drift",
+    "drift_worker": "tests.bench.bench_drift_worker",
     "faithfulness": "tests.bench.bench_faithfulness",
     "review": "tests.bench.bench_review",
     "phoenix": "tests.bench.bench_phoenix",
     "shadow": "tests.bench.bench_shadow",
 }
 
+END_TO_END = ("ingest", "metrics_worker", "exclusion", "drift_worker")  # take --reference
+
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
+    ap.add_argument("--reference", default=None, help="git revision the end-to-end worker benchmarks compare with")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     failed = []
@@ -39,7 +44,9 @@ def main() -> int:
         started = time.monotonic()
         out = REPORTS / f"{name}.md"
         print(f"== {name} -> {out}", flush=True)
-        code = subprocess.run([sys.executable, "-m", BENCHES[name], "--out", str(out)], cwd=ROOT, env=env).returncode
+        extra = ["--reference", args.reference] if args.reference and name in END_TO_END else []
+        code = subprocess.run([sys.executable, "-m", BENCHES[name], "--out", str(out), *extra], cwd=ROOT,
+                              env=env).returncode
         print(f"== {name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
         if code != 0:
             failed.append(name)

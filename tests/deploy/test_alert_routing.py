@@ -51,9 +51,12 @@ EXPLAINS: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
 
 
 def intended_receiver(labels: dict[str, str]) -> str:
-    """Where an alert must go: security events to security, candidates to tickets, else by severity."""
+    """Where an alert must go: security events to security, shadow comparisons to the candidates' owners,
+    alerts about a candidate variant to tickets, else by severity."""
     if labels.get("category") == "security":
         return "security"
+    if labels.get("category") == "candidate":
+        return "candidate-owners"  # a shadow comparison goes to the candidate's owners, never the pager
     if labels.get("variant", "production") != "production":
         return "team-queue"  # a shadow candidate never pages
     severity = labels.get("severity")

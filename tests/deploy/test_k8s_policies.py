@@ -76,10 +76,12 @@ def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_for_the_exporter() 
         ports = egress_ports(labels)
         if labels["app.kubernetes.io/component"] == "postgres":
             assert ports == {KUBE_DNS_PORT}, name
+        elif labels.get("ragmon.io/egress-phoenix") == "true":
+            assert ports == allowed | {6006}, name
         else:
             assert ports == allowed, name
     exporter = {"app.kubernetes.io/name": "ragmon", "app.kubernetes.io/component": "worker",
-                "ragmon.io/worker": "exporter"}
+                "ragmon.io/worker": "phoenix", "ragmon.io/egress-phoenix": "true"}
     assert egress_ports(exporter) == allowed | {6006}
 
 

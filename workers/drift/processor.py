@@ -16,13 +16,13 @@ import numpy as np
 import redis
 from prometheus_client import CollectorRegistry
 
-from service.contracts import TraceBody
 from workers.drift import encoder as pinned
 from workers.drift.config import ALL_INTENTS, DriftConfig
 from workers.drift.encoder import EncoderSlot, EncoderUnavailable
 from workers.drift.metrics import DriftMetrics
 from workers.drift.scheduler import DriftScheduler
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
+from workers.drift.views import VIEWS, DriftTrace
 from workers.drift.windows import ModelChange, Observation, WindowStore
 from workers.runtime.labels import OTHER
 from workers.runtime.types import Event, Readiness, Rejection, split_by_body
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class _Query:
     event: Event
-    body: TraceBody
+    body: DriftTrace
     intents: tuple[str, ...]
     received_at: float
 
@@ -41,6 +41,7 @@ class _Query:
 class DriftProcessor:
     name = "drift"
     event_types: tuple[str, ...] = ("trace",)
+    views = VIEWS
 
     def __init__(
         self,
@@ -77,7 +78,7 @@ class DriftProcessor:
         return Readiness(False, self.encoder.error or "loading the pinned encoder")
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        traces, rejections = split_by_body(events, TraceBody)
+        traces, rejections = split_by_body(events, DriftTrace)
         queries: list[_Query] = []
         for event, body in traces:
             if body.variant not in self._variants:  # a shadow run: its query is production's again

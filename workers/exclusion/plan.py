@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from service.contracts import LabelBody, TraceBody
 from workers.exclusion.entitlement import count_verdicts
 from workers.exclusion.evaluate import PreparedSample, ProxyGold, prepare_sample
 from workers.exclusion.predicates import compile_predicates
+from workers.exclusion.views import ExclusionLabel, ExclusionTrace
 from workers.runtime.types import Event
 
 
@@ -47,7 +47,7 @@ class LabelPlan:
 
 
 def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
-    body = event.body_as(TraceBody)
+    body = event.body_as(ExclusionTrace)
     retrieval = body.retrieval
     entitlement = compile_predicates(retrieval.filters.entitlement, "body.retrieval.filters.entitlement")
     leaks, unverified = count_verdicts([d.metadata for d in retrieval.documents], entitlement)
@@ -74,6 +74,6 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
 
 
 def plan_label(event: Event) -> LabelPlan:
-    body = event.body_as(LabelBody)
+    body = event.body_as(ExclusionLabel)
     gold = list(body.gold_ids) if body.gold_ids is not None else None
     return LabelPlan(event.id, event.tenant, body.trace_id, gold)

@@ -45,6 +45,7 @@ from workers.exclusion.state import (
     labelled_key,
     sample_key,
 )
+from workers.exclusion.views import VIEWS
 from workers.runtime.pipeline import NamedPipeline
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Emitter, Event, InvalidEvent, Readiness, Rejection
@@ -88,6 +89,7 @@ class _Round:
 class ExclusionProcessor:
     name = "exclusion"
     event_types: tuple[str, ...] = ("trace", "label")
+    views = VIEWS
 
     def __init__(
         self,

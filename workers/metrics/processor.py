@@ -8,12 +8,12 @@ from typing import Any
 
 import redis
 
-from service.contracts import FeedbackBody, ReleaseBody, TraceBody
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
+from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
 from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, FirstSeenCap
 from workers.runtime.types import Event, Readiness, Rejection
 
@@ -21,6 +21,7 @@ from workers.runtime.types import Event, Readiness, Rejection
 class MetricsProcessor:
     name = "metrics"
     event_types: tuple[str, ...] = ("trace", "feedback", "release")
+    views = VIEWS
 
     def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis,
                  clock: Callable[[], float] = time.time) -> None:
@@ -57,7 +58,7 @@ class MetricsProcessor:
             if event.type == "trace":
                 pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now)))
             elif event.type == "feedback":
-                f: FeedbackBody = event.body
+                f: MetricsFeedback = event.body
                 payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
                 self.join.queue_feedback(pipe, event.tenant, f.trace_id, event.id, payload)
                 pending.append(("feedback", event.tenant, payload))
@@ -79,7 +80,7 @@ class MetricsProcessor:
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, pipe: Any, tenant: str, t: TraceBody, now: float) -> JoinInfo:
+    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float) -> JoinInfo:
         c, m = self.child, self.m
         variant = self.variant(tenant, t.variant)
         intent = self.intent(t.intent)
@@ -98,7 +99,7 @@ class MetricsProcessor:
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
-    def _cost(self, tv: tuple[str, str], t: TraceBody, weight: float) -> None:
+    def _cost(self, tv: tuple[str, str], t: MetricsTrace, weight: float) -> None:
         c, m = self.child, self.m
         tokens: dict[str, int] = dict(t.usage.tokens.items())
         model = t.usage.model or NONE
@@ -125,7 +126,7 @@ class MetricsProcessor:
 
     # -- releases -------------------------------------------------------------
 
-    def _release(self, event: Event, r: ReleaseBody, now: float) -> None:
+    def _release(self, event: Event, r: MetricsRelease, now: float) -> None:
         """Kept in Redis (newest marker wins) so every replica exports the same current release."""
         variant = self.variant(event.tenant, r.variant)
         if variant == OTHER:  # over the tenant's variant cap: no info series of its own

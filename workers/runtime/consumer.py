@@ -24,13 +24,13 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import Children
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.periodic import PeriodicWork
-from workers.runtime.records import RecordDecoder
+from workers.runtime.records import SubscriptionDecoder
 from workers.runtime.settings import WorkerSettings
 from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection
 
@@ -63,10 +63,11 @@ class ConsumerRuntime:
         topics = settings.topics
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
         # Topics of non-native records (scores, raw spans) come with their own decoder: workers/runtime/records.py
-        self.decoders: dict[str, RecordDecoder] = {}
+        self.decoders: dict[str, SubscriptionDecoder] = {}
         for sub in getattr(processor, "subscriptions", ()):
             self.type_by_topic[sub.topic] = sub.event_type
             self.decoders[sub.topic] = sub.decode
+        self.decoder = RecordDecoder(getattr(processor, "views", None))
         self.dlq_topic = topics.dlq
         self.stopping = threading.Event()
         self.halted: str | None = None
@@ -184,7 +185,7 @@ class ConsumerRuntime:
             expected = self.type_by_topic.get(tp.topic)
             decoder = self.decoders.get(tp.topic)
             for rec in records:
-                decoded = decoder(rec) if decoder else decode_record(rec, expected)
+                decoded = decoder(rec) if decoder else self.decoder.decode(rec, expected)
                 (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
             offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         try:

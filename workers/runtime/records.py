@@ -27,14 +27,14 @@ from workers.runtime.decode import Undecodable
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
 
-RecordDecoder = Callable[[Any], "Event | Undecodable"]
+SubscriptionDecoder = Callable[[Any], "Event | Undecodable"]
 
 
 @dataclass(frozen=True)
 class Subscription:
     topic: str
     event_type: str  # the `type` label of the runtime's metrics for this topic's records
-    decode: RecordDecoder
+    decode: SubscriptionDecoder
 
 
 def envelope(event_id: str, event_type: str, tenant: str, at: datetime) -> StoredEvent:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
+from uuid import UUID
 
-from service.contracts import StoredEvent
 from workers.runtime.reasons import DeadLetterReason
 
 B = TypeVar("B")
@@ -30,13 +31,28 @@ class SourceRecord:
     timestamp_ms: int
 
 
+class Envelope(Protocol):
+    """What the API added around a body: the contract's StoredEvent, or the envelope of a view."""
+
+    @property
+    def id(self) -> UUID: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def timestamp(self) -> datetime: ...
+    @property
+    def received_at(self) -> datetime: ...
+
+
 @dataclass
 class Event:
     """One decoded record: the stored envelope, its parsed body and where it came from."""
 
     source: SourceRecord
-    stored: StoredEvent
-    body: Any  # TraceBody | FeedbackBody | ReleaseBody | LabelBody
+    stored: Envelope
+    body: Any  # the processor's view of this type (Processor.views), else the contract's body model
     traceparent: str | None = None
     raw: bytes | None = None  # the record value as consumed, for dead-lettering it unchanged
     headers: list[tuple[str, bytes]] = field(default_factory=list)
@@ -116,6 +132,9 @@ class Processor(Protocol):
     event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
     # Optionally also `subscriptions`: topics of other records (scores, raw spans) with their decoder
     # (workers/runtime/records.py).
+    # Optional: a class attribute `views`, event type -> a service.contracts.views struct holding
+    # the fields this worker reads; the runtime decodes each record once into it (decode.py).
+    # A type without a view is decoded into the full contract model.
 
     def readiness(self) -> Readiness:
         """Not ready (e.g. a model that did not load) means: do not consume, retry later."""

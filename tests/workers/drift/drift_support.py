@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from service.contracts import StoredEvent, TraceBody
+from service.contracts import StoredEvent
 from service.simulate.records import SimEvent
+from tests.support.decoded import decoded_event
 from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot, PinnedEncoder
 from workers.drift.processor import DriftProcessor
+from workers.drift.views import VIEWS
 from workers.runtime.types import Event, SourceRecord
 
 DATA = Path(__file__).parent / "data"
@@ -50,9 +52,12 @@ def make_event(
         raw["intent"] = intent
     stored = StoredEvent(id=uuid.UUID(event_id) if event_id else uuid.uuid4(), type=event_type, tenant=tenant,
                          timestamp=when, received_at=when, body=raw)
-    parsed = TraceBody.model_validate(raw) if body is None and event_type == "trace" else raw
-    source = SourceRecord("ragmon.traces", 0, next(_offsets), None, int(received_at * 1000))
-    return Event(source=source, stored=stored, body=parsed)
+    offset, timestamp_ms = next(_offsets), int(received_at * 1000)
+    if body is None and event_type == "trace":
+        return decoded_event(stored, VIEWS, topic="ragmon.traces", offset=offset, timestamp_ms=timestamp_ms)
+    # Another type on the traces topic, as a processor would see it without the runtime's type check.
+    source = SourceRecord("ragmon.traces", 0, offset, None, timestamp_ms)
+    return Event(source=source, stored=stored, body=raw)
 
 
 def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, object]:

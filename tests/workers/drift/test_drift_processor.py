@@ -200,7 +200,7 @@ def test_events_of_another_type_are_rejected(redis_client: redis.Redis, registry
     good = make_event(embedding=[0.0] * 8, model="emb-a")
     rejections = proc.process([feedback, good])
     assert [(r.event, r.reason) for r in rejections] == [(feedback, "unexpected_event_type")]
-    assert "TraceBody" in rejections[0].detail and "'feedback'" in rejections[0].detail
+    assert "DriftTrace" in rejections[0].detail and "'feedback'" in rejections[0].detail
     assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == 1
 
 

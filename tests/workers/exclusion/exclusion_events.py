@@ -7,8 +7,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from service.contracts import BODY_MODELS, StoredEvent
-from workers.runtime.types import Event, SourceRecord
+from tests.support.decoded import decoded_event
+from workers.exclusion.views import VIEWS
+from workers.runtime.types import Event
 
 _offsets = itertools.count()
 ACME = {"field": "tenant", "op": "eq", "value": "acme"}
@@ -16,7 +17,7 @@ EN_US = {"field": "locale", "op": "eq", "value": "en-US"}
 
 
 def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme") -> Event:
-    """An event as the runtime hands it: stored envelope plus the body parsed by its contract model."""
+    """An event as the runtime hands it: the stored record decoded into the worker's view."""
     now = datetime.now(UTC)
     envelope = {
         "id": uuid.uuid4(),
@@ -25,9 +26,7 @@ def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme") -> E
         "timestamp": now,
         "received_at": now,
     }
-    stored = StoredEvent.model_validate({**envelope, "body": body})
-    source = SourceRecord(f"test.{event_type}s", 0, next(_offsets), None, 0)
-    return Event(source=source, stored=stored, body=BODY_MODELS[event_type].model_validate(body))
+    return decoded_event({**envelope, "body": body}, VIEWS, topic=f"test.{event_type}s", offset=next(_offsets))
 
 
 def candidate(doc_id: str, locale: str, score: float = 0.5, tenant: str = "acme") -> dict[str, Any]:

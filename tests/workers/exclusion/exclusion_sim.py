@@ -16,14 +16,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from service.contracts import BODY_MODELS, StoredEvent
 from service.simulate.ledger import Ledger
 from service.simulate.manifest import build_manifest
 from service.simulate.records import LabelFacts, SimEvent, TraceFacts
 from service.simulate.scenario import Scenario, parse_scenario
 from service.simulate.stream import generate_events
 from service.simulate.topics import INTENTS
-from workers.runtime.types import Event, SourceRecord
+from tests.support.decoded import decoded_event
+from workers.exclusion.views import VIEWS
+from workers.runtime.types import Event
 
 WORKER_CONFIG = {"proxy_score_threshold": 0.78, "proxy_top_k": 10, "intents": list(INTENTS)}
 
@@ -64,18 +65,15 @@ def incident_scenario() -> Scenario:
 
 
 def as_event(sim: SimEvent, anchor: datetime, offset: int) -> Event:
-    stored = StoredEvent.model_validate(
-        {
-            "id": sim.id,
-            "type": sim.type,
-            "tenant": sim.tenant,
-            "body": sim.body,
-            "timestamp": anchor + timedelta(seconds=sim.at_s),
-            "received_at": datetime.now(UTC),
-        }
-    )
-    source = SourceRecord(f"sim.{sim.type}", 0, offset, None, 0)
-    return Event(source=source, stored=stored, body=BODY_MODELS[sim.type].model_validate(sim.body))
+    stored = {
+        "id": sim.id,
+        "type": sim.type,
+        "tenant": sim.tenant,
+        "body": sim.body,
+        "timestamp": anchor + timedelta(seconds=sim.at_s),
+        "received_at": datetime.now(UTC),
+    }
+    return decoded_event(stored, VIEWS, topic=f"sim.{sim.type}", offset=offset)
 
 
 def phase_of(sim: SimEvent) -> str | None:

@@ -8,18 +8,18 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
-from service.contracts import BODY_MODELS, StoredEvent
+from tests.support.decoded import decoded_event
 from tests.support.kafka import stored, trace_body
 from workers.metrics.config import MetricsConfig, ModelPrice
 from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
-from workers.runtime.types import Event, SourceRecord
+from workers.metrics.views import VIEWS
+from workers.runtime.types import Event
 
 
 def as_event(raw: dict) -> Event:  # type: ignore[type-arg]
-    s = StoredEvent.model_validate(raw)
-    return Event(SourceRecord("t", 0, 0, None, 0), s, BODY_MODELS[s.type].model_validate(s.body))
+    return decoded_event(raw, VIEWS, topic="t")
 
 
 @pytest.fixture

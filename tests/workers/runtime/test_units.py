@@ -8,8 +8,11 @@ import orjson
 import pytest
 
 from tests.support.kafka import stored, trace_body
+from workers.exclusion.views import VIEWS as EXCLUSION_VIEWS
+from workers.metrics.views import VIEWS as METRICS_VIEWS
+from workers.metrics.views import MetricsTrace
 from workers.runtime.app import WorkerContext, run_worker
-from workers.runtime.decode import Undecodable, decode_record
+from workers.runtime.decode import RecordDecoder, Undecodable, decode_record
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import ClosedSet, FirstSeenCap
 from workers.runtime.types import Event, Processor, SourceRecord
@@ -54,6 +57,49 @@ def test_undecodable_records_name_their_reason(value: bytes, expected_type: str,
     assert out.reason == reason
     assert detail_part in out.detail
     assert out.source == SourceRecord("p.traces", 0, 7, b"k", 0)
+
+
+def test_a_view_decodes_only_what_the_worker_reads() -> None:
+    ev = stored("trace", trace_body(1, query={"text": "q", "surprise": "not read, not built"}))
+    out = RecordDecoder(METRICS_VIEWS).decode(FakeRecord(orjson.dumps(ev), headers=[("traceparent", b"tp")]), "trace")
+    assert isinstance(out, Event) and isinstance(out.body, MetricsTrace)
+    assert out.id == ev["id"] and out.tenant == "acme" and out.body.timings["total"] == 450.0
+    assert out.traceparent == "tp" and out.raw == orjson.dumps(ev)
+
+
+def test_a_view_reads_what_the_contract_coerces_as_the_contract_does() -> None:
+    # The API accepts these spellings (pydantic coerces them) and stores the body as sent.
+    body = trace_body(1, sample_rate="0.5", answer={"text": "a", "refused": "yes"},
+                      usage={"tokens": {"prompt": 100.0}}, timings={"total": "12"})
+    out = RecordDecoder(METRICS_VIEWS).decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
+    assert isinstance(out, Event)
+    assert (out.body.sample_rate, out.body.answer.refused, out.body.usage.tokens, out.body.timings) == (
+        0.5, True, {"prompt": 100}, {"total": 12.0})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected_type", "reason", "detail_part"),
+    [
+        (b"\x00\x01not json", "trace", "undecodable", "not JSON"),
+        (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
+        (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
+        (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
+        (orjson.dumps(stored("trace", trace_body(1, timings={"total": -1}))), "trace", "invalid_body",
+         "record.body.timings.total"),
+        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "unexpected_event_type",
+         "'feedback' on the topic of 'trace' events"),
+        (orjson.dumps(stored("trace", trace_body(1))), "label", "unexpected_event_type", "'trace'"),
+        (orjson.dumps(stored("trace", trace_body(1)) | {"received_at": "2026-01-01T00:00:00"}), "trace",
+         "invalid_envelope", "record.received_at: Expected `datetime` with a timezone"),
+    ],
+)
+def test_view_decode_failures_name_their_reason(value: bytes, expected_type: str, reason: str,
+                                                 detail_part: str) -> None:
+    views = METRICS_VIEWS | {"label": EXCLUSION_VIEWS["label"]}  # a label view reads a trace's trace_id
+    out = RecordDecoder(views).decode(FakeRecord(value), expected_type)
+    assert isinstance(out, Undecodable)
+    assert (out.reason, out.value) == (reason, value)
+    assert detail_part in out.detail
 
 
 def test_dlq_headers_carry_reason_and_source() -> None:

@@ -1,0 +1,152 @@
+"""Building blocks of per-worker decode views of the v1 contract (msgspec structs).
+
+The API validates every event against the pydantic models in events.py before
+it is stored. A worker then decodes each record once, into a view that holds
+only the fields it reads, with the same rules on those fields (limits,
+patterns, finite numbers, the predicate and embedding rules, shared with
+events.py). msgspec decodes and validates in one pass and skips the fields a
+view does not name without building them, which is where a worker's decode
+time went (docs/throughput.md). A record whose read fields break a rule is a
+dead letter, exactly as with the full models; tests/service/contracts checks
+that views and models agree on valid and invalid records.
+
+Views name only the fields they read, so they cannot forbid unknown fields,
+except where they declare all of an object's fields (Candidate, Predicate).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+import msgspec
+from msgspec import Meta
+
+from service.contracts import limits as L
+from service.contracts.events import (
+    EMBEDDING_NEEDS_MODEL,
+    ID_PATTERN,
+    NAME_PATTERN,
+    STAGE_PATTERN,
+    predicate_value_problem,
+)
+
+
+def _whole(pattern: str) -> str:
+    # pydantic matches with Rust's regex, where `$` is the end of the text; in
+    # Python's re `$` also matches before a final newline, `\Z` does not.
+    return pattern.removesuffix("$") + r"\Z"
+
+
+_LARGEST = 1.7976931348623157e308  # JSON numbers beyond it decode as inf: rejected by the bounds
+
+Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=_whole(ID_PATTERN))]
+Name = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=_whole(NAME_PATTERN))]
+StageName = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=_whole(STAGE_PATTERN))]
+FiniteFloat = Annotated[float, Meta(ge=-_LARGEST, le=_LARGEST)]
+AwareDatetime = Annotated[datetime, Meta(tz=True)]
+ModelName = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]
+
+MetaKey = Annotated[str, Meta(min_length=1, max_length=L.MAX_METADATA_KEY_LEN)]
+MetaString = Annotated[str, Meta(max_length=L.MAX_METADATA_STR_LEN)]
+MetaScalar = bool | int | FiniteFloat | MetaString
+MetaValue = MetaScalar | Annotated[list[MetaScalar], Meta(max_length=L.MAX_METADATA_LIST_LEN)] | None
+Metadata = Annotated[dict[MetaKey, MetaValue], Meta(max_length=L.MAX_METADATA_KEYS)]
+
+PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"]
+TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
+FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
+FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", "other"]
+EventType = Literal["trace", "feedback", "release", "label"]
+
+
+class View(msgspec.Struct, gc=False):
+    """What a record said, for a worker's processor.
+
+    gc=False: a view holds decoded JSON only, which cannot form a reference
+    cycle, so the garbage collector need not track (and walk) every one of them.
+    """
+
+
+class Predicate(View, forbid_unknown_fields=True):
+    field: MetaKey
+    op: PredicateOp
+    value: MetaValue = None
+
+    def __post_init__(self) -> None:
+        problem = predicate_value_problem(self.op, self.value)
+        if problem is not None:
+            raise ValueError(problem)
+
+
+Predicates = Annotated[list[Predicate], Meta(max_length=L.MAX_PREDICATES)]
+
+
+class Filters(View, forbid_unknown_fields=True):
+    entitlement: Predicates = []
+    relevance: Predicates = []
+
+
+class Candidate(View, forbid_unknown_fields=True):
+    id: Identifier
+    score: FiniteFloat | None = None
+    metadata: Metadata = {}
+
+
+class DocumentMetadata(View):
+    """A context document as a worker that reads only its metadata sees it."""
+
+    metadata: Metadata = {}
+
+
+class ExclusionSample(View, forbid_unknown_fields=True):
+    candidates: Annotated[list[Candidate], Meta(max_length=L.MAX_CANDIDATES)]
+    gold_ids: Annotated[list[Identifier], Meta(max_length=L.MAX_GOLD_IDS)] | None = None
+
+
+class QueryEmbedding(View):
+    text: Annotated[str, Meta(min_length=1, max_length=L.MAX_QUERY_CHARS)]
+    embedding: Annotated[list[FiniteFloat], Meta(min_length=1, max_length=L.MAX_EMBEDDING_DIM)] | None = None
+    embedding_model: ModelName | None = None
+
+    def __post_init__(self) -> None:
+        if self.embedding is not None and self.embedding_model is None:
+            raise ValueError(EMBEDDING_NEEDS_MODEL)
+
+
+class AnswerOutcome(View):
+    refused: bool = False
+    citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
+
+
+StageMillis = Annotated[float, Meta(ge=0, le=L.MAX_TIMING_MS)]
+Timings = Annotated[dict[StageName, StageMillis], Meta(max_length=L.MAX_TIMING_STAGES)]
+
+
+class Usage(View, forbid_unknown_fields=True):
+    model: ModelName | None = None
+    tokens: dict[TokenKind, Annotated[int, Meta(ge=0, le=L.MAX_TOKENS)]] = {}
+    cost_usd: Annotated[float, Meta(ge=0, le=L.MAX_COST_USD)] | None = None
+
+
+SampleRate = Annotated[float, Meta(gt=0, le=1)]
+
+B = TypeVar("B")
+
+
+class Record(msgspec.Struct, Generic[B], gc=False, forbid_unknown_fields=True):
+    """The stored envelope (StoredEvent) around a worker's view of the body."""
+
+    id: UUID
+    type: EventType
+    tenant: Name
+    timestamp: AwareDatetime
+    received_at: AwareDatetime
+    body: B
+    schema_version: Literal[1] = 1
+
+
+def record_decoder(view: type[Any]) -> msgspec.json.Decoder[Any]:
+    """A JSON decoder of one stored record whose body is read as `view`."""
+    return msgspec.json.Decoder(Record[view])  # type: ignore[valid-type]

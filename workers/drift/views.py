@@ -1,0 +1,14 @@
+"""What the drift worker reads of a trace (decoded once by the runtime)."""
+
+from __future__ import annotations
+
+from service.contracts.views import Name, QueryEmbedding, View
+
+
+class DriftTrace(View):
+    query: QueryEmbedding
+    variant: Name = "production"
+    intent: Name | None = None
+
+
+VIEWS: dict[str, type[View]] = {"trace": DriftTrace}

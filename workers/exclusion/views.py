@@ -1,0 +1,34 @@
+"""What the exclusion worker reads of a trace and a label (decoded once by the runtime)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from service.contracts import limits as L
+from service.contracts.views import DocumentMetadata, ExclusionSample, Filters, Identifier, Name, View
+
+
+class ExclusionRetrieval(View):
+    documents: Annotated[list[DocumentMetadata], Meta(max_length=L.MAX_DOCUMENTS)] = []
+    filters: Filters = msgspec.field(default_factory=Filters)
+    exclusion_sample: ExclusionSample | None = None
+
+
+class ExclusionTrace(View):
+    trace_id: Identifier
+    request_id: Identifier  # the exclusion result event is keyed like its trace (shadow pairing)
+    variant: Name = "production"
+    release: Identifier | None = None
+    intent: Name | None = None
+    retrieval: ExclusionRetrieval = msgspec.field(default_factory=ExclusionRetrieval)
+
+
+class ExclusionLabel(View):
+    trace_id: Identifier
+    gold_ids: Annotated[list[Identifier], Meta(max_length=L.MAX_GOLD_IDS)] | None = None
+
+
+VIEWS: dict[str, type[View]] = {"trace": ExclusionTrace, "label": ExclusionLabel}
