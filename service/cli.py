@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | calibrate | golden."""
 
 from __future__ import annotations
 
@@ -74,7 +74,9 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     from service.api.settings import hash_key
 
     key = args.key or f"rgm_{secrets.token_urlsafe(24)}"
-    entry = {"tenant": args.tenant, "key_sha256": hash_key(key), "scopes": ["ingest"]}
+    entry: dict[str, object] = {"tenant": args.tenant, "key_sha256": hash_key(key), "scopes": args.scope or ["ingest"]}
+    if args.name:
+        entry["name"] = args.name
     if not args.key:
         print(f"# the key (shown once; store it in the app's secret store): {key}", file=sys.stderr)
     print(json.dumps(entry))
@@ -154,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="make an API key entry (tenant + SHA-256 digest)")
     keys.add_argument("--tenant", required=True)
     keys.add_argument("--key", default=None, help="hash this key instead of generating one")
+    keys.add_argument("--scope", action="append", choices=["ingest", "review"],
+                      help="what the key may do (repeatable; default ingest); reviewers get 'review'")
+    keys.add_argument("--name", default=None, help="who holds the key (a reviewer's name on the review page)")
     keys.set_defaults(func=_cmd_keys)
 
     drift = sub.add_parser("drift", help="drift tools: calibrate, freeze-reference", add_help=False)
@@ -171,6 +176,10 @@ def build_parser() -> argparse.ArgumentParser:
                             add_help=False)
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(func=_cmd_models)
+
+    from service.review.cli import add_commands
+
+    add_commands(sub)
     return p
 
 

@@ -63,3 +63,32 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 def topic_prefix() -> str:
     """A fresh topic prefix per test, so tests sharing the broker never see each other's records."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[ChildProcess]:
+    """A private PostgreSQL 16 from the pgserver wheel, for the review store.
+
+    Its directory is not under pytest's tmp_path: pytest resets permissions
+    there, which the unprivileged server (when tests run as root) must keep.
+    """
+    import shutil
+
+    from service.local.postgres import start_postgres
+
+    workdir = Path(tempfile.mkdtemp(prefix="ragmon-pg-"))
+    child = start_postgres(workdir, log_dir=LOG_DIR, durable=False)
+    try:
+        yield child
+    finally:
+        child.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def review_db_url(postgres_server: ChildProcess) -> Iterator[str]:
+    """A fresh, empty database on the private server (dropped afterwards)."""
+    from tests.support.postgres import fresh_database
+
+    with fresh_database(postgres_server.extra["url"]) as url:
+        yield url

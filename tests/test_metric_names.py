@@ -29,6 +29,7 @@ from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.phoenix.metrics import PhoenixMetrics
+from workers.review.metrics import ReviewMetrics
 from workers.runtime.metrics import RuntimeMetrics
 from workers.shadow.metrics import ShadowMetrics
 
@@ -48,15 +49,18 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/shadow/metrics.py": ShadowMetrics,
     "service/local/metrics.py": SupervisorMetrics,
     "workers/forwarder/metrics.py": ForwarderMetrics,
+    "workers/review/metrics.py": ReviewMetrics,
 }
 
 SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift", "phoenix",
-              "forwarder", "assembler", "supervisor", "shadow")
+              "forwarder", "assembler", "supervisor", "shadow", "review")
 NAME = re.compile(rf"^ragmon_({'|'.join(SUBSYSTEMS)})_[a-z0-9]+(_[a-z0-9]+)*$")
 UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events",
          "_traces", "_pairs")
 FLAGS = ("_up", "_ready", "_halted", "_detected", "_info")
 DIMENSIONLESS = {"ragmon_drift_mmd2", "ragmon_drift_mmd2_threshold"}  # statistics with no unit
+# Cohen's kappa runs from -1 to 1: an agreement statistic, not a ratio of two counts (docs/review.md).
+DIMENSIONLESS |= {"ragmon_review_judge_kappa", "ragmon_review_reviewer_kappa"}
 # Shadow comparisons (docs/shadow.md): the delta, its interval and the detectable effect are in the unit
 # of the compared metric, which the `metric` label names (seconds, USD, a rate); wins, losses, ties and
 # pairs still needed count pairs; verdict and masked_regression are one-hot flags per verdict/slice.

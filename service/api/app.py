@@ -15,7 +15,7 @@ from fastapi.openapi.utils import get_openapi
 from prometheus_client import CollectorRegistry
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api import routes_events, routes_health, routes_otlp
+from service.api import routes_events, routes_health, routes_otlp, routes_review
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
 from service.api.metrics import ApiMetrics
@@ -23,6 +23,7 @@ from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Redactor
+from service.api.review_state import build_review
 from service.api.schemas import batch_schema_components
 from service.api.settings import ApiSettings
 from service.api.state import STATE_KEY, ApiState
@@ -71,7 +72,7 @@ def _require_keys(settings: ApiSettings) -> KeyStore:
 
 def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, client: aioredis.Redis) -> ApiState:
     redactor = Redactor(settings.redaction.kinds) if settings.redaction.enabled else None
-    return ApiState(
+    state = ApiState(
         settings=settings,
         keys=keys,
         metrics=metrics,
@@ -83,6 +84,8 @@ def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, clie
         preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
         span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars),
     )
+    state.review = build_review(settings, state.keys, metrics, state.producer, redactor)
+    return state
 
 
 def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry | None = None) -> FastAPI:
@@ -100,10 +103,14 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
             supervise(state.producer, report=lambda up: metrics.broker_up.set(1 if up else 0)))
+        if state.review is not None:
+            await state.review.start()
         tune_gc()
         try:
             yield {STATE_KEY: state}  # handlers get it through service.api.state.ApiStateDep
         finally:
+            if state.review is not None:
+                await state.review.stop()
             supervisor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await supervisor
@@ -114,6 +121,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
     app.include_router(routes_events.router)
     app.include_router(routes_otlp.router)
     app.include_router(routes_health.router)
+    app.include_router(routes_review.router)
     app.add_middleware(RequestMetricsMiddleware, metrics=metrics)
 
     def openapi() -> dict[str, Any]:

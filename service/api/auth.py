@@ -15,6 +15,7 @@ class Principal:
     scopes: frozenset[str]
     rate_limit_eps: float | None
     burst: int | None
+    name: str = ""  # the key's name: the reviewer's identity on the review page
 
 
 class AuthError(Exception):
@@ -53,4 +54,9 @@ class KeyStore:
             raise AuthError(401, "API key not recognised")
         if scope not in found.scopes:
             raise AuthError(403, f"API key of tenant '{found.tenant}' lacks the '{scope}' scope")
-        return Principal(found.tenant, frozenset(found.scopes), found.rate_limit_eps, found.burst)
+        name = found.name or f"key-{found.key_sha256[:8]}"
+        return Principal(found.tenant, frozenset(found.scopes), found.rate_limit_eps, found.burst, name)
+
+    def secret(self) -> bytes:
+        """A secret every API process derives alike: the digest of all configured key digests."""
+        return hashlib.sha256(b"ragmon-review\0" + b"".join(d for d, _ in self._entries)).digest()

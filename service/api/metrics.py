@@ -63,3 +63,14 @@ class ApiMetrics:
                                multiprocess_mode="livemin")
         self.redis_up = Gauge("ragmon_api_redis_up", "1 when Redis answered the last check", registry=registry,
                               multiprocess_mode="livemin")
+        self.labels_saved = Counter(
+            "ragmon_api_review_labels_total", "Labels saved on the review page", ["tenant"], registry=registry,
+        )
+        self.label_outbox_relayed = Counter(
+            "ragmon_api_label_outbox_relayed_total", "Label events acknowledged by Kafka from the outbox",
+            registry=registry,
+        )
+        self.label_outbox_pending = Gauge(
+            "ragmon_api_label_outbox_pending_events", "Saved labels whose event Kafka has not acknowledged yet",
+            registry=registry, multiprocess_mode="livemax",
+        )

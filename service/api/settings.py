@@ -89,6 +89,10 @@ class ApiSettings(CommonSettings):
     )
     kafka_compression: str = Field("lz4", pattern=r"^(none|gzip|lz4|zstd)$")
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    review_secret: str | None = Field(None, description="signs review sessions and CSRF tokens; default: "
+                                      "derived from the configured key digests (same in every API process)")
+    review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")
+    review_lease_s: int = Field(1800, ge=30, description="how long an offered item stays with its reviewer")
     otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")
     otlp_max_attribute_chars: int = Field(
         65_536, ge=1024, description="POST /v1/traces: longer string attribute values are truncated (and reported)")

@@ -7,7 +7,7 @@ that to every request as `request.state`, and handlers declare `ApiStateDep`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import redis.asyncio as aioredis
 from fastapi import Depends, Request
@@ -19,6 +19,9 @@ from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer
 from service.api.ratelimit import RateLimiter
 from service.api.settings import ApiSettings
+
+if TYPE_CHECKING:
+    from service.api.review_state import ReviewService
 
 
 @dataclass
@@ -32,6 +35,7 @@ class ApiState:
     preparer: BatchPreparer
     span_preparer: SpanPreparer
     inflight_events: int = 0
+    review: ReviewService | None = None  # the review page; None without RAGMON_DATABASE_URL
 
 
 STATE_KEY = "ragmon"

@@ -1,4 +1,4 @@
-"""Settings every ragmon process shares: where Kafka and Redis are."""
+"""Settings every ragmon process shares: where Kafka, Redis and the review store are."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ class CommonSettings(BaseSettings):
     kafka_topic_prefix: str = Field("ragmon", pattern=r"^[A-Za-z0-9._-]+$")
     kafka_partitions: int = Field(4, ge=1, le=1024, description="partitions per topic when ragmon creates them")
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis for dedupe keys, joins and windows")
+    database_url: str | None = Field(
+        None, description="PostgreSQL of the review store (review worker, /review); `ragmon up` starts one")
 
     @property
     def topics(self) -> Topics:

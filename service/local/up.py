@@ -36,6 +36,7 @@ from service.local.embedded import (
 )
 from service.local.metrics import SupervisorMetrics
 from service.local.models import report_faithfulness, with_local_models
+from service.local.postgres import start_postgres
 from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
 from service.local.supervise import (
     DURABLE_KAFKA_SETTING,
@@ -193,14 +194,20 @@ class _Keys:
     dev: str
     tenant: str
     demo: dict[str, str]
+    review: str  # a reviewer's key (scope `review`) for /review, of the first demo tenant
 
 
-def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys) -> dict[str, str]:
+def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys,
+                 database_url: str) -> dict[str, str]:
     env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
            "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
-           # Keys configured by the caller win; otherwise each demo tenant gets a fresh key.
+           "RAGMON_DATABASE_URL": database_url,
+           # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
+           # first one a reviewer's key for /review.
            "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-               [{"tenant": t, "key_sha256": hash_key(k)} for t, k in keys.demo.items()])}
+               [{"tenant": t, "key_sha256": hash_key(k)} for t, k in keys.demo.items()]
+               + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(keys.review), "scopes": ["review"],
+                   "name": "reviewer"}])}
     config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
               else os.environ.get("RAGMON_CONFIG"))
     config = with_local_models(config, workdir)
@@ -228,8 +235,12 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     supervisor.watch(redis, None)
     keys = _Keys(os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
                  os.environ.get("RAGMON_DEV_TENANT", "demo"),
-                 {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS})
-    env = _environment(opts, workdir, kafka, redis.port, keys)
+                 {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS},
+                 f"rgm_review_{secrets.token_urlsafe(12)}")
+    # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
+    database_url = os.environ.get("RAGMON_DATABASE_URL") or stack.add(
+        start_postgres(workdir, log_dir=logs)).extra["url"]
+    env = _environment(opts, workdir, kafka, redis.port, keys, database_url)
     api_port = _start_api(opts, env, stack, supervisor, logs)
     api_url = f"http://127.0.0.1:{api_port}"
     ports = _start_workers(opts, env, stack, logs)
@@ -254,6 +265,8 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
         stack.add(_spawn_ragmon("simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url],
                                 sim_env, logs, 0))
     _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port)
+    if not os.environ.get("RAGMON_API_KEYS"):
+        print(f"  Review       {api_url}/review   (key {keys.review}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
     return api_url, ports
 
 

@@ -96,6 +96,11 @@ class PipelineRule(Strict):
     shed_for: Duration = Field("3m", description="shedding this long opens a ticket; a shorter pause that recovers never does")
 
 
+class ReviewRule(Strict):
+    max_blind_backlog_age: Duration = Field("3d", description="ticket when the oldest blind-sample item waits longer")
+    for_: Duration = Field("1h", alias="for")
+
+
 TENANT_OVERRIDABLE = {
     "faithfulness": ("min_mean_score",),
     "latency": ("slo_seconds",),
@@ -118,6 +123,7 @@ class GuardrailsConfig(Strict):
     drift: DriftRule = Field(default_factory=DriftRule)
     shadow: ShadowRule = Field(default_factory=ShadowRule)
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
+    review: ReviewRule = Field(default_factory=ReviewRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}")
 

@@ -283,10 +283,22 @@ def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     ]
 
 
+def review_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    r = cfg.review
+    limit = int(seconds(r.max_blind_backlog_age))
+    return [_alert(
+        cfg, "RagmonReviewBacklogStale",
+        f'max by (tenant) (ragmon_review_oldest_waiting_duration_seconds{{stratum="blind"}}) > {limit}', r.for_,
+        "ticket", "review", "The blind review sample of {{ $labels.tenant }} waits longer than " + r.max_blind_backlog_age,
+        "Its oldest blind-sample item is {{ $value | humanizeDuration }} old: the unbiased check of the judges "
+        "(calibration, prediction-powered faithful rate) is going stale. Add reviewers or lower review.blind_rate.")]
+
+
 def render(cfg: GuardrailsConfig) -> dict[str, Any]:
     return {"groups": [
         {"name": "ragmon-recording", "rules": recording_rules(cfg)},
         {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
         {"name": "ragmon-shadow", "rules": shadow_alerts(cfg)},
         {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
+        {"name": "ragmon-review", "rules": review_alerts(cfg)},
     ]}

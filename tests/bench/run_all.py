@@ -25,6 +25,7 @@ BENCHES = {
     "drift": "tests.bench.bench_drift",
     "drift_worker": "tests.bench.bench_drift_worker",
     "faithfulness": "tests.bench.bench_faithfulness",
+    "review": "tests.bench.bench_review",
     "phoenix": "tests.bench.bench_phoenix",
     "shadow": "tests.bench.bench_shadow",
 }

@@ -1,0 +1,1 @@
+"""Human review: the store's queries, calibration statistics, the golden set (docs/review.md)."""

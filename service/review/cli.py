@@ -1,0 +1,107 @@
+"""`ragmon calibrate faithfulness|exclusion|reviewers|rate --tenant T` and `ragmon golden export --tenant T`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from service.contracts import reviewdb
+from service.review.reports import (
+    exclusion_proxy_report,
+    faithful_rate_report,
+    faithfulness_report,
+    proxy_threshold_from_config,
+    reviewers_report,
+    store_reports,
+)
+
+DATABASE_ENV = "RAGMON_DATABASE_URL"
+
+
+def _url() -> str:
+    url = os.environ.get(DATABASE_ENV)
+    if not url:
+        raise SystemExit(f"{DATABASE_ENV} is not set: point it at the review store's PostgreSQL")
+    return url
+
+
+def _fmt(value: Any) -> str:
+    return "no data" if value is None else f"{value:.3f}"
+
+
+def _interval(i: dict[str, float] | None) -> str:
+    return "" if not i else f" [{i['low']:.3f}, {i['high']:.3f}]"
+
+
+def print_threshold_report(r: dict[str, Any]) -> None:
+    print(f"{r['kind']}: n={r['n']} (threshold chosen on {r['n_selection']}, reported on {r['n_heldout']}); "
+          f"AUC {_fmt(r['auc'])}")
+    for which in ("configured", "suggested"):
+        f = r[which]
+        if f is None:
+            print(f"  {which:<10} no data")
+            continue
+        ba, kappa = f["balanced_accuracy"], f["kappa"] or {}
+        print(f"  {which:<10} threshold {f['threshold']:.3f}  balanced accuracy {_fmt(ba['value'])}"
+              f"{_interval(ba['interval'])}  kappa {_fmt(kappa.get('kappa'))}{_interval(kappa.get('interval'))}")
+    print(f"  {r['message']}")
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    with reviewdb.connect(_url()) as conn:
+        if args.what == "faithfulness":
+            report = faithfulness_report(conn, args.tenant, args.max_width)
+        elif args.what == "exclusion":
+            configured = args.proxy_threshold if args.proxy_threshold is not None else proxy_threshold_from_config()
+            report = exclusion_proxy_report(conn, args.tenant, configured, args.max_width)
+        elif args.what == "reviewers":
+            report = reviewers_report(conn, args.tenant)
+        else:
+            report = faithful_rate_report(conn, args.tenant, args.days)
+        store_reports(conn, args.tenant, {report["kind"]: report})
+    if args.json:
+        print(json.dumps(report, default=str))
+    elif "verdict" in report:
+        print_threshold_report(report)
+    else:
+        print(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _golden(args: argparse.Namespace) -> int:
+    from service.review.golden import golden_rows
+
+    out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115 - closed below
+    n = 0
+    try:
+        with reviewdb.connect(_url(), autocommit=False) as conn:
+            for row in golden_rows(conn, args.tenant):
+                out.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
+                n += 1
+    finally:
+        if args.out:
+            out.close()
+    print(f"{n} reviewed items of tenant {args.tenant!r}" + (f" written to {Path(args.out)}" if args.out else ""),
+          file=sys.stderr)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    cal = sub.add_parser("calibrate", help="judges against human labels (review store)")
+    cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate"])
+    cal.add_argument("--tenant", required=True)
+    cal.add_argument("--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest")
+    cal.add_argument("--proxy-threshold", type=float, default=None, help="configured exclusion proxy threshold (default: exclusion.proxy_score_threshold "
+                     "of RAGMON_CONFIG)")
+    cal.add_argument("--days", type=int, default=30, help="window of the faithful-rate estimate")
+    cal.add_argument("--json", action="store_true")
+    cal.set_defaults(func=_calibrate)
+    golden = sub.add_parser("golden", help="the golden set grown from reviews")
+    golden.add_argument("action", choices=["export"])
+    golden.add_argument("--tenant", required=True)
+    golden.add_argument("--out", default=None, help="file to write (default: stdout)")
+    golden.set_defaults(func=_golden)

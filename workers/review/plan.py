@@ -1,0 +1,199 @@
+"""One batch of traces, scores and feedback -> the items to queue and the scores to attach.
+
+A trace's display content waits in Redis (lz4-compressed, TTL `stash_ttl_s`) for
+the score or feedback that may select it; a selection that arrives before its
+trace waits there too, as a trigger the trace picks up. All of a batch's Redis
+work is one pipeline, run in event order, so a trace and its score in one
+batch meet as if sent one by one. Every write is idempotent (HSET of fixed
+fields), so a retried batch repeats it harmlessly.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import lz4.frame
+import orjson
+import redis
+
+from service.contracts import TraceBody
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from workers.review.config import ReviewConfig, Stratum
+from workers.review.sampler import Sampler, Trigger, display_content
+from workers.runtime.types import Event
+
+CONTENT, FAITH, EXCL = "c", "f", "x"
+TRIGGERS = ("q:low_confidence", "q:negative_feedback")
+# When one trace qualifies several ways in one batch, the blind sample wins (it must stay a probability
+# sample), then negative feedback (a user told us), then low confidence.
+PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2}
+
+
+def stash_key(tenant: str, trace_id: str) -> str:
+    return f"ragmon:review:t:{tenant}:{trace_id}"
+
+
+@dataclass
+class NewItem:
+    tenant: str
+    trace_id: str
+    stratum: Stratum
+    reason: str
+    inclusion_probability: float
+    trace_timestamp: datetime
+    content: dict[str, Any]
+    faithfulness: dict[str, Any] | None
+    exclusion: dict[str, Any] | None
+    reviews_wanted: int
+
+
+@dataclass
+class Plan:
+    items: dict[tuple[str, str], NewItem] = field(default_factory=dict)
+    faithfulness: list[FaithfulnessScoreEvent] = field(default_factory=list)
+    exclusions: list[ExclusionResultEvent] = field(default_factory=list)
+    score_totals: Counter[tuple[str, date, str]] = field(default_factory=Counter)  # (tenant, day, scored|faithful)
+    parked: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    def offer(self, item: NewItem) -> None:
+        key = (item.tenant, item.trace_id)
+        held = self.items.get(key)
+        if held is None or PRIORITY[item.stratum] < PRIORITY[held.stratum]:
+            self.items[key] = item
+
+
+def faithfulness_fields(e: FaithfulnessScoreEvent) -> dict[str, Any]:
+    return {"score": e.score, "threshold": e.threshold, "outcome": e.outcome,
+            "scorer_version": f"{e.model.source}@{e.model.revision[:12]}"}
+
+
+def exclusion_fields(e: ExclusionResultEvent) -> dict[str, Any]:
+    return {"falsely_excluded": e.falsely_excluded, "gold_source": e.gold_source}
+
+
+def _pack_trigger(t: Trigger) -> bytes:
+    return orjson.dumps({"stratum": t.stratum, "reason": t.reason, "p": t.base_probability})
+
+
+@dataclass
+class _Step:
+    """One event's Redis commands: how many write replies to skip, which fields its read returns."""
+
+    event: Event
+    trigger: Trigger | None
+    writes: int
+    reads: tuple[str, ...] = ()
+    content: dict[str, Any] | None = None  # a trace's own display content
+
+
+# A trace's three commands (stash, TTL, read what waits for it) as one round of parsing instead of three,
+# answering nil when only the content is there (almost always): the sampler runs this for every trace.
+_STASH_TRACE = """
+redis.call('HSET', KEYS[1], 'c', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if redis.call('HLEN', KEYS[1]) == 1 then return false end
+return redis.call('HMGET', KEYS[1], 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+"""
+
+
+class Planner:
+    def __init__(self, config: ReviewConfig, client: redis.Redis) -> None:
+        self.config = config
+        self.sampler = Sampler(config)
+        self.redis = client
+        self._stash_trace = client.register_script(_STASH_TRACE)
+
+    def plan(self, events: list[Event]) -> Plan:
+        plan = Plan()
+        pipe = self.redis.pipeline(transaction=False)
+        steps: list[_Step] = []
+        for e in events:
+            step = self._queue(pipe, plan, e)
+            if step is not None:
+                steps.append(step)
+        replies = iter(pipe.execute() if steps else ())
+        for step in steps:
+            for _ in range(step.writes):
+                next(replies)
+            if step.reads:
+                values = next(replies) or [None] * len(step.reads)  # nil: nothing waits for this trace
+                self._resolve(plan, step, dict(zip(step.reads, values, strict=True)))
+        return plan
+
+    def _queue(self, pipe: Any, plan: Plan, e: Event) -> _Step | None:
+        body = e.body
+        if e.type == "feedback":
+            return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.feedback(e.tenant, body), 0)
+        if body is None or body.variant != "production":
+            return None  # shadow candidates are compared by the shadow worker, not reviewed
+        if e.type == "trace":
+            return self._queue_trace(pipe, e, body)
+        key = stash_key(e.tenant, body.trace_id)
+        if isinstance(body, FaithfulnessScoreEvent):
+            if body.outcome == "scored" and body.score is not None:
+                day = body.trace_timestamp.astimezone(UTC).date()
+                plan.score_totals[(e.tenant, day, "scored")] += 1
+                plan.score_totals[(e.tenant, day, "faithful")] += body.score >= body.threshold
+            plan.faithfulness.append(body)
+            pipe.hset(key, FAITH, orjson.dumps(faithfulness_fields(body)))
+            return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.faithfulness(body), 1)
+        if isinstance(body, ExclusionResultEvent):
+            plan.exclusions.append(body)
+            pipe.hset(key, EXCL, orjson.dumps(exclusion_fields(body)))
+            return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.exclusion(body), 1)
+        return None
+
+    def _queue_trace(self, pipe: Any, e: Event, t: TraceBody) -> _Step:
+        content = display_content(t)
+        content["timestamp"] = e.stored.timestamp.isoformat()
+        key = stash_key(e.tenant, t.trace_id)
+        self._stash_trace(keys=[key], args=[lz4.frame.compress(orjson.dumps(content)), self.config.stash_ttl_s],
+                          client=pipe)
+        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content)
+
+    def _select(self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None,
+                writes: int) -> _Step:
+        key = stash_key(tenant, trace_id)
+        if trigger is None:
+            if writes:
+                pipe.expire(key, self.config.stash_ttl_s)
+            return _Step(e, None, writes + (1 if writes else 0))
+        pipe.hset(key, f"q:{trigger.stratum}", _pack_trigger(trigger))
+        pipe.expire(key, self.config.stash_ttl_s)
+        pipe.hmget(key, CONTENT, FAITH, EXCL)
+        return _Step(e, trigger, writes + 2, (CONTENT, FAITH, EXCL))
+
+    # -- turning replies into items -------------------------------------------
+
+    def _resolve(self, plan: Plan, step: _Step, fields: dict[str, Any]) -> None:
+        e = step.event
+        if step.content is not None:
+            content = step.content
+            triggers = [step.trigger] if step.trigger else []
+            triggers += [_unpack_trigger(fields[k]) for k in TRIGGERS if fields.get(k)]
+        else:
+            if not fields.get(CONTENT):
+                plan.parked[(e.tenant, step.trigger.stratum if step.trigger else "")] += 1
+                return
+            content = orjson.loads(lz4.frame.decompress(fields[CONTENT]))
+            triggers = [step.trigger] if step.trigger else []
+        for trigger in triggers:
+            plan.offer(self._item(e.tenant, content, trigger, fields))
+
+    def _item(self, tenant: str, content: dict[str, Any], trigger: Trigger, fields: dict[str, Any]) -> NewItem:
+        trace_id = content["trace_id"]
+        return NewItem(
+            tenant=tenant, trace_id=trace_id, stratum=trigger.stratum, reason=trigger.reason,
+            inclusion_probability=min(1.0, trigger.base_probability * content["sample_rate"]),
+            trace_timestamp=datetime.fromisoformat(content["timestamp"]), content=content,
+            faithfulness=orjson.loads(fields[FAITH]) if fields.get(FAITH) else None,
+            exclusion=orjson.loads(fields[EXCL]) if fields.get(EXCL) else None,
+            reviews_wanted=self.sampler.reviews_wanted(tenant, trace_id))
+
+
+def _unpack_trigger(raw: bytes) -> Trigger:
+    d = orjson.loads(raw)
+    return Trigger(d["stratum"], d["reason"], d["p"])

@@ -1,0 +1,116 @@
+"""The review sampler's processor: plan a batch in Redis, apply it to PostgreSQL, count what happened."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import psycopg
+import redis
+
+from workers.review.config import STRATA, ReviewConfig
+from workers.review.metrics import ReviewMetrics
+from workers.review.plan import Planner
+from workers.review.store import QueueStore
+from workers.runtime.types import Event, Readiness, Rejection
+
+log = logging.getLogger("ragmon.worker.review")
+
+_DEPTH = ("SELECT tenant, stratum, count(*), extract(epoch FROM now() - min(queued_at)) FROM review_item "
+          "WHERE reviews_done < reviews_wanted GROUP BY tenant, stratum")
+_LABELS = "SELECT tenant, count(*) FROM review_label WHERE labelled_at > now() - interval '1 day' GROUP BY tenant"
+_CALIBRATION = ("SELECT DISTINCT ON (tenant, kind) tenant, kind, result FROM calibration_result "
+                "ORDER BY tenant, kind, computed_at DESC")
+
+
+class ReviewProcessor:
+    name = "review"
+    event_types: tuple[str, ...] = ("trace", "feedback", "score")
+
+    def __init__(self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore) -> None:
+        self.config = config
+        self.m = metrics
+        self.planner = Planner(config, client)
+        self.store = store
+        self._next_refresh = 0.0
+        self._tenants: set[str] = set()
+        self._migrated = False
+        self._next_migrate = 0.0
+        self._store_error = "not checked yet"
+
+    def readiness(self) -> Readiness:
+        """Not ready until the store is reachable and migrated: a down PostgreSQL is not a crash loop."""
+        if not self._migrated and time.monotonic() >= self._next_migrate:
+            self._next_migrate = time.monotonic() + 5.0
+            try:
+                self.store.migrate()
+                self._migrated = True
+            except (ConnectionError, psycopg.Error) as exc:
+                self._store_error = str(exc)
+                log.warning("review store not ready: %s", exc)
+        if not self._migrated:
+            return Readiness(False, f"review store unreachable: {self._store_error}")
+        return Readiness(True)
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        with self.store.batch() as cur:
+            fresh = self.store.claim(cur, events)
+            plan = self.planner.plan(fresh)
+            outcome = self.store.apply(cur, plan)
+            self.store.advance(cur, events)
+        for (tenant, stratum), n in outcome.queued.items():
+            self.m.queued.labels(tenant, stratum).inc(n)
+        for (tenant, stratum), n in outcome.overflow.items():
+            self.m.overflow.labels(tenant, stratum).inc(n)
+        for (tenant, stratum), n in plan.parked.items():
+            self.m.parked.labels(tenant, stratum).inc(n)
+        for tenant, n in outcome.scored.items():
+            self.m.scored.labels(tenant).inc(n)
+        return []
+
+    def tick(self, now: float) -> None:
+        if now < self._next_refresh:
+            return
+        self._next_refresh = now + self.config.refresh_s
+        try:
+            self.refresh_gauges()
+            self.m.store_up.set(1)
+        except psycopg.Error as exc:
+            self.m.store_up.set(0)
+            log.warning("review store unreadable, queue gauges not refreshed: %s", exc)
+
+    def refresh_gauges(self) -> None:
+        conn = self.store.connection()
+        with conn.transaction(), conn.cursor() as cur:
+            depth = {(t, s): (n, age) for t, s, n, age in cur.execute(_DEPTH).fetchall()}
+            labels: dict[str, int] = dict(cur.execute(_LABELS).fetchall())
+            calibration = cur.execute(_CALIBRATION).fetchall()
+        self._tenants |= {t for t, _ in depth} | set(labels)
+        for tenant in self._tenants:
+            for stratum in STRATA:
+                n, age = depth.get((tenant, stratum), (0, 0.0))
+                self.m.queue_depth.labels(tenant, stratum).set(n)
+                self.m.oldest_waiting.labels(tenant, stratum).set(float(age))
+            self.m.reviewed_last_day.labels(tenant).set(labels.get(tenant, 0))
+        for tenant, kind, result in calibration:
+            self._export_calibration(tenant, kind, result)
+
+    def _export_calibration(self, tenant: str, kind: str, result: dict[str, Any]) -> None:
+        if kind == "reviewers":
+            kappa = (result.get("kappa") or {}).get("kappa")
+            if kappa is not None:
+                self.m.reviewer_kappa.labels(tenant).set(kappa)
+            return
+        configured = result.get("configured") or {}
+        kappa = (configured.get("kappa") or {}).get("kappa")
+        accuracy = (configured.get("balanced_accuracy") or {}).get("value")
+        if kappa is not None:
+            self.m.judge_kappa.labels(tenant, kind).set(kappa)
+        if accuracy is not None:
+            self.m.judge_balanced_accuracy.labels(tenant, kind).set(accuracy)
+
+    def close(self) -> None:
+        conn = self.store._conn
+        if conn is not None:
+            conn.close()
