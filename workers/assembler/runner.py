@@ -22,6 +22,7 @@ from kafka.structs import OffsetAndMetadata
 from service.contracts.spans import SPANS_EVENT_TYPE
 from workers.assembler.assembler import WORKER, Assembler
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded
+from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.settings import WorkerSettings
 
@@ -140,18 +141,4 @@ class AssemblerLoop:
         return True
 
     def _measure_lag(self) -> None:
-        assignment = list(self.consumer.assignment())
-        if not assignment:
-            return
-        try:
-            ends = self.consumer.end_offsets(assignment)
-        except KafkaError as exc:
-            log.debug("lag not measured: %s", exc)
-            return
-        for tp in assignment:
-            try:
-                position = self.consumer.position(tp)
-            except KafkaError:
-                continue
-            end = max(ends.get(tp) or 0, self.consumer.highwater(tp) or 0, position)
-            self.metrics.lag.labels(WORKER, tp.topic, str(tp.partition)).set(end - position)
+        measure_lag(self.consumer, self.metrics, WORKER)

@@ -28,6 +28,7 @@ from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import Children
+from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.periodic import PeriodicWork
 from workers.runtime.records import SubscriptionDecoder
@@ -288,21 +289,4 @@ class ConsumerRuntime:
         log.error("%s HALTED: %s", self.name, message)
 
     def _measure_lag(self) -> None:
-        assignment = list(self.consumer.assignment())
-        if not assignment:
-            return
-        try:
-            ends = self.consumer.end_offsets(assignment)
-        except KafkaError as exc:
-            log.debug("lag not measured: %s", exc)
-            return
-        for tp in assignment:
-            try:
-                position = self.consumer.position(tp)
-            except KafkaError:
-                continue
-            # The fetch high watermark is exact; ListOffsets can lag behind it
-            # (Tansu answers the last batch's base offset + 1), so take the larger.
-            end = max(ends.get(tp) or 0, self.consumer.highwater(tp) or 0, position)
-            lag = end - position
-            self.metrics.lag.labels(self.name, tp.topic, str(tp.partition)).set(lag)
+        measure_lag(self.consumer, self.metrics, self.name)

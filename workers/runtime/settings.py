@@ -13,7 +13,7 @@ from service.contracts.settings import CommonSettings
 class WorkerSettings(CommonSettings):
     worker_metrics_host: str = "127.0.0.1"
     worker_metrics_port: int = Field(0, ge=0, le=65535, description="0 picks a free port (printed at start)")
-    worker_group_id: str | None = Field(None, description="consumer group; default ragmon-<worker name>")
+    worker_group_id: str | None = Field(None, description="consumer group; default <topic prefix>-<worker name> (ragmon-<worker name> with the default prefix), so two installations sharing a Kafka cluster under different prefixes never share a group")
     worker_instance: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     worker_max_batch: int = Field(500, ge=1, le=10_000)
     worker_poll_timeout_ms: int = Field(500, ge=10, le=10_000)
@@ -30,4 +30,4 @@ class WorkerSettings(CommonSettings):
     worker_shutdown_grace_s: float = Field(20.0, gt=0, description="longest wait for the in-flight batch on SIGTERM")
 
     def group_id(self, worker: str) -> str:
-        return self.worker_group_id or f"ragmon-{worker}"
+        return self.worker_group_id or f"{self.kafka_topic_prefix}-{worker}"

@@ -128,7 +128,7 @@ class Emitter(Protocol):
 class Processor(Protocol):
     """The worker-specific part. One instance per worker process."""
 
-    name: str  # worker name; the consumer group is "ragmon-<name>"
+    name: str  # worker name; the consumer group is "<topic prefix>-<name>" (WorkerSettings.group_id)
     event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
     # Optionally also `subscriptions`: topics of other records (scores, raw spans) with their decoder
     # (workers/runtime/records.py).

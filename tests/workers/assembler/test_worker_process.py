@@ -72,5 +72,5 @@ def test_kill9_then_restart_emits_every_trace_once(kafka_bootstrap: str, redis_u
     assert not [e for e in events if isinstance(e, Undecodable)]
     assert {e.id for e in events if not isinstance(e, Undecodable)} == expected  # replays reuse the same ids
     assert second.terminate() == 0
-    committed, end = committed_total(kafka_bootstrap, "ragmon-assembler", settings.topics.spans)
+    committed, end = committed_total(kafka_bootstrap, f"{topic_prefix}-assembler", settings.topics.spans)
     assert committed == end == 2 * TRACES

@@ -133,7 +133,7 @@ def test_kill_minus_nine_accounts_for_every_event(
 
     wait_until(lambda: done_keys() == total, 90, what="every event id done")
     for topic in (api.topics.traces, api.topics.feedback, api.topics.releases):
-        wait_until(lambda t=topic: len(set(committed_total(kafka_bootstrap, "ragmon-metrics", t))) == 1, 30,
+        wait_until(lambda t=topic: len(set(committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t))) == 1, 30,
                    what=f"{topic} fully committed")
     b_processed = b.total("ragmon_worker_events_total", outcome="processed")
     b_dupes = b.total("ragmon_worker_dedupe_hits_total")

@@ -81,7 +81,7 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         assert worker.total("ragmon_worker_events_total", outcome="processed") == 270
         assert worker.total("ragmon_worker_dead_letters_total") == 0
         for topic, n in ((topics.traces, 90), (topics.feedback, 180)):
-            wait_until(lambda t=topic, n=n: committed_total(kafka_bootstrap, "ragmon-metrics", t)[0] == n, 15,
+            wait_until(lambda t=topic, n=n: committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t)[0] == n, 15,
                        what=f"{topic} committed")
         assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
         assert worker.proc.poll() is None

@@ -94,14 +94,14 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
             send(producer, topics, second)
             wait_for(lambda: forwarder.total("ragmon_worker_retries_total") >= 2
                      and exporter.total("ragmon_worker_retries_total") >= 2, timeout_s=30)
-            committed, end = committed_total(kafka_bootstrap, "ragmon-phoenix", topics.scores)
+            committed, end = committed_total(kafka_bootstrap, f"{topic_prefix}-phoenix", topics.scores)
             assert (committed, end) == (2, 3)  # the second score is not committed while Phoenix is down
         finally:
             phoenix.start()
 
         (annotation,) = wait_for(lambda: annotated(phoenix, second), timeout_s=40)
         assert annotation["span_id"] == second.root
-        wait_for(lambda: committed_total(kafka_bootstrap, "ragmon-phoenix", topics.scores)[0] == 3, timeout_s=15)
+        wait_for(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-phoenix", topics.scores)[0] == 3, timeout_s=15)
         assert exporter.total("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="sent") == 2
         assert forwarder.total("ragmon_forwarder_spans_total", outcome="forwarded") == 6
         # The malformed score went to the dead-letter topic (bad input); the outage did not.

@@ -11,7 +11,7 @@ from service.contracts import Topics
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess, wait_ready
-from tests.workers.runtime.test_delivery import GROUP, PROBE, probe_env, workers  # noqa: F401 - fixture
+from tests.workers.runtime.test_delivery import PROBE, probe_env, workers  # noqa: F401 - fixture
 
 N = 3000
 MAX_BATCH = 100
@@ -52,7 +52,7 @@ def test_kill_minus_nine_loses_nothing_and_redelivers_at_most_one_batch(
     # Nothing lost: B took over A's partitions and every event's effect is in Redis.
     wait_until(lambda: redis_client.hlen("ragmon:probe:effect") == N, 90, what="every effect")
     assert {k.decode() for k in redis_client.hkeys("ragmon:probe:effect")} == set(sent)
-    wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == N, 30, what="all committed")
+    wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == N, 30, what="all committed")
 
     # Redelivery is bounded by what A had in flight when it died: records it
     # processed but whose offsets it had not committed. Its effects are

@@ -21,7 +21,6 @@ from tests.support.workers import WorkerProcess, wait_ready, worker_env
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = [sys.executable, "-m", "tests.workers.runtime.probe_worker"]
-GROUP = "ragmon-probe"
 
 
 def probe_env(bootstrap: str, redis_url: str, prefix: str, **extra: str) -> dict[str, str]:
@@ -79,7 +78,7 @@ def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
     assert any(r.value == b"\xff\xfe definitely not json" for r in dead), "the poison bytes are kept unchanged"
     assert w.total("ragmon_worker_dead_letters_total") == 3
     assert w.total("ragmon_worker_events_total", outcome="processed") == 40
-    wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 43, 15, what="all committed")
+    wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 43, 15, what="all committed")
     writer.close()
 
 
@@ -93,7 +92,7 @@ def test_sigterm_commits_and_a_restart_resumes_from_committed_offsets(
     w1 = start_probe(workers, env, "restart")
     wait_until(lambda: w1.total("ragmon_worker_events_total", outcome="processed") == 50, 30, what="first 50")
     assert w1.terminate() == 0, w1.log_text()[-2000:]
-    assert committed_total(kafka_bootstrap, GROUP, topics.traces) == (50, 50)
+    assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces) == (50, 50)
 
     second = send_traces(writer, 50, 30)
     w2 = start_probe(workers, env, "restart")
@@ -117,12 +116,12 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         first = send_traces(writer, 0, 20)
         client = redis.Redis.from_url(url)
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 20, 30, what="first 20")
-        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 20, 15, what="commit 20")
+        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20, 15, what="commit 20")
 
         own_redis.kill()
         second = send_traces(writer, 20, 30)
         wait_until(lambda: w.total("ragmon_worker_retries_total") >= 2, 30, what="retries during the outage")
-        assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 20, "nothing committed while Redis is down"
+        assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20, "nothing committed while Redis is down"
         assert w.total("ragmon_worker_ready") == 0
 
         restarted = start_redis(port=own_redis.port, log_dir=LOG_DIR)
@@ -131,7 +130,7 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         # Redis came back empty (no persistence): the second batch's effects land once it is retried.
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 30, 60, what="second batch after recovery")
         assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(second)
-        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 50, 15, what="commit 50")
+        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 50, 15, what="commit 50")
         assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
         assert w.total("ragmon_worker_dead_letters_total") == 0
         assert len(first) == 20
@@ -158,13 +157,13 @@ def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
         wait_until(lambda: w.total("ragmon_worker_retries_total", error="ConnectionError") >= 3, 30,
                    what="retries")
         assert w.proc.poll() is None, w.log_text()[-3000:]
-        assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 0
+        assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 0
 
         own_redis = start_redis(port=own_redis.port, log_dir=LOG_DIR)
         client = redis.Redis.from_url(url)
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 25, 60, what="effects after recovery")
         assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(sent)
-        wait_until(lambda: committed_total(kafka_bootstrap, GROUP, topics.traces)[0] == 25, 15, what="commit 25")
+        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 25, 15, what="commit 25")
         wait_until(w.ready, 15, what="ready again")
         assert w.total("ragmon_worker_dead_letters_total") == 0
         assert "periodic work failed (ConnectionError" in w.log_text()
@@ -187,7 +186,7 @@ def test_dead_letter_flood_halts_the_worker_without_committing(
     wait_until(lambda: w.total("ragmon_worker_halted", reason="dead_letter_ratio") == 1, 30, what="halt")
     assert not w.ready()
     assert "HALTED" in w.log_text() and "RAGMON_WORKER_DLQ_MAX_RATIO" in w.log_text()
-    assert committed_total(kafka_bootstrap, GROUP, topics.traces)[0] < 60, "the flood was not drained"
+    assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] < 60, "the flood was not drained"
     assert len(read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5)) < 60
     assert w.proc.poll() is None, "halted, not crashed: no restart loop"
     writer.close()
