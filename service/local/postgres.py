@@ -103,6 +103,8 @@ def start_postgres(workdir: Path, port: int | None = None, log_dir: Path | None 
     `durable=False` (tests) turns fsync off: faster, and nothing there must survive a power cut.
     """
     user = _run_as()
+    if user is not None:
+        _allow_traversal(postgres_bin_dir())  # the wheel's binaries may sit under a checkout only root may enter
     data = workdir.resolve() / "pgdata"
     _init_cluster(data, user)
     port = port or free_port(host)
