@@ -54,9 +54,10 @@ class ModelRef(_Strict):
     revision: str = Field(description="sha256 of the weight files")
 
 
-class FaithfulnessScoreEvent(_Strict):
+class _TraceScore(_Strict):
+    """What every score event says about the trace it scored (keyed, paired and deduplicated by these)."""
+
     schema_version: Literal[1] = 1
-    type: Literal["faithfulness_score"] = "faithfulness_score"
     event_id: uuid.UUID
     source_event_id: uuid.UUID
     tenant: str
@@ -67,6 +68,10 @@ class FaithfulnessScoreEvent(_Strict):
     intent: str | None = None
     trace_timestamp: datetime
     scored_at: datetime
+
+
+class FaithfulnessScoreEvent(_TraceScore):
+    type: Literal["faithfulness_score"] = "faithfulness_score"
     outcome: Literal["scored", "no_claims"]
     no_claims_reason: Literal["refused", "empty"] | None = None
     mode: Literal["answer", "sentences"]
@@ -100,25 +105,14 @@ class ExcludedGold(_Strict):
     predicates: list[str] = Field(description="'field op' of each relevance predicate it fails (never values)")
 
 
-class ExclusionResultEvent(_Strict):
+class ExclusionResultEvent(_TraceScore):
     """The exclusion worker's verdict on one trace's exclusion sample.
 
     `falsely_excluded` is None when the query has no eligible gold (missing
     evidence, not a pass).
     """
 
-    schema_version: Literal[1] = 1
     type: Literal["exclusion_result"] = "exclusion_result"
-    event_id: uuid.UUID
-    source_event_id: uuid.UUID
-    tenant: str
-    trace_id: str
-    request_id: str
-    variant: str
-    release: str | None = None
-    intent: str | None = None
-    trace_timestamp: datetime
-    scored_at: datetime
     gold_source: Literal["labels", "proxy"]
     eligible_gold: int = Field(ge=0)
     surviving_gold: int = Field(ge=0)
