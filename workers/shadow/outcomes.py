@@ -14,14 +14,14 @@ from typing import Any
 
 import orjson
 
-from service.contracts import TraceBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.shadow.config import ShadowConfig
+from workers.shadow.views import ShadowTrace
 
 OTHER = "other"
 
 
-def trace_outcome(body: TraceBody, config: ShadowConfig) -> dict[str, Any]:
+def trace_outcome(body: ShadowTrace, config: ShadowConfig) -> dict[str, Any]:
     timings = body.timings
     answer = body.answer
     answered = not answer.refused and bool(answer.text.strip())
@@ -38,7 +38,7 @@ def trace_outcome(body: TraceBody, config: ShadowConfig) -> dict[str, Any]:
     return out
 
 
-def _slices(body: TraceBody, config: ShadowConfig) -> dict[str, str]:
+def _slices(body: ShadowTrace, config: ShadowConfig) -> dict[str, str]:
     """Slice labels from closed sets: a value outside the configured list is 'other'."""
     labels = {}
     if body.intent is not None:

@@ -16,7 +16,6 @@ import time
 import orjson
 import redis
 
-from service.contracts import TraceBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, Readiness, Rejection
@@ -26,6 +25,7 @@ from workers.shadow.metrics import ShadowMetrics
 from workers.shadow.outcomes import exclusion_outcome, faithfulness_outcome, trace_outcome
 from workers.shadow.results import comparison_from_dict
 from workers.shadow.store import Item, ShadowStore
+from workers.shadow.views import VIEWS, ShadowTrace
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 class ShadowProcessor:
     name = "shadow"
     event_types: tuple[str, ...] = ("trace", "score")
+    views = VIEWS  # traces are decoded once into ShadowTrace (workers/shadow/views.py)
 
     def __init__(self, config: ShadowConfig, store: ShadowStore, metrics: ShadowMetrics) -> None:
         self.config = config
@@ -71,7 +72,7 @@ class ShadowProcessor:
 
     def _item(self, event: Event) -> tuple[Item, str] | None:
         body = event.body
-        if isinstance(body, TraceBody):
+        if isinstance(body, ShadowTrace):
             total_ms = body.timings.get("total")
             return Item(event.tenant, body.request_id, f"trace:{body.variant}",
                         orjson.dumps(trace_outcome(body, self.config)), body.variant, True,

@@ -22,8 +22,10 @@ from tests.support.kafka import stored, trace_body
 from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
 from workers.metrics.views import VIEWS as METRICS
+from workers.shadow.views import VIEWS as SHADOW
 
-WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT}
+WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT,
+                                                  "shadow": SHADOW}
 
 
 def _project(full: Any, seen: Any) -> Any:
@@ -122,6 +124,16 @@ BROKEN = [
     ("exclusion", _set("retrieval.filters.entitlement.0", {"field": "g", "op": "exists", "value": "yes"})),
     ("exclusion", _set("retrieval.filters.entitlement.0", {"field": "g", "op": "eq"})),
     ("exclusion", _set("retrieval.documents.0.metadata", {"k": [{"a": 1}]})),
+    ("shadow", _set("request_id", "has space")),
+    ("shadow", _set("request_id", "")),
+    ("shadow", _set("variant", "Cand-A")),
+    ("shadow", _set("answer.text", "x" * 32_769)),
+    ("shadow", _set("answer.refused", "maybe")),
+    ("shadow", _set("answer.citations", ["ok", "not ok"])),
+    ("shadow", _set("timings", {"total": -1.0})),
+    ("shadow", _set("usage.cost_usd", -0.5)),
+    ("shadow", _set("retrieval.filters.relevance.0.op", "like")),
+    ("shadow", _set("retrieval.filters.relevance.0", {"field": "locale", "op": "eq"})),
     ("drift", _set("query", {"text": "q", "embedding": [0.1]})),
     ("drift", _set("query", {"text": "", "embedding": [0.1], "embedding_model": "m"})),
     ("drift", _set("query.embedding", [0.1, HUGE])),

@@ -7,13 +7,15 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from service.contracts import BODY_MODELS, StoredEvent
+from service.contracts import StoredEvent
 from service.contracts.scores import (
     FaithfulnessScoreEvent,
     ModelRef,
     score_event_id,
 )
+from tests.support.decoded import decoded_event
 from workers.runtime.types import Event, SourceRecord
+from workers.shadow.views import VIEWS
 
 _offsets = itertools.count()
 
@@ -32,11 +34,11 @@ def trace_body(request_id: str, variant: str = "production", intent: str = "bill
 
 
 def trace_event(body: dict[str, Any], tenant: str = "acme", event_id: uuid.UUID | None = None) -> Event:
+    """The trace as the runtime hands it to the shadow worker: the stored record decoded into its view."""
     now = datetime.now(UTC)
     stored = StoredEvent.model_validate({"id": event_id or uuid.uuid4(), "type": "trace", "tenant": tenant,
                                          "timestamp": now, "received_at": now, "body": body})
-    source = SourceRecord("test.traces", 0, next(_offsets), None, 0)
-    return Event(source=source, stored=stored, body=BODY_MODELS["trace"].model_validate(body))
+    return decoded_event(stored, VIEWS, topic="test.traces", offset=next(_offsets))
 
 
 def score_event(request_id: str, variant: str, score: float, tenant: str = "acme", threshold: float = 0.5) -> Event:

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
 
+import orjson
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from tests.support.decoded import _Record
 from tests.workers.shadow.shadow_events import score_event, trace_body, trace_event
+from workers.runtime.decode import RecordDecoder, Undecodable
+from workers.runtime.reasons import DeadLetterReason
+from workers.runtime.types import Event
 from workers.shadow.config import ShadowConfig
 from workers.shadow.live import live_comparison
 from workers.shadow.metrics import ShadowMetrics
 from workers.shadow.processor import ShadowProcessor
 from workers.shadow.store import ShadowStore
+from workers.shadow.views import ShadowTrace
 
 
 @pytest.fixture
@@ -135,3 +144,34 @@ def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> N
     assert registry.get_sample_value("ragmon_shadow_tick_errors_total", {"error": "ConnectionError"}) == 1.0
     with pytest.raises(redis.exceptions.ConnectionError):  # a batch raises: the runtime retries it
         proc.process([trace_event(trace_body("r1"))])
+
+
+def _record(body: dict[str, object]) -> Any:
+    now = datetime.now(UTC).isoformat()
+    value = orjson.dumps({"schema_version": 1, "id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
+                          "timestamp": now, "received_at": now, "body": body})
+    return _Record("test.traces", 0, 0, None, 0, value, [])
+
+
+def test_the_runtime_decodes_traces_into_the_shadow_view_and_dead_letters_broken_ones() -> None:
+    decoder = RecordDecoder(ShadowProcessor.views)
+    ok = decoder.decode(_record(trace_body("r1", "cand-a")), "trace")
+    assert isinstance(ok, Event) and isinstance(ok.body, ShadowTrace)
+    assert (ok.body.request_id, ok.body.variant, ok.body.timings["total"]) == ("r1", "cand-a", 800.0)
+    # a spelling the API's pydantic models accept (a number as a string) is read through the contract
+    lax = trace_body("r2")
+    lax["usage"]["cost_usd"] = "0.004"  # type: ignore[index]
+    coerced = decoder.decode(_record(lax), "trace")
+    assert isinstance(coerced, Event) and coerced.body.usage.cost_usd == 0.004
+    for path, value, field in [(("request_id",), "has space", "record.body.request_id"),
+                               (("answer", "text"), "x" * 40_000, "record.body.answer.text"),
+                               (("timings",), {"total": -5.0}, "record.body.timings.total"),
+                               (("variant",), "Cand-A", "record.body.variant")]:
+        body = trace_body("r3")
+        node: Any = body
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+        dead = decoder.decode(_record(body), "trace")
+        assert isinstance(dead, Undecodable), path
+        assert dead.reason == DeadLetterReason.INVALID_BODY and dead.detail.startswith(field), dead.detail

@@ -7,10 +7,10 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
-from service.contracts import TraceBody
 from service.simulate import generate_events, load_scenario
 from workers.shadow.bootstrap import BootstrapSettings
 from workers.shadow.compare import CompareSettings, compare
@@ -18,6 +18,7 @@ from workers.shadow.config import ShadowConfig
 from workers.shadow.outcomes import pair_row, trace_outcome
 from workers.shadow.results import Comparison
 from workers.shadow.table import build_table
+from workers.shadow.views import ShadowTrace
 
 pytestmark = pytest.mark.slow  # each scenario is ~2,000 simulated requests (a few seconds)
 START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -30,7 +31,7 @@ def _comparison(scenario: str) -> Comparison:
     fields: dict[str, dict[str, bytes]] = defaultdict(dict)
     for event in generate_events(loaded, START):
         if event.type == "trace":
-            body = TraceBody.model_validate(event.body)
+            body = msgspec.convert(event.body, ShadowTrace)
             fields[body.request_id][f"trace:{body.variant}"] = orjson.dumps(trace_outcome(body, config))
     candidate = loaded.variants[1]
     rows = [pair_row(f, candidate) for f in fields.values() if len(f) == 2]

@@ -1,0 +1,41 @@
+"""What the shadow worker reads of a trace (decoded once by the runtime, service/contracts/views.py).
+
+Only the fields its outcomes come from (workers/shadow/outcomes.py): the
+request id and variant it pairs by, the intent and relevance predicates its
+slices come from, the answer (refused, non-empty, cited), timings and usage.
+The contract's rules hold on each of them; a trace that breaks one is a dead
+letter with the field and the rule, as with the full models.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from service.contracts import limits as L
+from service.contracts.views import Filters, Identifier, Name, Timings, Usage, View
+
+
+class ShadowAnswer(View):
+    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""  # read only for "empty or not"
+    refused: bool = False
+    citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
+
+
+class ShadowRetrieval(View):
+    filters: Filters = msgspec.field(default_factory=Filters)
+
+
+class ShadowTrace(View):
+    request_id: Identifier
+    variant: Name = "production"
+    intent: Name | None = None
+    retrieval: ShadowRetrieval = msgspec.field(default_factory=ShadowRetrieval)
+    answer: ShadowAnswer = msgspec.field(default_factory=ShadowAnswer)
+    timings: Timings = {}
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+
+VIEWS: dict[str, type[View]] = {"trace": ShadowTrace}
