@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
+from typing import Any
 
 import orjson
 import redis
@@ -28,6 +30,10 @@ from workers.shadow.store import Item, ShadowStore
 from workers.shadow.views import VIEWS, ShadowTrace
 
 log = logging.getLogger(__name__)
+
+
+def _json(outcome: dict[str, Any]) -> str:
+    return orjson.dumps(outcome).decode()
 
 
 class ShadowProcessor:
@@ -60,28 +66,36 @@ class ShadowProcessor:
             else:
                 items.append(planned[0])
                 kinds.append(planned[1])
+        applied: Counter[tuple[str, str]] = Counter()
+        formed: Counter[str] = Counter()
+        refused: Counter[str] = Counter()
         for item, kind, done in zip(items, kinds, self.store.record_many(items, time.time()), strict=True):
             if done.refused:
-                self.metrics.refused.labels(item.tenant).inc()
-                continue
-            if done.new:
-                self.metrics.events.labels(item.tenant, kind).inc()
-            if done.formed:
-                self.metrics.pairs_formed.labels(item.tenant).inc(done.formed)
+                refused[item.tenant] += 1
+            elif done.new:
+                applied[(item.tenant, kind)] += 1
+                if done.formed:
+                    formed[item.tenant] += done.formed
+        for (tenant, kind), n in applied.items():
+            self.metrics.events.labels(tenant, kind).inc(n)
+        for tenant, n in formed.items():
+            self.metrics.pairs_formed.labels(tenant).inc(n)
+        for tenant, n in refused.items():
+            self.metrics.refused.labels(tenant).inc(n)
         return rejections
 
     def _item(self, event: Event) -> tuple[Item, str] | None:
         body = event.body
         if isinstance(body, ShadowTrace):
             total_ms = body.timings.get("total")
-            return Item(event.tenant, body.request_id, f"trace:{body.variant}",
-                        orjson.dumps(trace_outcome(body, self.config)), body.variant, True,
+            return Item(event.tenant, body.request_id, "trace:" + body.variant,
+                        _json(trace_outcome(body, self.config)), body.variant, True,
                         None if total_ms is None else total_ms / 1000.0), "trace"
         if isinstance(body, FaithfulnessScoreEvent):
-            return Item(body.tenant, body.request_id, f"faith:{body.variant}", orjson.dumps(faithfulness_outcome(body)),
+            return Item(body.tenant, body.request_id, "faith:" + body.variant, _json(faithfulness_outcome(body)),
                         body.variant, False), "faithfulness"
         if isinstance(body, ExclusionResultEvent):
-            return Item(body.tenant, body.request_id, f"excl:{body.variant}", orjson.dumps(exclusion_outcome(body)),
+            return Item(body.tenant, body.request_id, "excl:" + body.variant, _json(exclusion_outcome(body)),
                         body.variant, False), "exclusion"
         return None
 

@@ -1,88 +1,133 @@
 """Shadow state in Redis: requests waiting for their twin, pairs, counts, leases.
 
-Keys (prefix P, all of one tenant under the hash tag {tenant}):
+Keys (prefix P = key_prefix; every key of a tenant carries the hash tag {tenant}, so all of one tenant's
+state is in one Redis Cluster hash slot):
   P:{t}:req:<request_id>  HASH  trace:<variant>, faith:<variant>, excl:<variant> -> JSON outcomes;
                                 TTL pair_wait_s until paired, then keep_s
   P:{t}:pairs:<candidate> ZSET  request ids paired with production, by pairing time (the window)
   P:{t}:seen              HASH  variant -> traces recorded (first delivery of a request's trace only)
-  P:{t}:paired / pending  HASH  candidate -> pairs formed / formed since the last recompute
+  P:{t}:paired            HASH  candidate -> pairs formed (a field per candidate: the tenant's candidates)
+  P:{t}:pending           HASH  candidate -> pairs formed since the last recompute
   P:{t}:active            STRING set while a candidate runs (TTL active_s)
   P:{t}:prodlat:before|during  LIST  production total latency without / while a candidate runs
   P:{t}:meta:<candidate>  HASH  last_recompute
   P:{t}:lease:<candidate> STRING the replica recomputing now (SET NX PX)
-  P:candidates            SET   "tenant<TAB>candidate"
+  P:{t}:result:<candidate> STRING the last recompute's comparison (JSON)
+  P:tenants               SET   tenants with shadow state (the one key outside a tenant's slot; never
+                                touched by a script)
 
-One Lua script applies a batch of events, each atomically: HSETNX of its
-field makes a redelivery a no-op (nothing counted twice), and the counts and
-pairing happen in the same atomic step, so a kill -9 between them is
-impossible (nothing lost: the offset is committed only after the script ran).
-Pairing is symmetric: whichever twin arrives second finds the first.
+One Lua script call applies a chunk of one tenant's events (at most 500), in
+order: HSETNX of its field makes a redelivery a no-op (nothing counted twice),
+and the counts and pairing happen in the same call, which Redis runs
+atomically, so a kill -9 cannot leave a counted trace without its pair or the
+reverse (nothing lost: the offset is committed only after the call ran).
+Pairing is symmetric: whichever twin arrives second finds the first. Every key
+a call touches is of one tenant, hence of one hash slot: the call declares the
+tenant's counters and the requests' hashes as KEYS and derives the only other
+ones, P:{t}:pairs:<candidate>, from the same prefix (Redis Cluster routes the
+call by its keys and refuses a cross-slot one). A batch of several tenants is
+one call per tenant and chunk, sent in one pipelined round trip with the SADD
+of P:tenants. The events travel as one msgpack argument (cmsgpack in the
+script): encoding thousands of arguments cost more than the script itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import redis
+from redis.exceptions import NoScriptError
 
 from workers.shadow.config import ShadowConfig
 
 PRODUCTION = "production"
 _SCRIPT_BATCH = 500  # events per script call: one call blocks Redis for about a millisecond
+_COUNTERS = ("seen", "paired", "pending", "active", "prodlat:before", "prodlat:during")
 
-# One call applies a batch: a header, then 7 values per event. Keys are built
-# here from the tenant (single Redis; on a cluster all of one tenant share the
-# hash tag {tenant}, but a batch may span tenants).
+# KEYS: the tenant's 6 counters (_COUNTERS), then one request hash per event. ARGV: the tenant prefix,
+# wait_ms, keep_ms, now, latency cap, active_ms, max candidates, then the events as msgpack:
+# [[request_id, field, value, variant, is_trace, latency_s or nil], ...]. Replies one byte per event,
+# 49 + r, r: -1 refused (too many candidates), 0 already recorded, 1 + pairs formed (one string: an array
+# of 500 numbers took longer to parse than to compute).
 _RECORD = """
-local root, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local seen_k, paired_k, pending_k, active_k, before_k, during_k = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local p, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local lat_cap, active_ms, max_cand = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
-local function one(tenant, rid, field, value, variant, is_trace, latency)
-  local p = root .. ':{' .. tenant .. '}:'
-  local req = p .. 'req:' .. rid
-  if variant ~= 'production' and redis.call('SISMEMBER', root .. ':candidates', tenant .. '\t' .. variant) == 0 then
-    if redis.call('HLEN', p .. 'paired') >= max_cand and redis.call('HEXISTS', p .. 'paired', variant) == 0 then
-      return -1
-    end
-    redis.call('HSETNX', p .. 'paired', variant, 0)
-    redis.call('SADD', root .. ':candidates', tenant .. '\t' .. variant)
-  end
-  if redis.call('HSETNX', req, field, value) == 0 then return 0 end
-  if redis.call('PTTL', req) < 0 then redis.call('PEXPIRE', req, wait_ms) end
-  if is_trace == '1' then
-    redis.call('HINCRBY', p .. 'seen', variant, 1)
-    if variant == 'production' then
-      if latency ~= '' then
-        local which = 'before'
-        if redis.call('EXISTS', p .. 'active') == 1 then which = 'during' end
-        redis.call('LPUSH', p .. 'prodlat:' .. which, latency)
-        redis.call('LTRIM', p .. 'prodlat:' .. which, 0, lat_cap - 1)
-      end
-    else
-      redis.call('SET', p .. 'active', variant, 'PX', active_ms)
-    end
-  end
-  if redis.call('HEXISTS', req, 'trace:production') == 0 then return 1 end
-  local formed = 0
-  for _, f in ipairs(redis.call('HKEYS', req)) do
-    if string.sub(f, 1, 6) == 'trace:' and f ~= 'trace:production' then
-      local cand = string.sub(f, 7)
-      if redis.call('ZADD', p .. 'pairs:' .. cand, 'NX', now, rid) == 1 then
-        redis.call('HINCRBY', p .. 'paired', cand, 1)
-        redis.call('HINCRBY', p .. 'pending', cand, 1)
-        redis.call('PEXPIRE', req, keep_ms)
-        formed = formed + 1
-      end
-    end
-  end
-  return 1 + formed
-end
+local items = cmsgpack.unpack(ARGV[8])
+local active = redis.call('EXISTS', active_k) == 1
+local known, seen, paired = {}, {}, {}
+local before, during = {}, {}
+local running = nil
 local out = {}
-for i = 8, #ARGV, 7 do
-  out[#out + 1] = one(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
+local function pair(req, rid, cand)
+  if redis.call('ZADD', p .. 'pairs:' .. cand, 'NX', now, rid) == 1 then
+    paired[cand] = (paired[cand] or 0) + 1
+    redis.call('PEXPIRE', req, keep_ms)
+    return 1
+  end
+  return 0
 end
-return out
+for i, it in ipairs(items) do
+  local rid, field, value, variant, is_trace, latency = it[1], it[2], it[3], it[4], it[5], it[6]
+  local req = KEYS[6 + i]
+  local r = nil
+  if variant ~= 'production' and not known[variant] then
+    if redis.call('HEXISTS', paired_k, variant) == 0 then
+      if redis.call('HLEN', paired_k) >= max_cand then r = -1 else redis.call('HSET', paired_k, variant, 0) end
+    end
+    if r == nil then known[variant] = true end
+  end
+  if r == nil then
+    if redis.call('HSETNX', req, field, value) == 0 then
+      r = 0
+    else
+      local fields = redis.call('HLEN', req)
+      if fields == 1 then redis.call('PEXPIRE', req, wait_ms) end  -- created now: it waits for its twin
+      local formed = 0
+      if is_trace then
+        seen[variant] = (seen[variant] or 0) + 1
+        if variant == 'production' then
+          if latency then
+            if active then during[#during + 1] = latency else before[#before + 1] = latency end
+          end
+        else
+          running = variant
+          active = true
+        end
+        if fields > 1 then
+          if variant == 'production' then
+            for _, f in ipairs(redis.call('HKEYS', req)) do
+              if string.sub(f, 1, 6) == 'trace:' and f ~= 'trace:production' then
+                formed = formed + pair(req, rid, string.sub(f, 7))
+              end
+            end
+          elseif redis.call('HEXISTS', req, 'trace:production') == 1 then
+            formed = pair(req, rid, variant)
+          end
+        end
+      end
+      r = 1 + formed
+    end
+  end
+  out[i] = string.char(49 + r)
+end
+for variant, n in pairs(seen) do redis.call('HINCRBY', seen_k, variant, n) end
+for cand, n in pairs(paired) do
+  redis.call('HINCRBY', paired_k, cand, n)
+  redis.call('HINCRBY', pending_k, cand, n)
+end
+if running then redis.call('SET', active_k, running, 'PX', active_ms) end
+for _, l in ipairs({{before_k, before}, {during_k, during}}) do
+  if #l[2] > 0 then
+    redis.call('LPUSH', l[1], unpack(l[2]))
+    redis.call('LTRIM', l[1], 0, lat_cap - 1)
+  end
+end
+return table.concat(out)
 """
 
 _RELEASE = """
@@ -91,14 +136,13 @@ return 0
 """
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     """One event's contribution: a field of the request's hash."""
 
     tenant: str
     request_id: str
     field: str
-    value: bytes
+    value: str  # the outcome's JSON
     variant: str
     is_trace: bool
     latency_s: float | None = None
@@ -120,6 +164,10 @@ class Counts:
     pending: dict[str, int]
 
 
+_PACK = msgspec.msgpack.Encoder().encode
+_REFUSED, _NEW, _DUPLICATE = Recorded(False, 0, refused=True), Recorded(True, 0), Recorded(False, 0)
+
+
 def _text(x: Any) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
@@ -129,30 +177,62 @@ class ShadowStore:
         self.redis = client
         self.config = config
         self.root = config.key_prefix
-        self._record = client.register_script(_RECORD)
+        self._record_sha = hashlib.sha1(_RECORD.encode()).hexdigest()  # loaded on first use (NoScriptError)
         self._release = client.register_script(_RELEASE)
 
     def prefix(self, tenant: str) -> str:
         return f"{self.root}:{{{tenant}}}:"
 
     def record_many(self, items: list[Item], now: float) -> list[Recorded]:
-        """Apply a batch of events in order (twins of a request share a partition, so their order is
-        kept), one atomic script call per 500 events."""
+        """Apply a batch of events: one script call per tenant and chunk of 500, in the batch's order within a
+        tenant (twins of a request share a partition, so their order is kept), all in one round trip."""
         c = self.config
-        header: list[Any] = [self.root, int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now, c.latency_samples,
-                             int(c.active_s * 1000), c.max_candidates_per_tenant]
-        replies: list[int] = []
-        for start in range(0, len(items), _SCRIPT_BATCH):
-            args = list(header)
-            for it in items[start:start + _SCRIPT_BATCH]:
-                args += [it.tenant, it.request_id, it.field, it.value, it.variant, "1" if it.is_trace else "0",
-                         "" if it.latency_s is None else repr(it.latency_s)]
-            replies += [int(r) for r in self._record(keys=[], args=args)]
-        return [Recorded(False, 0, refused=True) if r < 0 else Recorded(r > 0, max(0, r - 1)) for r in replies]
+        header = [int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now, c.latency_samples, int(c.active_s * 1000),
+                  c.max_candidates_per_tenant]
+        by_tenant: dict[str, list[int]] = {}
+        for i, it in enumerate(items):
+            by_tenant.setdefault(it.tenant, []).append(i)
+        calls: list[tuple[list[int], list[Any]]] = []
+        for tenant, indices in by_tenant.items():
+            p = self.prefix(tenant)
+            counters = [p + name for name in _COUNTERS]
+            for start in range(0, len(indices), _SCRIPT_BATCH):
+                chunk = indices[start:start + _SCRIPT_BATCH]
+                keys = counters + [f"{p}req:{items[i].request_id}" for i in chunk]
+                blob = _PACK([items[i][1:] for i in chunk])
+                calls.append((chunk, [len(keys), *keys, p, *header, blob]))
+        replies = self._run(list(by_tenant), [args for _, args in calls])
+        out: list[Recorded] = [Recorded(False, 0)] * len(items)
+        for (chunk, _), reply in zip(calls, replies, strict=True):
+            for i, code in zip(chunk, reply, strict=True):
+                r = code - 49
+                out[i] = _REFUSED if r < 0 else _NEW if r == 1 else _DUPLICATE if r == 0 else Recorded(True, r - 1)
+        return out
+
+    def _run(self, tenants: list[str], calls: list[list[Any]]) -> list[bytes]:
+        if not calls:
+            return []
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.sadd(f"{self.root}:tenants", *tenants)  # before the state: every tenant with state is listed
+            for args in calls:
+                pipe.evalsha(self._record_sha, *args)
+            try:
+                return pipe.execute()[1:]  # type: ignore[no-any-return]
+            except NoScriptError:  # a restarted or flushed Redis: load it and apply again (idempotent)
+                if attempt:
+                    raise
+                self._record_sha = self.redis.script_load(_RECORD)
+        raise AssertionError("unreachable")
 
     def candidates(self) -> list[tuple[str, str]]:
-        members = self.redis.smembers(f"{self.root}:candidates")
-        return sorted(tuple(_text(m).split("\t", 1)) for m in members)  # type: ignore[misc]
+        """(tenant, candidate) of every tenant with shadow state."""
+        tenants = sorted(_text(t) for t in self.redis.smembers(f"{self.root}:tenants"))
+        pipe = self.redis.pipeline(transaction=False)
+        for tenant in tenants:
+            pipe.hkeys(self.prefix(tenant) + "paired")
+        return sorted((tenant, _text(c)) for tenant, cands in zip(tenants, pipe.execute(), strict=True)
+                      for c in cands)
 
     def counts(self, tenant: str) -> Counts:
         p = self.prefix(tenant)
