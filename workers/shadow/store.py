@@ -53,7 +53,7 @@ _COUNTERS = ("seen", "paired", "pending", "active", "prodlat:before", "prodlat:d
 # [[request_id, field, value, variant, is_trace, latency_s or nil], ...]. Replies one byte per event,
 # 49 + r, r: -1 refused (too many candidates), 0 already recorded, 1 + pairs formed (one string: an array
 # of 500 numbers took longer to parse than to compute).
-_RECORD = """
+_RECORD = """#!lua
 local seen_k, paired_k, pending_k, active_k, before_k, during_k = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local p, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local lat_cap, active_ms, max_cand = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import limits as L
-from service.contracts.views import Filters, Identifier, Name, Timings, Usage, View
+from service.contracts.views import Identifier, Name, Predicates, Timings, Usage, View
 
 
 class ShadowAnswer(View):
@@ -24,8 +24,12 @@ class ShadowAnswer(View):
     citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
 
 
+class ShadowFilters(View):
+    relevance: Predicates = []  # slices come from its `field eq value` predicates; entitlement is not read
+
+
 class ShadowRetrieval(View):
-    filters: Filters = msgspec.field(default_factory=Filters)
+    filters: ShadowFilters = msgspec.field(default_factory=ShadowFilters)
 
 
 class ShadowTrace(View):
