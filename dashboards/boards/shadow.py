@@ -83,10 +83,26 @@ def _coverage() -> list[Panel]:
     pair = "tenant, candidate"
     return [
         Panel(
-            "Coverage: production requests with a twin", "timeseries",
-            [Target(_max("ragmon_shadow_coverage_ratio", pair), "{{candidate}}")],
-            description="Compare with the candidate's configured shadow rate: far from it, pairs are being lost.",
-            unit="percentunit", minimum=0, maximum=1, width=8),
+            "Coverage: production requests with a twin, against the configured shadow rate", "timeseries",
+            [Target(_max("ragmon_shadow_coverage_ratio", pair), "measured {{candidate}}"),
+             Target(_max("ragmon_shadow_coverage_interval_lower_ratio", pair), "lower {{candidate}}"),
+             Target(_max("ragmon_shadow_coverage_interval_upper_ratio", pair), "upper {{candidate}}"),
+             Target(_max("ragmon_shadow_expected_coverage_ratio", pair), "configured {{candidate}}")],
+            description="Measured share of production requests (since the candidate's first event) with a twin, its "
+                        "exact binomial interval (dashed), and the configured shadow rate (expected_shadow_rate). "
+                        "The configured rate outside the interval: pairs are being lost, or the app shadows another "
+                        "share than configured.",
+            overrides=(Override("^(lower|upper) .*", DASHED),), unit="percentunit", minimum=0, maximum=1,
+            width=12, height=9),
+        Panel(
+            "Coverage far from the configured shadow rate", "table",
+            [Target(f"sort_desc({_max('ragmon_shadow_coverage_mismatch_detected', pair)})", instant=True)],
+            description="1: the configured shadow rate lies outside the coverage's exact binomial interval "
+                        "(confidence 1 - coverage_alpha, 99.9% by default; it narrows as traffic accumulates, so a "
+                        "small gap on little traffic is not flagged). Candidates without a configured rate are not "
+                        "listed.",
+            mappings=(("0", "consistent", "green"), ("1", "far off", "red")), hidden_columns=("Time",),
+            width=12, height=9),
         Panel(
             "Unpaired traces", "timeseries",
             [Target(_max("ragmon_shadow_unpaired_traces", pair + ", role"), "{{candidate}} {{role}}")],

@@ -27,6 +27,9 @@ class ShadowConfig(BaseModel):
                                           "filter predicates 'field eq value' of the production trace")
     expected_shadow_rate: dict[str, float] = Field(
         default_factory=dict, description="candidate -> share of production requests it should shadow")
+    coverage_alpha: float = Field(0.001, gt=0, lt=1, description="coverage is reported far from "
+                                  "expected_shadow_rate when the rate lies outside its exact binomial interval at "
+                                  "confidence 1 - coverage_alpha (read continuously, hence small)")
     alpha: float = Field(0.05, gt=0, lt=1)
     min_pairs: int = Field(30, ge=2)
     resamples: int = Field(2_000, ge=100, le=100_000)

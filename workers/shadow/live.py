@@ -16,10 +16,11 @@ import numpy as np
 from workers.shadow.bootstrap import BootstrapSettings
 from workers.shadow.compare import CompareSettings, compare
 from workers.shadow.config import ShadowConfig, load_shadow_config
+from workers.shadow.coverage import Coverage, coverage_check
 from workers.shadow.outcomes import pair_row
 from workers.shadow.report import render
 from workers.shadow.results import Comparison
-from workers.shadow.store import PRODUCTION, ShadowStore
+from workers.shadow.store import PRODUCTION, Counts, ShadowStore
 from workers.shadow.table import build_table
 
 
@@ -28,18 +29,15 @@ def compare_settings(config: ShadowConfig, resamples: int | None = None, seed: i
                            bootstrap=BootstrapSettings(resamples=resamples or config.resamples, seed=seed))
 
 
-def coverage(store: ShadowStore, config: ShadowConfig, tenant: str, candidate: str) -> dict[str, Any]:
-    """Share of production requests with a twin of this candidate, against the configured shadow rate."""
-    counts = store.counts(tenant)
-    production = counts.seen.get(PRODUCTION, 0)
-    cand = counts.seen.get(candidate, 0)
-    paired = counts.paired.get(candidate, 0)
-    share = paired / production if production else None  # no production traffic: no data, not 0%
-    expected = config.expected_shadow_rate.get(candidate)
-    off = share is not None and expected is not None and abs(share - expected) > 0.2 * expected
-    return {"production_traces": production, "candidate_traces": cand, "pairs": paired,
-            "unpaired_production": production - paired, "unpaired_candidate": cand - paired,
-            "coverage": share, "expected_coverage": expected, "coverage_off": off}
+def coverage(store: ShadowStore, config: ShadowConfig, tenant: str, candidate: str,
+             counts: Counts | None = None) -> Coverage:
+    """Share of production requests (since the candidate's first event) with a twin of this candidate,
+    with its exact binomial interval, against the configured shadow rate (workers/shadow/coverage.py)."""
+    counts = counts or store.counts(tenant)
+    # production traces since its first event, plus those before it that were paired later (in flight then)
+    production = (counts.seen.get(PRODUCTION, 0) - counts.base.get(candidate, 0)) + counts.early.get(candidate, 0)
+    return coverage_check(production, counts.seen.get(candidate, 0), counts.paired.get(candidate, 0),
+                          config.expected_shadow_rate.get(candidate), config.coverage_alpha)
 
 
 def production_latency(store: ShadowStore, tenant: str) -> dict[str, Any]:
@@ -63,7 +61,7 @@ def live_comparison(store: ShadowStore, config: ShadowConfig, tenant: str, candi
     table = build_table(pair_row(fields, candidate) for _, fields in rows)
     result = compare(table, settings or compare_settings(config))
     result.context.update({"tenant": tenant, "candidate": candidate,
-                           **{f"coverage.{k}": v for k, v in coverage(store, config, tenant, candidate).items()},
+                           **{f"coverage.{k}": v for k, v in coverage(store, config, tenant, candidate).to_dict().items()},
                            **{f"production_latency.{k}": v for k, v in production_latency(store, tenant).items()}})
     return result, len(rows)
 

@@ -10,11 +10,13 @@ Never a request id.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from workers.shadow.coverage import Coverage
 from workers.shadow.results import Comparison
 
 VERDICTS = ("better", "worse", "equivalent", "inconclusive", "not_enough_data")
@@ -49,10 +51,6 @@ def _comparison_gauges(r: CollectorRegistry) -> dict[str, Gauge]:
                         TCMS[:3], registry=r),
         "window": Gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2],
                         registry=r),
-        "coverage": Gauge("ragmon_shadow_coverage_ratio", "Share of production requests with a twin of this "
-                          "candidate", TCMS[:2], registry=r),
-        "unpaired": Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production "
-                          "or candidate)", [*TCMS[:2], "role"], registry=r),
     }
 
 
@@ -65,6 +63,20 @@ class ShadowMetrics:
         self.production_p95 = Gauge(
             "ragmon_shadow_production_latency_p95_duration_seconds", "Production total latency p95 before any candidate "
             "ran and while one runs (period)", ["tenant", "period"], registry=r)
+        pair = TCMS[:2]
+        self.coverage = Gauge("ragmon_shadow_coverage_ratio", "Share of production requests (since the candidate's "
+                              "first event) with a twin of this candidate", pair, registry=r)
+        self.coverage_lower = Gauge("ragmon_shadow_coverage_interval_lower_ratio", "Lower bound of the coverage's "
+                                    "exact binomial interval (confidence 1 - coverage_alpha)", pair, registry=r)
+        self.coverage_upper = Gauge("ragmon_shadow_coverage_interval_upper_ratio", "Upper bound of the coverage's "
+                                    "exact binomial interval", pair, registry=r)
+        self.expected_coverage = Gauge("ragmon_shadow_expected_coverage_ratio", "The candidate's configured shadow "
+                                       "rate (expected_shadow_rate)", pair, registry=r)
+        self.coverage_mismatch = Gauge("ragmon_shadow_coverage_mismatch_detected", "1 when the configured shadow "
+                                       "rate lies outside the coverage's interval: pairs are lost, or the app "
+                                       "shadows another share", pair, registry=r)
+        self.unpaired = Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production "
+                              "or candidate)", [*pair, "role"], registry=r)
         self.events = Counter("ragmon_shadow_events_total", "Trace and score events applied (first delivery), "
                               "by kind", ["tenant", "kind"], registry=r)
         self.pairs_formed = Counter("ragmon_shadow_pairs_formed_total", "Pairs formed by this process (each pair "
@@ -79,6 +91,20 @@ class ShadowMetrics:
         self.recomputes = Counter("ragmon_shadow_recomputes_total", "Comparisons recomputed by this process",
                                   ["tenant", "candidate"], registry=r)
         self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
+
+    def publish_coverage(self, tenant: str, candidate: str, cov: Coverage) -> None:
+        """Coverage from the live counts (every replica, every publish), not only at a recompute."""
+        for gauge, value in ((self.coverage, cov.coverage), (self.coverage_lower, cov.lower),
+                             (self.coverage_upper, cov.upper), (self.expected_coverage, cov.expected_coverage)):
+            if value is None:  # no production traffic, or no configured rate: no data, never 0
+                with contextlib.suppress(KeyError):
+                    gauge.remove(tenant, candidate)
+            else:
+                gauge.labels(tenant, candidate).set(value)
+        if cov.coverage is not None and cov.expected_coverage is not None:
+            self.coverage_mismatch.labels(tenant, candidate).set(1.0 if cov.coverage_off else 0.0)
+        self.unpaired.labels(tenant, candidate, "production").set(cov.unpaired_production)
+        self.unpaired.labels(tenant, candidate, "candidate").set(cov.unpaired_candidate)
 
     def publish(self, tenant: str, candidate: str, comparison: Comparison) -> None:
         """Set this comparison's series and withdraw the ones it no longer has (e.g. a slice that left)."""
@@ -107,11 +133,7 @@ def comparison_values(tenant: str, cand: str, c: Comparison) -> Values:
         if _finite(value):
             out[name][labels] = float(value)
 
-    ctx = c.context
     put("window", (tenant, cand), c.pairs)
-    put("coverage", (tenant, cand), ctx.get("coverage.coverage"))
-    put("unpaired", (tenant, cand, "production"), ctx.get("coverage.unpaired_production"))
-    put("unpaired", (tenant, cand, "candidate"), ctx.get("coverage.unpaired_candidate"))
     for r in c.metrics:
         base = (tenant, cand, r.metric, "all")
         put("delta", base, r.delta)

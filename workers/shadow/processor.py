@@ -22,11 +22,11 @@ from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEven
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, Readiness, Rejection
 from workers.shadow.config import ShadowConfig
-from workers.shadow.live import live_comparison
+from workers.shadow.live import coverage, live_comparison
 from workers.shadow.metrics import ShadowMetrics
 from workers.shadow.outcomes import exclusion_outcome, faithfulness_outcome, trace_outcome
 from workers.shadow.results import comparison_from_dict
-from workers.shadow.store import Item, ShadowStore
+from workers.shadow.store import Counts, Item, ShadowStore
 from workers.shadow.views import VIEWS, ShadowTrace
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,7 @@ class ShadowProcessor:
             self.metrics.recompute_seconds.labels(tenant).observe(time.perf_counter() - started)
             self.metrics.recomputes.labels(tenant, candidate).inc()
             self.metrics.publish(tenant, candidate, comparison)
+            self.metrics.publish_coverage(tenant, candidate, coverage(self.store, self.config, tenant, candidate))
             for flag in comparison.masked_regressions:
                 log.warning("shadow %s/%s: %s worse in %s=%s (%d pairs, %s) while better overall", tenant,
                             candidate, flag.metric, flag.dimension, flag.value, flag.n, flag.strength)
@@ -152,7 +153,14 @@ class ShadowProcessor:
         return f"{self.store.prefix(tenant)}result:{candidate}"
 
     def _publish(self, candidates: list[tuple[str, str]]) -> None:
-        """Export what any replica stored, so every replica shows the same comparison."""
+        """Export what any replica stored, so every replica shows the same comparison, and the coverage
+        from the live counts (also for a candidate whose traces never paired)."""
+        counts: dict[str, Counts] = {}
+        for tenant, candidate in candidates:
+            if tenant not in counts:
+                counts[tenant] = self.store.counts(tenant)
+            self.metrics.publish_coverage(tenant, candidate, coverage(self.store, self.config, tenant, candidate,
+                                                                      counts[tenant]))
         for tenant, candidate in candidates:
             raw = self.store.redis.get(self._result_key(tenant, candidate))
             if raw is not None:

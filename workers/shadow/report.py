@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from workers.shadow.results import Comparison, MetricResult, SliceResult
 
@@ -46,9 +47,32 @@ def _context_lines(c: Comparison) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def coverage_lines(context: dict[str, Any]) -> list[str]:
+    """The coverage against the configured shadow rate, in words (live reports)."""
+    if "coverage.pairs" not in context:
+        return []
+    get = context.get
+    if get("coverage.coverage") is None:
+        return ["**Coverage**: no data (no production traces since the candidate's first event).", ""]
+    conf = get("coverage.confidence", 0.999)
+    line = (f"**Coverage**: {get('coverage.coverage'):.1%} of {get('coverage.production_traces'):,} production "
+            f"requests have a twin ({get('coverage.pairs'):,} pairs), {conf:.1%} exact binomial interval "
+            f"[{get('coverage.lower'):.1%}, {get('coverage.upper'):.1%}]; ")
+    expected = get("coverage.expected_coverage")
+    if expected is None:
+        line += "no shadow rate configured (expected_shadow_rate) to check it against."
+    elif get("coverage.coverage_off"):
+        line += (f"configured shadow rate {expected:.1%}: **FAR OFF** (outside the interval): pairs are being "
+                 "lost, or the app shadows another share than configured.")
+    else:
+        line += f"configured shadow rate {expected:.1%}: consistent."
+    return [line, ""]
+
+
 def render_markdown(c: Comparison) -> str:
     head = ", ".join(f"{k} {v}" for k, v in c.context.items() if "." not in k)
-    lines = [f"# Shadow comparison{': ' + head if head else ''}", "", *_context_lines(c),
+    lines = [f"# Shadow comparison{': ' + head if head else ''}", "", *coverage_lines(c.context),
+             *_context_lines(c),
              f"{c.pairs} pairs; alpha {c.alpha}. Verdicts use the anytime-valid confidence sequence with Holm's "
              "correction across metrics; the sign test and bootstrap are fixed-n and shown for reference.", "",
              "| metric | n | production | candidate | Δ | wins/losses/ties | sign p (Holm) | bootstrap 95% | "

@@ -2,12 +2,15 @@
 
 Keys (prefix P = key_prefix; every key of a tenant carries the hash tag {tenant}, so all of one tenant's
 state is in one Redis Cluster hash slot):
-  P:{t}:req:<request_id>  HASH  trace:<variant>, faith:<variant>, excl:<variant> -> JSON outcomes;
+  P:{t}:req:<request_id>  HASH  trace:<variant>, faith:<variant>, excl:<variant> -> JSON outcomes, seq (the
+                                production trace's number among the tenant's);
                                 TTL pair_wait_s until paired, then keep_s
   P:{t}:pairs:<candidate> ZSET  request ids paired with production, by pairing time (the window)
   P:{t}:seen              HASH  variant -> traces recorded (first delivery of a request's trace only)
   P:{t}:paired            HASH  candidate -> pairs formed (a field per candidate: the tenant's candidates)
   P:{t}:pending           HASH  candidate -> pairs formed since the last recompute
+  P:{t}:base              HASH  candidate -> production traces recorded before its first event (coverage)
+  P:{t}:early             HASH  candidate -> pairs whose production trace was recorded before that (coverage)
   P:{t}:active            STRING set while a candidate runs (TTL active_s)
   P:{t}:prodlat:before|during  LIST  production total latency without / while a candidate runs
   P:{t}:meta:<candidate>  HASH  last_recompute
@@ -46,38 +49,50 @@ from workers.shadow.config import ShadowConfig
 
 PRODUCTION = "production"
 _SCRIPT_BATCH = 500  # events per script call: one call blocks Redis for about a millisecond
-_COUNTERS = ("seen", "paired", "pending", "active", "prodlat:before", "prodlat:during")
+_COUNTERS = ("seen", "paired", "pending", "active", "prodlat:before", "prodlat:during", "base", "early")
 
-# KEYS: the tenant's 6 counters (_COUNTERS), then one request hash per event. ARGV: the tenant prefix,
+# KEYS: the tenant's 8 counters (_COUNTERS), then one request hash per event. ARGV: the tenant prefix,
 # wait_ms, keep_ms, now, latency cap, active_ms, max candidates, then the events as msgpack:
 # [[request_id, field, value, variant, is_trace, latency_s or nil], ...]. Replies one byte per event,
 # 49 + r, r: -1 refused (too many candidates), 0 already recorded, 1 + pairs formed (one string: an array
 # of 500 numbers took longer to parse than to compute).
 _RECORD = """#!lua
 local seen_k, paired_k, pending_k, active_k, before_k, during_k = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local base_k, early_k = KEYS[7], KEYS[8]
 local p, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local lat_cap, active_ms, max_cand = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local items = cmsgpack.unpack(ARGV[8])
 local active = redis.call('EXISTS', active_k) == 1
-local known, seen, paired = {}, {}, {}
+local prod0 = tonumber(redis.call('HGET', seen_k, 'production') or '0')
+local known, seen, paired, early, bases = {}, {}, {}, {}, {}
 local before, during = {}, {}
 local running = nil
 local out = {}
-local function pair(req, rid, cand)
+local function pair(req, rid, cand, production_was_first)
   if redis.call('ZADD', p .. 'pairs:' .. cand, 'NX', now, rid) == 1 then
     paired[cand] = (paired[cand] or 0) + 1
     redis.call('PEXPIRE', req, keep_ms)
+    if production_was_first then  -- was that production trace recorded before the candidate's first event?
+      if bases[cand] == nil then bases[cand] = tonumber(redis.call('HGET', base_k, cand) or '0') end
+      if tonumber(redis.call('HGET', req, 'seq') or '0') <= bases[cand] then early[cand] = (early[cand] or 0) + 1 end
+    end
     return 1
   end
   return 0
 end
 for i, it in ipairs(items) do
   local rid, field, value, variant, is_trace, latency = it[1], it[2], it[3], it[4], it[5], it[6]
-  local req = KEYS[6 + i]
+  local req = KEYS[8 + i]
   local r = nil
   if variant ~= 'production' and not known[variant] then
     if redis.call('HEXISTS', paired_k, variant) == 0 then
-      if redis.call('HLEN', paired_k) >= max_cand then r = -1 else redis.call('HSET', paired_k, variant, 0) end
+      if redis.call('HLEN', paired_k) >= max_cand then
+        r = -1
+      else  -- a new candidate: its coverage counts the production traces from now on
+        redis.call('HSET', paired_k, variant, 0)
+        bases[variant] = prod0 + (seen['production'] or 0)
+        redis.call('HSET', base_k, variant, bases[variant])
+      end
     end
     if r == nil then known[variant] = true end
   end
@@ -91,6 +106,7 @@ for i, it in ipairs(items) do
       if is_trace then
         seen[variant] = (seen[variant] or 0) + 1
         if variant == 'production' then
+          redis.call('HSET', req, 'seq', prod0 + seen[variant])  -- its place among the production traces
           if latency then
             if active then during[#during + 1] = latency else before[#before + 1] = latency end
           end
@@ -102,11 +118,11 @@ for i, it in ipairs(items) do
           if variant == 'production' then
             for _, f in ipairs(redis.call('HKEYS', req)) do
               if string.sub(f, 1, 6) == 'trace:' and f ~= 'trace:production' then
-                formed = formed + pair(req, rid, string.sub(f, 7))
+                formed = formed + pair(req, rid, string.sub(f, 7), false)
               end
             end
           elseif redis.call('HEXISTS', req, 'trace:production') == 1 then
-            formed = pair(req, rid, variant)
+            formed = pair(req, rid, variant, true)
           end
         end
       end
@@ -116,6 +132,7 @@ for i, it in ipairs(items) do
   out[i] = string.char(49 + r)
 end
 for variant, n in pairs(seen) do redis.call('HINCRBY', seen_k, variant, n) end
+for cand, n in pairs(early) do redis.call('HINCRBY', early_k, cand, n) end
 for cand, n in pairs(paired) do
   redis.call('HINCRBY', paired_k, cand, n)
   redis.call('HINCRBY', pending_k, cand, n)
@@ -162,6 +179,8 @@ class Counts:
     seen: dict[str, int]
     paired: dict[str, int]
     pending: dict[str, int]
+    base: dict[str, int]  # candidate -> production traces recorded before its first event
+    early: dict[str, int]  # candidate -> pairs whose production trace is one of those
 
 
 _PACK = msgspec.msgpack.Encoder().encode
@@ -237,10 +256,10 @@ class ShadowStore:
     def counts(self, tenant: str) -> Counts:
         p = self.prefix(tenant)
         pipe = self.redis.pipeline(transaction=False)
-        for part in ("seen", "paired", "pending"):
+        for part in ("seen", "paired", "pending", "base", "early"):
             pipe.hgetall(p + part)
-        seen, paired, pending = ({_text(k): int(v) for k, v in h.items()} for h in pipe.execute())
-        return Counts(seen, paired, pending)
+        seen, paired, pending, base, early = ({_text(k): int(v) for k, v in h.items()} for h in pipe.execute())
+        return Counts(seen, paired, pending, base, early)
 
     def window(self, tenant: str, candidate: str) -> list[tuple[str, dict[str, bytes]]]:
         """The most recent window_pairs pairs (oldest first) with their request hashes; trims the window
