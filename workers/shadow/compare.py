@@ -8,7 +8,7 @@ correction across the metrics (see docs/shadow.md).
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,11 +30,22 @@ class CompareSettings:
     power: float = 0.8
     bootstrap: BootstrapSettings = field(default_factory=BootstrapSettings)
     specs: dict[str, MetricSpec] = field(default_factory=dict)  # overrides of the builtin specs
+    margins: dict[str, float] = field(default_factory=dict)  # metric -> margin (config `shadow.margins`)
+    effects: dict[str, float] = field(default_factory=dict)  # metric -> effect of interest (`shadow.effects`)
+
+
+def _configured(spec: MetricSpec, settings: CompareSettings) -> MetricSpec:
+    margin, effect = settings.margins.get(spec.name), settings.effects.get(spec.name)
+    if margin is None and effect is None:
+        return spec
+    return replace(spec, margin=spec.margin if margin is None else margin,
+                   effect=spec.effect if effect is None else effect)
 
 
 def compare(table: PairTable, settings: CompareSettings | None = None) -> Comparison:
     settings = settings or CompareSettings()
-    specs = [settings.specs.get(m) or spec_for(m, table.is_binary(j)) for j, m in enumerate(table.metrics)]
+    specs = [_configured(settings.specs.get(m) or spec_for(m, table.is_binary(j)), settings)
+             for j, m in enumerate(table.metrics)]
     diffs = table.candidate - table.production
     rng = np.random.default_rng(settings.bootstrap.seed)
     intervals = mean_difference_intervals(diffs, settings.bootstrap, rng)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
 from service.contracts.config import load_section
@@ -30,6 +32,13 @@ class ShadowConfig(BaseModel):
     coverage_alpha: float = Field(0.001, gt=0, lt=1, description="coverage is reported far from "
                                   "expected_shadow_rate when the rate lies outside its exact binomial interval at "
                                   "confidence 1 - coverage_alpha (read continuously, hence small)")
+    margins: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict, description="metric -> equivalence margin (superiority metrics: absolute units; "
+                                          "latency, cost, tokens: a share of the production mean), overriding "
+                                          "the defaults of docs/shadow.md")
+    effects: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict, description="metric -> the effect of interest the power report sizes pairs for "
+                                          "(same units as margins; default 0.05)")
     alpha: float = Field(0.05, gt=0, lt=1)
     min_pairs: int = Field(30, ge=2)
     resamples: int = Field(2_000, ge=100, le=100_000)

@@ -26,6 +26,7 @@ from workers.shadow.table import build_table
 
 def compare_settings(config: ShadowConfig, resamples: int | None = None, seed: int = 7) -> CompareSettings:
     return CompareSettings(alpha=config.alpha, min_pairs=config.min_pairs, tight_at=config.tight_at,
+                           margins=dict(config.margins), effects=dict(config.effects),
                            bootstrap=BootstrapSettings(resamples=resamples or config.resamples, seed=seed))
 
 
