@@ -197,11 +197,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--traces", type=int, default=10_000)
     parser.add_argument("--reference", default=None, help="git revision measured as the reference (e.g. 71b9013)")
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
+    w = bench_worker(args.traces, args.repeats, args.reference)  # first: this process is still small
+    load_after = os.getloadavg()[0]
     s = bench_statistics(args.repeats)
     print(f"statistics: {s['ours_s']:.2f} s; scipy extrapolated {s['scipy_estimate_s']:.0f} s", flush=True)
-    load_before = os.getloadavg()[0]
-    w = bench_worker(args.traces, args.repeats, args.reference)
-    text = report(s) + "\n" + worker_report(w, (load_before, os.getloadavg()[0]))
+    text = report(s) + "\n" + worker_report(w, (load_before, load_after))
     write_report("shadow", "Shadow evaluation benchmark", text, args.out)
     return 0
 

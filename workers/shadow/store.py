@@ -223,12 +223,12 @@ class ShadowStore:
         replies = self._run(list(by_tenant), [args for _, args in calls])
         out: list[Recorded] = [Recorded(False, 0)] * len(items)
         for (chunk, _), reply in zip(calls, replies, strict=True):
-            for i, code in zip(chunk, reply, strict=True):
+            for i, code in zip(chunk, reply.encode() if isinstance(reply, str) else reply, strict=True):
                 r = code - 49
                 out[i] = _REFUSED if r < 0 else _NEW if r == 1 else _DUPLICATE if r == 0 else Recorded(True, r - 1)
         return out
 
-    def _run(self, tenants: list[str], calls: list[list[Any]]) -> list[bytes]:
+    def _run(self, tenants: list[str], calls: list[list[Any]]) -> list[bytes | str]:
         if not calls:
             return []
         for attempt in range(2):
@@ -237,7 +237,7 @@ class ShadowStore:
             for args in calls:
                 pipe.evalsha(self._record_sha, *args)
             try:
-                return pipe.execute()[1:]  # type: ignore[no-any-return]
+                return pipe.execute()[1:]
             except NoScriptError:  # a restarted or flushed Redis: load it and apply again (idempotent)
                 if attempt:
                     raise
