@@ -186,7 +186,8 @@ of the retrieval); the change decodes each record once, with msgspec, into the s
 (workers/shadow/views.py: the fields it reads, with the contract's rules on them). Score events are decoded
 by the runtime's score decoder (about 40,000 per CPU-second; a view would not change the total). The
 pairing is one Redis round trip per batch: one script call per tenant and chunk of 500 events
-(docs/shadow.md, "Pairing").
+(docs/shadow.md, "Pairing"). The CPU-second columns are the worker process's; redis-server runs the
+scripts on its own CPU time, which shows in the wall-clock "process" stage.
 """
 
 

@@ -25,7 +25,7 @@ from tests.e2e.stack import UpStack, start_up, wait_workers_ready
 pytestmark = pytest.mark.slow
 KEY = "e2e-shadow-acme-key"
 CONFIG = {
-    "shadow": {"recompute_every_s": 2, "recompute_every_pairs": 100},
+    "shadow": {"recompute_every_s": 2, "recompute_every_pairs": 100, "expected_shadow_rate": {"cand-slower": 1.0}},
     "guardrails": {"shadow": {"for": "5s"}},
 }
 
@@ -67,3 +67,15 @@ def test_a_slower_candidate_is_a_ticket_and_nothing_pages(stack: UpStack) -> Non
     assert pages == [], [p["metric"] for p in pages]
     pairs = stack.query('max by (candidate) (ragmon_shadow_window_pairs{tenant="acme"})')
     assert float(pairs[0]["value"][1]) >= 100
+    # every request is shadowed, as configured: once the twins in flight arrived, the coverage is consistent
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        coverage = {r["metric"]["__name__"]: float(r["value"][1]) for r in stack.query(
+            '{__name__=~"ragmon_shadow_(coverage_ratio|expected_coverage_ratio|coverage_mismatch_detected)",'
+            'candidate="cand-slower"}')}
+        if coverage.get("ragmon_shadow_coverage_mismatch_detected") == 0.0:
+            break
+        time.sleep(1)
+    assert coverage.get("ragmon_shadow_expected_coverage_ratio") == 1.0, coverage
+    assert coverage.get("ragmon_shadow_coverage_mismatch_detected") == 0.0, coverage
+    assert coverage["ragmon_shadow_coverage_ratio"] == 1.0, coverage
