@@ -239,7 +239,15 @@ def shadow_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
                    "The anytime-valid paired comparison (Holm-corrected across metrics; latency and cost as "
                    "non-inferiority) says the candidate is worse on the same requests. "
                    "`ragmon shadow report --tenant {{ $labels.tenant }} --candidate {{ $labels.candidate }}` "
-                   "has the pairs, intervals and slices.")]
+                   "has the pairs, intervals and slices."),
+            _alert(cfg, "RagmonShadowCoverageOff",
+                   "max by (tenant, candidate) (ragmon_shadow_coverage_mismatch_detected) == 1",
+                   cfg.shadow.for_, "ticket", "candidate",
+                   "Shadow coverage of {{ $labels.candidate }} ({{ $labels.tenant }}) is far from its configured rate",
+                   "The configured shadow rate lies outside the exact binomial interval of paired / production "
+                   "requests: twins are lost (the candidate fails, its traces are not sent, request ids differ) "
+                   "or the app shadows more or less than configured. The comparison still holds for the pairs "
+                   "it has, but they may not represent production.")]
 
 
 def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
