@@ -19,10 +19,10 @@ import lz4.frame
 import orjson
 import redis
 
-from service.contracts import TraceBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.sampler import Sampler, Trigger, display_content
+from workers.review.views import ReviewTrace
 from workers.runtime.types import Event
 
 CONTENT, FAITH, EXCL = "c", "f", "x"
@@ -146,7 +146,7 @@ class Planner:
             return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.exclusion(body), 1)
         return None
 
-    def _queue_trace(self, pipe: Any, e: Event, t: TraceBody) -> _Step:
+    def _queue_trace(self, pipe: Any, e: Event, t: ReviewTrace) -> _Step:
         content = display_content(t)
         content["timestamp"] = e.stored.timestamp.isoformat()
         key = stash_key(e.tenant, t.trace_id)

@@ -13,6 +13,7 @@ from workers.review.config import STRATA, ReviewConfig
 from workers.review.metrics import ReviewMetrics
 from workers.review.plan import Planner
 from workers.review.store import QueueStore
+from workers.review.views import VIEWS
 from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.review")
@@ -27,6 +28,7 @@ _CALIBRATION = ("SELECT DISTINCT ON (tenant, kind) tenant, kind, result FROM cal
 class ReviewProcessor:
     name = "review"
     event_types: tuple[str, ...] = ("trace", "feedback", "score")
+    views = VIEWS  # traces and feedback decoded once, into what the sampler reads (views.py)
 
     def __init__(self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore) -> None:
         self.config = config
