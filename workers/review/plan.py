@@ -87,15 +87,24 @@ class _Step:
     writes: int
     reads: tuple[str, ...] = ()
     content: dict[str, Any] | None = None  # a trace's own display content
+    opens_run: bool = False  # the first trace of a run: its reply holds the whole run's replies
 
 
-# A trace's three commands (stash, TTL, read what waits for it) as one round of parsing instead of three,
-# answering nil when only the content is there (almost always): the sampler runs this for every trace.
-_STASH_TRACE = """
-redis.call('HSET', KEYS[1], 'c', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if redis.call('HLEN', KEYS[1]) == 1 then return false end
-return redis.call('HMGET', KEYS[1], 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+# Each trace of a run of consecutive traces: stash its content, set the TTL, read what waits for it (nil when
+# only the content is there, almost always). One script call per run instead of three commands per trace:
+# the sampler does this for every trace, and building and parsing commands was most of its Redis time.
+_STASH_TRACES = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  redis.call('HSET', key, 'c', ARGV[i + 1])
+  redis.call('EXPIRE', key, ARGV[1])
+  if redis.call('HLEN', key) == 1 then
+    out[i] = false
+  else
+    out[i] = redis.call('HMGET', key, 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+  end
+end
+return out
 """
 
 
@@ -104,24 +113,42 @@ class Planner:
         self.config = config
         self.sampler = Sampler(config)
         self.redis = client
-        self._stash_trace = client.register_script(_STASH_TRACE)
+        self._stash_traces = client.register_script(_STASH_TRACES)
 
     def plan(self, events: list[Event]) -> Plan:
         plan = Plan()
         pipe = self.redis.pipeline(transaction=False)
         steps: list[_Step] = []
+        run: tuple[list[str], list[Any]] = ([], [self.config.stash_ttl_s])  # keys and args of a run of traces
         for e in events:
+            body = e.body
+            if e.type == "trace" and body is not None and body.variant == "production":
+                steps.append(self._queue_trace(run, e, body))
+                continue
+            self._flush_run(pipe, run)  # the traces before this event reach Redis before its commands
             step = self._queue(pipe, plan, e)
             if step is not None:
                 steps.append(step)
+        self._flush_run(pipe, run)
         replies = iter(pipe.execute() if steps else ())
+        run_replies: Any = iter(())
         for step in steps:
             for _ in range(step.writes):
                 next(replies)
+            if step.opens_run:
+                run_replies = iter(next(replies))
             if step.reads:
-                values = next(replies) or [None] * len(step.reads)  # nil: nothing waits for this trace
+                values = next(run_replies if step.content is not None else replies)
+                values = values or [None] * len(step.reads)  # nil: nothing waits for this trace
                 self._resolve(plan, step, dict(zip(step.reads, values, strict=True)))
         return plan
+
+    def _flush_run(self, pipe: Any, run: tuple[list[str], list[Any]]) -> None:
+        keys, args = run
+        if keys:
+            self._stash_traces(keys=list(keys), args=list(args), client=pipe)
+            keys.clear()
+            del args[1:]
 
     def _queue(self, pipe: Any, plan: Plan, e: Event) -> _Step | None:
         body = e.body
@@ -129,8 +156,6 @@ class Planner:
             return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.feedback(e.tenant, body), 0)
         if body is None or body.variant != "production":
             return None  # shadow candidates are compared by the shadow worker, not reviewed
-        if e.type == "trace":
-            return self._queue_trace(pipe, e, body)
         key = stash_key(e.tenant, body.trace_id)
         if isinstance(body, FaithfulnessScoreEvent):
             if body.outcome == "scored" and body.score is not None:
@@ -146,13 +171,14 @@ class Planner:
             return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.exclusion(body), 1)
         return None
 
-    def _queue_trace(self, pipe: Any, e: Event, t: ReviewTrace) -> _Step:
+    def _queue_trace(self, run: tuple[list[str], list[Any]], e: Event, t: ReviewTrace) -> _Step:
         content = display_content(t)
         content["timestamp"] = e.stored.timestamp.isoformat()
-        key = stash_key(e.tenant, t.trace_id)
-        self._stash_trace(keys=[key], args=[lz4.frame.compress(orjson.dumps(content)), self.config.stash_ttl_s],
-                          client=pipe)
-        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content)
+        keys, args = run
+        keys.append(stash_key(e.tenant, t.trace_id))
+        args.append(lz4.frame.compress(orjson.dumps(content)))
+        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content,
+                     opens_run=len(keys) == 1)
 
     def _select(self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None,
                 writes: int) -> _Step:

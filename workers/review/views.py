@@ -16,7 +16,6 @@ from msgspec import Meta
 from service.contracts import limits as L
 from service.contracts.events import feedback_value_problem
 from service.contracts.views import (
-    ExclusionSample,
     FeedbackKind,
     FiniteFloat,
     Identifier,
@@ -36,9 +35,21 @@ class ReviewDocument(View):
     score: FiniteFloat | None = None
 
 
+class ReviewCandidate(View):
+    """A candidate of the exclusion sample: its id and score (its metadata is for the exclusion worker)."""
+
+    id: Identifier
+    score: FiniteFloat | None = None
+
+
+class ReviewExclusionSample(View):
+    candidates: Annotated[list[ReviewCandidate], Meta(max_length=L.MAX_CANDIDATES)]
+    gold_ids: Annotated[list[Identifier], Meta(max_length=L.MAX_GOLD_IDS)] | None = None
+
+
 class ReviewRetrieval(View):
     documents: Annotated[list[ReviewDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
-    exclusion_sample: ExclusionSample | None = None
+    exclusion_sample: ReviewExclusionSample | None = None
 
 
 class ReviewAnswer(View):
