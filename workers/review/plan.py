@@ -28,8 +28,8 @@ from workers.runtime.types import Event
 CONTENT, FAITH, EXCL = "c", "f", "x"
 TRIGGERS = ("q:low_confidence", "q:negative_feedback")
 # When one trace qualifies several ways in one batch, the blind sample wins (it must stay a probability
-# sample), then negative feedback (a user told us), then low confidence.
-PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2}
+# sample), then negative feedback (a user told us), then low confidence, then a drifted window.
+PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2, "drift": 3}
 
 
 def stash_key(tenant: str, trace_id: str) -> str:
@@ -88,6 +88,7 @@ class _Step:
     reads: tuple[str, ...] = ()
     content: dict[str, Any] | None = None  # a trace's own display content
     opens_run: bool = False  # the first trace of a run: its reply holds the whole run's replies
+    drift: Trigger | None = None  # a trace of a flagged drift window (chosen with the trace, like blind)
 
 
 # Each trace of a run of consecutive traces: stash its content, set the TTL, read what waits for it (nil when
@@ -114,8 +115,11 @@ class Planner:
         self.sampler = Sampler(config)
         self.redis = client
         self._stash_traces = client.register_script(_STASH_TRACES)
+        self._drifting: dict[str, frozenset[str]] = {}
 
-    def plan(self, events: list[Event]) -> Plan:
+    def plan(self, events: list[Event], drifting: dict[str, frozenset[str]] | None = None) -> Plan:
+        """`drifting`: tenant -> intents of its flagged query-drift windows (service/contracts/driftflags.py)."""
+        self._drifting = drifting or {}
         plan = Plan()
         pipe = self.redis.pipeline(transaction=False)
         steps: list[_Step] = []
@@ -177,8 +181,9 @@ class Planner:
         keys, args = run
         keys.append(stash_key(e.tenant, t.trace_id))
         args.append(lz4.frame.compress(orjson.dumps(content)))
+        flagged = self._drifting.get(e.tenant)
         return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content,
-                     opens_run=len(keys) == 1)
+                     opens_run=len(keys) == 1, drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None)
 
     def _select(self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None,
                 writes: int) -> _Step:
@@ -198,7 +203,7 @@ class Planner:
         e = step.event
         if step.content is not None:
             content = step.content
-            triggers = [step.trigger] if step.trigger else []
+            triggers = [t for t in (step.trigger, step.drift) if t is not None]
             triggers += [_unpack_trigger(fields[k]) for k in TRIGGERS if fields.get(k)]
         else:
             if not fields.get(CONTENT):

@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import redis
 
+from service.contracts.driftflags import flagged_windows
 from workers.review.config import STRATA, ReviewConfig
 from workers.review.metrics import ReviewMetrics
 from workers.review.plan import Planner
@@ -34,6 +35,9 @@ class ReviewProcessor:
         self.config = config
         self.m = metrics
         self.planner = Planner(config, client)
+        self.redis = client
+        self._drift_read_at: dict[str, float] = {}
+        self._drift_flags: dict[str, frozenset[str]] = {}
         self.store = store
         self._next_refresh = 0.0
         self._tenants: set[str] = set()
@@ -58,7 +62,7 @@ class ReviewProcessor:
     def process(self, events: list[Event]) -> list[Rejection]:
         with self.store.batch() as cur:
             fresh = self.store.claim(cur, events)
-            plan = self.planner.plan(fresh)
+            plan = self.planner.plan(fresh, self._drifting(fresh))
             outcome = self.store.apply(cur, plan)
             self.store.advance(cur, events)
         for (tenant, stratum), n in outcome.queued.items():
@@ -70,6 +74,19 @@ class ReviewProcessor:
         for tenant, n in outcome.scored.items():
             self.m.scored.labels(tenant).inc(n)
         return []
+
+    def _drifting(self, events: list[Event]) -> dict[str, frozenset[str]]:
+        """The flagged query-drift windows of the batch's tenants, re-read every `drift_refresh_s`."""
+        now = time.time()
+        batch = {e.tenant for e in events if e.type == "trace"}
+        tenants = sorted(t for t in batch if now - self._drift_read_at.get(t, -1e18) >= self.config.drift_refresh_s)
+        if tenants:
+            found = flagged_windows(self.redis, self.config.drift_key_prefix, tenants, now,
+                                    self.config.drift_flag_max_age_s)
+            for tenant in tenants:
+                self._drift_read_at[tenant] = now
+                self._drift_flags[tenant] = found.get(tenant, frozenset())
+        return {t: self._drift_flags[t] for t in batch if self._drift_flags.get(t)}
 
     def tick(self, now: float) -> None:
         if now < self._next_refresh:

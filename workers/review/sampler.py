@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from service.contracts import driftflags
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.views import ReviewFeedback, ReviewTrace
@@ -64,6 +65,13 @@ class Sampler:
     def blind(self, tenant: str, t: ReviewTrace) -> Trigger | None:
         rate = self.config.blind_rate
         return Trigger("blind", "random", rate) if unit(tenant, t.trace_id, "blind") < rate else None
+
+    def drift(self, tenant: str, t: ReviewTrace, flagged: frozenset[str]) -> Trigger | None:
+        """A trace of a tenant whose query-drift window is flagged: the tenant's, or its intent's."""
+        if not flagged or not (driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged)):
+            return None
+        rate = self.config.drift_rate
+        return Trigger("drift", "query_drift", rate) if unit(tenant, t.trace_id, "drift") < rate else None
 
     def _low_confidence(self, tenant: str, trace_id: str, reason: str, base: float) -> Trigger | None:
         rate = self.config.low_confidence_rate
