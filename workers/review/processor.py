@@ -121,13 +121,23 @@ class ReviewProcessor:
             if kappa is not None:
                 self.m.reviewer_kappa.labels(tenant).set(kappa)
             return
+        if kind == "faithful_rate":
+            for estimate, value in (("prediction_powered", result.get("ppi_rate")), ("judge", result.get("raw_rate")),
+                                    ("population", (result.get("reweighted") or {}).get("rate"))):
+                if value is not None:
+                    self.m.faithful_rate.labels(tenant, estimate).set(value)
+            return
         configured = result.get("configured") or {}
-        kappa = (configured.get("kappa") or {}).get("kappa")
-        accuracy = (configured.get("balanced_accuracy") or {}).get("value")
-        if kappa is not None:
-            self.m.judge_kappa.labels(tenant, kind).set(kappa)
-        if accuracy is not None:
-            self.m.judge_balanced_accuracy.labels(tenant, kind).set(accuracy)
+        population = configured.get("population") or {}
+        figures = {"reviewed": ((configured.get("kappa") or {}).get("kappa"),
+                                (configured.get("balanced_accuracy") or {}).get("value")),
+                   "population": ((population.get("kappa") or {}).get("value"),
+                                  (population.get("balanced_accuracy") or {}).get("value"))}
+        for weighting, (kappa, accuracy) in figures.items():
+            if kappa is not None:
+                self.m.judge_kappa.labels(tenant, kind, weighting).set(kappa)
+            if accuracy is not None:
+                self.m.judge_balanced_accuracy.labels(tenant, kind, weighting).set(accuracy)
 
     def close(self) -> None:
         conn = self.store._conn
