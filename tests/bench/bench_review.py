@@ -170,9 +170,11 @@ machine). {e2e.ratio_line(results)}
 {e2e.profile_table(results, "record")}
 
 The change decodes traces and feedback once, with msgspec, into the sampler's views (workers/review/views.py:
-the ids, query, documents' id/text/score, answer, citations, exclusion sample; timings, usage, filters and
-document metadata skipped), and writes a batch's items, quota, tenant counts and score totals to PostgreSQL
-with one statement each (arrays through unnest) instead of five round trips per queued item.
+the ids, query, documents' id/text/score, answer, citations, the exclusion sample's candidate ids and scores;
+timings, usage, filters and all metadata skipped), stashes a run of consecutive traces in Redis with one script
+call instead of three commands per trace, and writes a batch's items, quota, tenant counts and score totals to
+PostgreSQL with one statement each (arrays through unnest, binary parameters) instead of five round trips per
+queued item. Peak RSS is the largest of the runner processes' (the consumer's fetch buffers dominate it).
 """
 
 
