@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards.boards import drift, feedback, latency_cost, overview, pipeline, quality, shadow
+from dashboards.boards import drift, feedback, latency_cost, overview, pipeline, quality, review, shadow
 from dashboards.common import Board, Limits
 
 BUILDERS: tuple[Callable[[Limits], Board], ...] = (
@@ -15,4 +15,5 @@ BUILDERS: tuple[Callable[[Limits], Board], ...] = (
     shadow.build,
     feedback.build,
     pipeline.build,
+    review.build,
 )

@@ -130,6 +130,34 @@ def start_postgres(workdir: Path, port: int | None = None, log_dir: Path | None 
     return child
 
 
+def _kill_leftovers(old: ChildProcess, timeout: float = 10.0) -> None:
+    """After the postmaster died (kill -9), its backends may live on holding the shared memory, and a new
+    postmaster refuses to start beside them. They are in the postmaster's process group (started in a
+    session of its own, whose group id is its pid): kill that group and wait until it is empty."""
+    old.proc.poll()  # reap the postmaster itself: a zombie would keep its group "alive"
+    pgid = old.proc.pid
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # not ours (the pid was reused): nothing of the old server is left
+            return
+        time.sleep(0.1)
+
+
+def restart_postgres(old: ChildProcess, workdir: Path, log_dir: Path | None = None,
+                     durable: bool = True) -> PostgresProcess:
+    """The same cluster on the same port (the URL every process holds), after `old` died.
+
+    PostgreSQL replays its WAL at start: every committed transaction is kept, the ones in flight were
+    rolled back (their clients retry: the sampler's batch, a reviewer's save).
+    """
+    _kill_leftovers(old)
+    return start_postgres(workdir, port=old.port, log_dir=log_dir, durable=durable)
+
+
 def create_database(admin_url: str, name: str) -> str:
     """Create database `name` (if missing) next to admin_url's; return its URL."""
     with psycopg.connect(admin_url, autocommit=True) as conn:

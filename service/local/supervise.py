@@ -1,6 +1,6 @@
 """`ragmon up` as a supervisor: a crashed process is restarted, not a reason to stop everything.
 
-The API, the workers, Redis, Prometheus and Alertmanager are restarted with
+The API, the workers, Redis, the private PostgreSQL, Prometheus and Alertmanager are restarted with
 exponential backoff, one printed line per restart (what exited, what it lost,
 when it restarts), counted in
 `ragmon_supervisor_restarts_total{process}`. A process that crashes `max_crashes` times
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from service.local.embedded import ChildProcess
+from service.local.embedded import ChildProcess, EmbeddedError
 from service.local.metrics import SupervisorMetrics
 
 if TYPE_CHECKING:
@@ -36,6 +36,9 @@ LOST = {
            "got an error and the app retries them",
     "worker": "nothing: the records it had not committed are redelivered and deduplicated by event id; "
               "its in-process counters restart from 0 (Prometheus rate() handles the reset)",
+    "postgres": "nothing committed: the review queue, labels and outbox are on disk (its WAL is replayed at "
+                "start); transactions in flight were rolled back and are retried (the sampler's batch, a "
+                "reviewer's save)",
     "prometheus": "nothing on disk; alerts pending in memory restart their for: timers",
     "alertmanager": "silences and notification state kept in memory",
 }
@@ -83,8 +86,11 @@ class Supervisor:
         self.say = say
         self._watched: dict[str, _Watched] = {}
 
-    def watch(self, child: ChildProcess, env: dict[str, str] | None, restart: bool = True) -> None:
-        self._watched[child.name] = _Watched(respawn_same(child, env) if restart else None)
+    def watch(self, child: ChildProcess, env: dict[str, str] | None, restart: bool = True,
+              respawn: Callable[[], ChildProcess] | None = None) -> None:
+        """Restart `child` when it dies: the same command (`respawn_same`), or `respawn` where a process
+        needs more than that (PostgreSQL: its old backends killed, started as its own user)."""
+        self._watched[child.name] = _Watched((respawn or respawn_same(child, env)) if restart else None)
 
     def check(self, now: float | None = None) -> None:
         """Restart what is due, notice what exited; raises GiveUp when the stack cannot go on."""
@@ -95,7 +101,7 @@ class Supervisor:
                 continue
             if watched.restart_at is not None:
                 if now >= watched.restart_at:
-                    self.stack.children[i] = self._restart(child, watched)
+                    self.stack.children[i] = self._restart(child, watched, now)
             elif not child.alive():
                 self._crashed(child, watched, now)
 
@@ -117,9 +123,14 @@ class Supervisor:
         self.say(f"{child.name} exited with {code} (crash {n} of {p.max_crashes} allowed within "
                  f"{p.window_s:.0f}s); lost: {lost}; restarting in {delay:.0f}s; see {child.log_path}")
 
-    def _restart(self, child: ChildProcess, watched: _Watched) -> ChildProcess:
+    def _restart(self, child: ChildProcess, watched: _Watched, now: float) -> ChildProcess:
         assert watched.respawn is not None
         watched.restart_at = None
-        fresh = watched.respawn()  # announced by the one line printed when the crash was seen
+        try:
+            fresh = watched.respawn()  # announced by the one line printed when the crash was seen
+        except EmbeddedError as exc:  # it could not start: a crash like any other, with its backoff
+            self.say(f"{child.name} did not start again: {exc}")
+            self._crashed(child, watched, now)
+            return child
         self.metrics.restarts.labels(child.name).inc()
         return fresh

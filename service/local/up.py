@@ -36,7 +36,7 @@ from service.local.embedded import (
 )
 from service.local.metrics import SupervisorMetrics
 from service.local.models import report_faithfulness, with_local_models
-from service.local.postgres import start_postgres
+from service.local.postgres import restart_postgres, start_postgres
 from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
 from service.local.supervise import (
     DURABLE_KAFKA_SETTING,
@@ -216,6 +216,18 @@ def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, ke
     return env
 
 
+def _start_postgres(stack: Stack, supervisor: Supervisor, workdir: Path, logs: Path) -> str:
+    """The private PostgreSQL, restarted like the other processes when it dies (same cluster, same port)."""
+    pg = stack.add(start_postgres(workdir, log_dir=logs))
+
+    def respawn() -> ChildProcess:
+        current = next(c for c in stack.children if c.name == pg.name)
+        return restart_postgres(current, workdir, log_dir=logs)
+
+    supervisor.watch(pg, None, respawn=respawn)
+    return str(pg.extra["url"])
+
+
 def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: Supervisor, logs: Path) -> int:
     api_port = _port_or_free(opts.api_port)
     api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
@@ -238,8 +250,7 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
                  {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS},
                  f"rgm_review_{secrets.token_urlsafe(12)}")
     # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
-    database_url = os.environ.get("RAGMON_DATABASE_URL") or stack.add(
-        start_postgres(workdir, log_dir=logs)).extra["url"]
+    database_url = os.environ.get("RAGMON_DATABASE_URL") or _start_postgres(stack, supervisor, workdir, logs)
     env = _environment(opts, workdir, kafka, redis.port, keys, database_url)
     api_port = _start_api(opts, env, stack, supervisor, logs)
     api_url = f"http://127.0.0.1:{api_port}"

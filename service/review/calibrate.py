@@ -5,6 +5,12 @@ reported on the other half, so the figures are not flattered by the choice.
 The half an item falls in is fixed by a hash of its id: adding labels never
 moves an item between halves. When the held-out interval of balanced accuracy
 is wider than `max_interval_width`, no threshold is suggested: "label more".
+
+Each figure comes twice: on the reviewed mix (every item counts once), and
+re-weighted to the population by each item's 1/π (`population`: the strata
+oversample low-confidence and thumbs-down traces, so the mix is not what
+production looks like). The threshold is chosen on the reviewed mix, whose
+oversampled near-threshold items are what a threshold choice needs.
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from service.review.stats import (
     BalancedAccuracy,
     Confusion,
     Kappa,
+    Weighted,
     auc,
     balanced_accuracy,
     cohen_kappa,
     roc,
+    weighted_balanced_accuracy,
+    weighted_kappa,
     youden_threshold,
 )
 
@@ -35,6 +44,8 @@ class Scored:
     item: str
     score: float
     human: bool
+    weight: float = 1.0  # 1/π: how many production traces this reviewed one stands for
+    stratum: str = ""
 
 
 def in_selection_half(item: str) -> bool:
@@ -42,17 +53,30 @@ def in_selection_half(item: str) -> bool:
 
 
 @dataclass(frozen=True)
+class PopulationFigures:
+    """The same figures with each item weighted by 1/π (stratified weighted-bootstrap intervals)."""
+
+    balanced_accuracy: Weighted
+    kappa: Weighted
+
+
+@dataclass(frozen=True)
 class ThresholdFigures:
     threshold: float
-    balanced_accuracy: BalancedAccuracy
-    kappa: Kappa | None
+    balanced_accuracy: BalancedAccuracy  # on the reviewed mix
+    kappa: Kappa | None  # on the reviewed mix
+    population: PopulationFigures | None = None
 
 
 def figures_at(threshold: float, items: Sequence[Scored]) -> ThresholdFigures:
     truth = [s.human for s in items]
     predicted = [s.score >= threshold for s in items]
+    weights = [s.weight for s in items]
+    strata = [s.stratum for s in items]
+    population = PopulationFigures(weighted_balanced_accuracy(truth, predicted, weights, strata),
+                                   weighted_kappa(truth, predicted, weights, strata))
     return ThresholdFigures(threshold, balanced_accuracy(truth, predicted),
-                            cohen_kappa(Confusion.of(truth, predicted)))
+                            cohen_kappa(Confusion.of(truth, predicted)), population)
 
 
 @dataclass

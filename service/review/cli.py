@@ -46,8 +46,14 @@ def print_threshold_report(r: dict[str, Any]) -> None:
             print(f"  {which:<10} no data")
             continue
         ba, kappa = f["balanced_accuracy"], f["kappa"] or {}
-        print(f"  {which:<10} threshold {f['threshold']:.3f}  balanced accuracy {_fmt(ba['value'])}"
+        print(f"  {which:<10} threshold {f['threshold']:.3f}  reviewed mix: balanced accuracy {_fmt(ba['value'])}"
               f"{_interval(ba['interval'])}  kappa {_fmt(kappa.get('kappa'))}{_interval(kappa.get('interval'))}")
+        pop = f.get("population")
+        if pop:
+            pba, pk = pop["balanced_accuracy"], pop["kappa"]
+            print(f"  {'':<10} {'':<15} population (1/π): balanced accuracy {_fmt(pba['value'])}"
+                  f"{_interval(pba['interval'])}  kappa {_fmt(pk['value'])}{_interval(pk['interval'])}"
+                  f"  effective n {pk['effective_n']:.0f}")
     print(f"  {r['message']}")
 
 

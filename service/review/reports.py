@@ -15,7 +15,14 @@ from psycopg.types.json import Jsonb
 
 from service.contracts.config import ConfigError, load_config_file
 from service.review.calibrate import DEFAULT_MAX_INTERVAL_WIDTH, Scored, calibrate
-from service.review.stats import Confusion, cohen_kappa, prediction_powered_rate, weighted_rate, wilson
+from service.review.stats import (
+    Confusion,
+    cohen_kappa,
+    prediction_powered_rate,
+    weighted_rate,
+    weighted_share,
+    wilson,
+)
 
 
 def proxy_threshold_from_config() -> float | None:
@@ -28,12 +35,21 @@ def proxy_threshold_from_config() -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-_FIRST_LABELS = """
+# π of an item: its inclusion probability, times the share of its (tenant, day, stratum) that fit the
+# day's capacity (the rest overflowed, so the capacity is one more stage of sampling).
+_PI = "i.inclusion_probability * coalesce(q.admitted::float8 / nullif(q.admitted + q.overflow, 0), 1.0)"
+
+_FIRST_LABELS = f"""
 SELECT DISTINCT ON (l.item_id) l.item_id, i.trace_id, i.stratum, i.faithfulness_score, i.faithfulness_threshold,
-    i.faithfulness_outcome, l.faithful, l.gold_ids, i.content
+    i.faithfulness_outcome, l.faithful, l.gold_ids, i.content, {_PI}
 FROM review_label l JOIN review_item i ON i.id = l.item_id
+LEFT JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
 WHERE l.tenant = %s ORDER BY l.item_id, l.labelled_at, l.id
 """
+
+
+def _weight(pi: float | None) -> float:
+    return 1.0 / float(pi) if pi and pi > 0 else 1.0
 
 
 def _first_labels(conn: psycopg.Connection, tenant: str) -> list[tuple[Any, ...]]:
@@ -43,7 +59,7 @@ def _first_labels(conn: psycopg.Connection, tenant: str) -> list[tuple[Any, ...]
 def faithfulness_report(conn: psycopg.Connection, tenant: str,
                         max_width: float = DEFAULT_MAX_INTERVAL_WIDTH) -> dict[str, Any]:
     rows = [r for r in _first_labels(conn, tenant) if r[5] == "scored" and r[3] is not None and r[6] is not None]
-    items = [Scored(r[1], float(r[3]), bool(r[6])) for r in rows]
+    items = [Scored(r[1], float(r[3]), bool(r[6]), _weight(r[9]), r[2]) for r in rows]
     configured = float(rows[-1][4]) if rows and rows[-1][4] is not None else None
     return calibrate("faithfulness", items, configured, max_width).as_dict()
 
@@ -52,13 +68,14 @@ def exclusion_proxy_report(conn: psycopg.Connection, tenant: str, configured: fl
                            max_width: float = DEFAULT_MAX_INTERVAL_WIDTH) -> dict[str, Any]:
     """The proxy calls a candidate gold when its retrieval score clears a threshold: check it per document."""
     items: list[Scored] = []
-    for _, trace_id, *_rest, gold_ids, content in _first_labels(conn, tenant):
+    for _, trace_id, stratum, *_rest, gold_ids, content, pi in _first_labels(conn, tenant):
         gold = set(gold_ids or [])
         seen: set[str] = set()
         for doc in [*content.get("documents", []), *content.get("candidates", [])]:
             if doc.get("score") is not None and doc["id"] not in seen:
                 seen.add(doc["id"])
-                items.append(Scored(f"{trace_id}/{doc['id']}", float(doc["score"]), doc["id"] in gold))
+                items.append(Scored(f"{trace_id}/{doc['id']}", float(doc["score"]), doc["id"] in gold,
+                                    _weight(pi), stratum))
     return calibrate("exclusion_proxy", items, configured, max_width).as_dict()
 
 
@@ -95,22 +112,28 @@ def faithful_rate_report(conn: psycopg.Connection, tenant: str, days: int = 30) 
             "labelled": estimate.n, "reweighted": reweighted_rate(conn, tenant, days)}
 
 
-_WEIGHTED = """
-SELECT DISTINCT ON (l.item_id) l.faithful,
-    i.inclusion_probability * q.admitted / greatest(q.admitted + q.overflow, 1)
+_WEIGHTED = f"""
+SELECT DISTINCT ON (l.item_id) l.faithful, {_PI}, i.stratum
 FROM review_label l JOIN review_item i ON i.id = l.item_id
-JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
+LEFT JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
 WHERE l.tenant = %s AND l.faithful IS NOT NULL AND i.queued_day > current_date - %s
 ORDER BY l.item_id, l.labelled_at, l.id
 """
 
 
 def reweighted_rate(conn: psycopg.Connection, tenant: str, days: int) -> dict[str, Any]:
-    """Every stratum's labels weighted by 1/π, π scaled by the day's admitted / (admitted + overflow)."""
-    rows = [(bool(y), float(p)) for y, p in conn.execute(_WEIGHTED, (tenant, days)).fetchall() if p and p > 0]
-    estimate = weighted_rate(rows)
-    return {"rate": estimate.value, "interval": asdict(estimate.interval) if estimate.interval else None,
-            "labelled": estimate.n}
+    """Every stratum's labels weighted by 1/π (Hajek), with the stratified weighted-bootstrap interval
+    (`interval`), the linearised one beside it, and the unweighted share of the same labels."""
+    rows = [(bool(y), float(p), s) for y, p, s in conn.execute(_WEIGHTED, (tenant, days)).fetchall() if p and p > 0]
+    estimate = weighted_rate([(y, p) for y, p, _ in rows])
+    boot = weighted_share([y for y, _, _ in rows], [1.0 / p for _, p, _ in rows], [s for _, _, s in rows])
+    positive = sum(1 for y, _, _ in rows if y)
+    plain = wilson(positive, len(rows))
+    return {"rate": estimate.value, "interval": asdict(boot.interval) if boot.interval else None,
+            "interval_linearised": asdict(estimate.interval) if estimate.interval else None,
+            "effective_n": boot.effective_n, "labelled": estimate.n,
+            "unweighted_rate": positive / len(rows) if rows else None,
+            "unweighted_interval": asdict(plain) if plain else None}
 
 
 def all_reports(conn: psycopg.Connection, tenant: str, proxy_threshold: float | None) -> dict[str, dict[str, Any]]:

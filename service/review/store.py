@@ -161,7 +161,9 @@ class ReviewStore:
 def open_pool(url: str, max_size: int = 8) -> ConnectionPool:
     """A small pool; opened (and the schema migrated) by the caller at start."""
     try:
-        pool = ConnectionPool(url, min_size=1, max_size=max_size, open=False,
+        # check: a connection is tested when handed out, so one broken by a PostgreSQL restart is replaced
+        # instead of failing a reviewer's request.
+        pool = ConnectionPool(url, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
                               kwargs={"autocommit": True, "connect_timeout": 5})
         pool.open(wait=True, timeout=15)
     except psycopg.Error as exc:

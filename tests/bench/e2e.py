@@ -19,6 +19,7 @@ import sys
 import tarfile
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -44,6 +45,8 @@ class Workload:
     worker: str
     records: list[tuple[str, bytes | None, bytes]]  # (event type, key, stored record value)
     config: dict[str, Any] = field(default_factory=dict)  # the RAGMON_CONFIG file's sections
+    # Called before each run for variables of that run alone (e.g. a fresh, empty database)
+    run_env: Callable[[], dict[str, str]] | None = None
 
 
 def reference_tree(rev: str) -> Path:
@@ -71,7 +74,8 @@ def _preload(bootstrap: str, prefix: str, records: list[tuple[str, bytes | None,
 
 def _one_run(tree: Path, workload: Workload, env: dict[str, str]) -> dict[str, Any]:
     redis.Redis.from_url(env["RAGMON_REDIS_URL"]).flushdb()  # done-keys and state of the previous run
-    env = {**os.environ, **env, "PYTHONPATH": str(tree), "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}"}
+    fresh = workload.run_env() if workload.run_env else {}
+    env = {**os.environ, **env, **fresh, "PYTHONPATH": str(tree), "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}"}
     done = subprocess.run([sys.executable, str(RUNNER), "--worker", workload.worker, "--count",
                            str(len(workload.records))], cwd=tree, env=env, capture_output=True, text=True,
                           timeout=900, check=False)

@@ -16,7 +16,7 @@ from service.rules.config import GuardrailsConfig
 
 DASHBOARDS_DIR = generate.OUT_DIR
 EXPECTED_UIDS = {"ragmon-overview", "ragmon-latency-cost", "ragmon-quality", "ragmon-drift", "ragmon-feedback",
-                 "ragmon-pipeline", "ragmon-shadow"}
+                 "ragmon-pipeline", "ragmon-shadow", "ragmon-review"}
 BOARDS = build_all()
 
 

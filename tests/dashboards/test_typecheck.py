@@ -22,7 +22,7 @@ def _toolchain() -> None:
 
 def test_committed_dashboards_type_check() -> None:
     paths = committed_dashboards()
-    assert len(paths) == 7
+    assert len(paths) == 8
     result = typecheck(paths)
     assert result.ok, result.output
 

@@ -10,9 +10,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from service.contracts import driftflags
 from workers.drift.mmd import check_alpha_permutations
 
-ALL_INTENTS = "all"  # the intent label of the window over every query of a tenant
+ALL_INTENTS = driftflags.ALL_INTENTS  # the intent label of the window over every query of a tenant
 
 IntentName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
 

@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 import redis
 
+from service.contracts.driftflags import record_flag
 from workers.drift.signals import SignalKey
 
 _ADD = """
@@ -209,6 +210,11 @@ class WindowStore:
         pipe.hdel(self.key(sig, "meta"), "forced")
         pipe.hincrby(self.key(sig, "meta"), "pending", -consumed)
         pipe.execute()
+        # The review sampler's drift stratum reads which windows are flagged (service/contracts/driftflags.py);
+        # a key of its own slot, so written outside the transaction above.
+        flags = self.redis.pipeline(transaction=False)
+        record_flag(flags, self.prefix, sig.tenant, sig.intent, bool(result.get("drift")), tested_at)
+        flags.execute()
 
     def results(self, keys: list[SignalKey]) -> list[dict[str, float]]:
         pipe = self.redis.pipeline(transaction=False)

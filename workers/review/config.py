@@ -7,12 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-Stratum = Literal["blind", "low_confidence", "negative_feedback"]
-STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback")
+from service.contracts import driftflags
+
+Stratum = Literal["blind", "low_confidence", "negative_feedback", "drift"]
+STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback", "drift")
 
 
 def _default_shares() -> dict[Stratum, float]:
-    return {"blind": 0.4, "low_confidence": 0.4, "negative_feedback": 0.2}
+    return {"blind": 0.4, "low_confidence": 0.3, "negative_feedback": 0.2, "drift": 0.1}
 
 
 class ReviewConfig(BaseModel):
@@ -24,6 +26,13 @@ class ReviewConfig(BaseModel):
     blind_rate: float = Field(0.01, gt=0, le=1, description="share of production traces in the blind sample")
     low_confidence_rate: float = Field(1.0, gt=0, le=1, description="share of low-confidence traces queued")
     negative_feedback_rate: float = Field(1.0, gt=0, le=1, description="share of thumbs-down/regenerated traces")
+    drift_rate: float = Field(0.05, gt=0, le=1,
+                              description="share of the traces of a flagged query-drift window queued (stratum drift)")
+    drift_key_prefix: str = Field(driftflags.DEFAULT_PREFIX, pattern=r"^[A-Za-z0-9:._-]+$",
+                                  description="the drift worker's key_prefix, where its flagged windows are")
+    drift_flag_max_age_s: float = Field(6 * 3600.0, gt=0,
+                                        description="a drift flag no test confirmed for this long is ignored")
+    drift_refresh_s: float = Field(5.0, ge=0, description="how often the flagged windows are re-read from Redis")
     near_margin: float = Field(0.05, ge=0, le=1, description="scores below threshold + margin are 'near'")
     double_review_share: float = Field(0.1, ge=0, le=1, description="items given to a second reviewer")
     stash_ttl_s: int = Field(1800, ge=60, description="how long a trace waits in Redis for its score or feedback")

@@ -30,13 +30,19 @@ class ReviewMetrics:
         self.reviewed_last_day = Gauge(
             "ragmon_review_labelled_last_day_traces", "Labels saved by reviewers in the last 24 hours", ["tenant"],
             registry=r)
+        # weighting: "reviewed" (the reviewed mix, each item once) or "population" (each item by 1/π)
         self.judge_kappa = Gauge(
-            "ragmon_review_judge_kappa", "Cohen's kappa of the judge against reviewers (latest calibration)",
-            ["tenant", "judge"], registry=r)
+            "ragmon_review_judge_kappa",
+            "Cohen's kappa of the judge against reviewers at its configured threshold, held-out half "
+            "(latest calibration)", ["tenant", "judge", "weighting"], registry=r)
         self.judge_balanced_accuracy = Gauge(
             "ragmon_review_judge_balanced_accuracy_ratio",
             "Balanced accuracy of the judge at its configured threshold, held-out half (latest calibration)",
-            ["tenant", "judge"], registry=r)
+            ["tenant", "judge", "weighting"], registry=r)
+        self.faithful_rate = Gauge(
+            "ragmon_review_faithful_ratio",
+            "Production faithful rate (latest calibration): estimate = prediction-powered, population = "
+            "reviewed labels re-weighted by 1/π, judge = the judge alone", ["tenant", "estimate"], registry=r)
         self.reviewer_kappa = Gauge(
             "ragmon_review_reviewer_kappa", "Cohen's kappa between two reviewers of the same items", ["tenant"],
             registry=r)

@@ -19,17 +19,17 @@ import lz4.frame
 import orjson
 import redis
 
-from service.contracts import TraceBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.sampler import Sampler, Trigger, display_content
+from workers.review.views import ReviewTrace
 from workers.runtime.types import Event
 
 CONTENT, FAITH, EXCL = "c", "f", "x"
 TRIGGERS = ("q:low_confidence", "q:negative_feedback")
 # When one trace qualifies several ways in one batch, the blind sample wins (it must stay a probability
-# sample), then negative feedback (a user told us), then low confidence.
-PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2}
+# sample), then negative feedback (a user told us), then low confidence, then a drifted window.
+PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2, "drift": 3}
 
 
 def stash_key(tenant: str, trace_id: str) -> str:
@@ -87,15 +87,25 @@ class _Step:
     writes: int
     reads: tuple[str, ...] = ()
     content: dict[str, Any] | None = None  # a trace's own display content
+    opens_run: bool = False  # the first trace of a run: its reply holds the whole run's replies
+    drift: Trigger | None = None  # a trace of a flagged drift window (chosen with the trace, like blind)
 
 
-# A trace's three commands (stash, TTL, read what waits for it) as one round of parsing instead of three,
-# answering nil when only the content is there (almost always): the sampler runs this for every trace.
-_STASH_TRACE = """
-redis.call('HSET', KEYS[1], 'c', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[2])
-if redis.call('HLEN', KEYS[1]) == 1 then return false end
-return redis.call('HMGET', KEYS[1], 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+# Each trace of a run of consecutive traces: stash its content, set the TTL, read what waits for it (nil when
+# only the content is there, almost always). One script call per run instead of three commands per trace:
+# the sampler does this for every trace, and building and parsing commands was most of its Redis time.
+_STASH_TRACES = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  redis.call('HSET', key, 'c', ARGV[i + 1])
+  redis.call('EXPIRE', key, ARGV[1])
+  if redis.call('HLEN', key) == 1 then
+    out[i] = false
+  else
+    out[i] = redis.call('HMGET', key, 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+  end
+end
+return out
 """
 
 
@@ -104,24 +114,45 @@ class Planner:
         self.config = config
         self.sampler = Sampler(config)
         self.redis = client
-        self._stash_trace = client.register_script(_STASH_TRACE)
+        self._stash_traces = client.register_script(_STASH_TRACES)
+        self._drifting: dict[str, frozenset[str]] = {}
 
-    def plan(self, events: list[Event]) -> Plan:
+    def plan(self, events: list[Event], drifting: dict[str, frozenset[str]] | None = None) -> Plan:
+        """`drifting`: tenant -> intents of its flagged query-drift windows (service/contracts/driftflags.py)."""
+        self._drifting = drifting or {}
         plan = Plan()
         pipe = self.redis.pipeline(transaction=False)
         steps: list[_Step] = []
+        run: tuple[list[str], list[Any]] = ([], [self.config.stash_ttl_s])  # keys and args of a run of traces
         for e in events:
+            body = e.body
+            if e.type == "trace" and body is not None and body.variant == "production":
+                steps.append(self._queue_trace(run, e, body))
+                continue
+            self._flush_run(pipe, run)  # the traces before this event reach Redis before its commands
             step = self._queue(pipe, plan, e)
             if step is not None:
                 steps.append(step)
+        self._flush_run(pipe, run)
         replies = iter(pipe.execute() if steps else ())
+        run_replies: Any = iter(())
         for step in steps:
             for _ in range(step.writes):
                 next(replies)
+            if step.opens_run:
+                run_replies = iter(next(replies))
             if step.reads:
-                values = next(replies) or [None] * len(step.reads)  # nil: nothing waits for this trace
+                values = next(run_replies if step.content is not None else replies)
+                values = values or [None] * len(step.reads)  # nil: nothing waits for this trace
                 self._resolve(plan, step, dict(zip(step.reads, values, strict=True)))
         return plan
+
+    def _flush_run(self, pipe: Any, run: tuple[list[str], list[Any]]) -> None:
+        keys, args = run
+        if keys:
+            self._stash_traces(keys=list(keys), args=list(args), client=pipe)
+            keys.clear()
+            del args[1:]
 
     def _queue(self, pipe: Any, plan: Plan, e: Event) -> _Step | None:
         body = e.body
@@ -129,8 +160,6 @@ class Planner:
             return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.feedback(e.tenant, body), 0)
         if body is None or body.variant != "production":
             return None  # shadow candidates are compared by the shadow worker, not reviewed
-        if e.type == "trace":
-            return self._queue_trace(pipe, e, body)
         key = stash_key(e.tenant, body.trace_id)
         if isinstance(body, FaithfulnessScoreEvent):
             if body.outcome == "scored" and body.score is not None:
@@ -146,13 +175,15 @@ class Planner:
             return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.exclusion(body), 1)
         return None
 
-    def _queue_trace(self, pipe: Any, e: Event, t: TraceBody) -> _Step:
+    def _queue_trace(self, run: tuple[list[str], list[Any]], e: Event, t: ReviewTrace) -> _Step:
         content = display_content(t)
         content["timestamp"] = e.stored.timestamp.isoformat()
-        key = stash_key(e.tenant, t.trace_id)
-        self._stash_trace(keys=[key], args=[lz4.frame.compress(orjson.dumps(content)), self.config.stash_ttl_s],
-                          client=pipe)
-        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content)
+        keys, args = run
+        keys.append(stash_key(e.tenant, t.trace_id))
+        args.append(lz4.frame.compress(orjson.dumps(content)))
+        flagged = self._drifting.get(e.tenant)
+        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content,
+                     opens_run=len(keys) == 1, drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None)
 
     def _select(self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None,
                 writes: int) -> _Step:
@@ -172,7 +203,7 @@ class Planner:
         e = step.event
         if step.content is not None:
             content = step.content
-            triggers = [step.trigger] if step.trigger else []
+            triggers = [t for t in (step.trigger, step.drift) if t is not None]
             triggers += [_unpack_trigger(fields[k]) for k in TRIGGERS if fields.get(k)]
         else:
             if not fields.get(CONTENT):

@@ -9,10 +9,12 @@ from typing import Any
 import psycopg
 import redis
 
+from service.contracts.driftflags import flagged_windows
 from workers.review.config import STRATA, ReviewConfig
 from workers.review.metrics import ReviewMetrics
 from workers.review.plan import Planner
 from workers.review.store import QueueStore
+from workers.review.views import VIEWS
 from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.review")
@@ -27,11 +29,15 @@ _CALIBRATION = ("SELECT DISTINCT ON (tenant, kind) tenant, kind, result FROM cal
 class ReviewProcessor:
     name = "review"
     event_types: tuple[str, ...] = ("trace", "feedback", "score")
+    views = VIEWS  # traces and feedback decoded once, into what the sampler reads (views.py)
 
     def __init__(self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore) -> None:
         self.config = config
         self.m = metrics
         self.planner = Planner(config, client)
+        self.redis = client
+        self._drift_read_at: dict[str, float] = {}
+        self._drift_flags: dict[str, frozenset[str]] = {}
         self.store = store
         self._next_refresh = 0.0
         self._tenants: set[str] = set()
@@ -56,7 +62,7 @@ class ReviewProcessor:
     def process(self, events: list[Event]) -> list[Rejection]:
         with self.store.batch() as cur:
             fresh = self.store.claim(cur, events)
-            plan = self.planner.plan(fresh)
+            plan = self.planner.plan(fresh, self._drifting(fresh))
             outcome = self.store.apply(cur, plan)
             self.store.advance(cur, events)
         for (tenant, stratum), n in outcome.queued.items():
@@ -68,6 +74,19 @@ class ReviewProcessor:
         for tenant, n in outcome.scored.items():
             self.m.scored.labels(tenant).inc(n)
         return []
+
+    def _drifting(self, events: list[Event]) -> dict[str, frozenset[str]]:
+        """The flagged query-drift windows of the batch's tenants, re-read every `drift_refresh_s`."""
+        now = time.time()
+        batch = {e.tenant for e in events if e.type == "trace"}
+        tenants = sorted(t for t in batch if now - self._drift_read_at.get(t, -1e18) >= self.config.drift_refresh_s)
+        if tenants:
+            found = flagged_windows(self.redis, self.config.drift_key_prefix, tenants, now,
+                                    self.config.drift_flag_max_age_s)
+            for tenant in tenants:
+                self._drift_read_at[tenant] = now
+                self._drift_flags[tenant] = found.get(tenant, frozenset())
+        return {t: self._drift_flags[t] for t in batch if self._drift_flags.get(t)}
 
     def tick(self, now: float) -> None:
         if now < self._next_refresh:
@@ -102,13 +121,23 @@ class ReviewProcessor:
             if kappa is not None:
                 self.m.reviewer_kappa.labels(tenant).set(kappa)
             return
+        if kind == "faithful_rate":
+            for estimate, value in (("prediction_powered", result.get("ppi_rate")), ("judge", result.get("raw_rate")),
+                                    ("population", (result.get("reweighted") or {}).get("rate"))):
+                if value is not None:
+                    self.m.faithful_rate.labels(tenant, estimate).set(value)
+            return
         configured = result.get("configured") or {}
-        kappa = (configured.get("kappa") or {}).get("kappa")
-        accuracy = (configured.get("balanced_accuracy") or {}).get("value")
-        if kappa is not None:
-            self.m.judge_kappa.labels(tenant, kind).set(kappa)
-        if accuracy is not None:
-            self.m.judge_balanced_accuracy.labels(tenant, kind).set(accuracy)
+        population = configured.get("population") or {}
+        figures = {"reviewed": ((configured.get("kappa") or {}).get("kappa"),
+                                (configured.get("balanced_accuracy") or {}).get("value")),
+                   "population": ((population.get("kappa") or {}).get("value"),
+                                  (population.get("balanced_accuracy") or {}).get("value"))}
+        for weighting, (kappa, accuracy) in figures.items():
+            if kappa is not None:
+                self.m.judge_kappa.labels(tenant, kind, weighting).set(kappa)
+            if accuracy is not None:
+                self.m.judge_balanced_accuracy.labels(tenant, kind, weighting).set(accuracy)
 
     def close(self) -> None:
         conn = self.store._conn

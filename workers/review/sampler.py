@@ -12,9 +12,10 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from service.contracts import FeedbackBody, TraceBody
+from service.contracts import driftflags
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
 from workers.review.config import ReviewConfig, Stratum
+from workers.review.views import ReviewFeedback, ReviewTrace
 
 _SCALE = float(1 << 64)
 
@@ -37,7 +38,7 @@ class Trigger:
     base_probability: float
 
 
-def display_content(t: TraceBody) -> dict[str, Any]:
+def display_content(t: ReviewTrace) -> dict[str, Any]:
     """What the review page shows, already redacted by the API; plus what calibration needs."""
     sample = t.retrieval.exclusion_sample
     return {
@@ -61,9 +62,16 @@ class Sampler:
     def __init__(self, config: ReviewConfig) -> None:
         self.config = config
 
-    def blind(self, tenant: str, t: TraceBody) -> Trigger | None:
+    def blind(self, tenant: str, t: ReviewTrace) -> Trigger | None:
         rate = self.config.blind_rate
         return Trigger("blind", "random", rate) if unit(tenant, t.trace_id, "blind") < rate else None
+
+    def drift(self, tenant: str, t: ReviewTrace, flagged: frozenset[str]) -> Trigger | None:
+        """A trace of a tenant whose query-drift window is flagged: the tenant's, or its intent's."""
+        if not flagged or not (driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged)):
+            return None
+        rate = self.config.drift_rate
+        return Trigger("drift", "query_drift", rate) if unit(tenant, t.trace_id, "drift") < rate else None
 
     def _low_confidence(self, tenant: str, trace_id: str, reason: str, base: float) -> Trigger | None:
         rate = self.config.low_confidence_rate
@@ -87,7 +95,7 @@ class Sampler:
             return None
         return self._low_confidence(e.tenant, e.trace_id, "falsely_excluded", 1.0)
 
-    def feedback(self, tenant: str, f: FeedbackBody) -> Trigger | None:
+    def feedback(self, tenant: str, f: ReviewFeedback) -> Trigger | None:
         if f.kind == "regenerate":
             reason = "regenerated"
         elif f.kind == "thumbs" and f.thumbs_up is False:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from typing import Any
 
 import orjson
 import psycopg
@@ -22,29 +23,58 @@ from workers.review.config import ReviewConfig
 from workers.review.plan import NewItem, Plan
 from workers.runtime.types import Event
 
-_INSERT_ITEM = """
-INSERT INTO review_item (tenant, trace_id, stratum, reason, inclusion_probability, queued_day, trace_timestamp,
-    variant, release, intent, content, faithfulness_score, faithfulness_threshold, faithfulness_outcome,
-    scorer_version, falsely_excluded, exclusion_gold_source, reviews_wanted, policy_version, config_version)
-VALUES (%(tenant)s, %(trace_id)s, %(stratum)s, %(reason)s, %(p)s, %(day)s, %(ts)s, %(variant)s, %(release)s,
-    %(intent)s, %(content)s, %(f_score)s, %(f_threshold)s, %(f_outcome)s, %(scorer)s, %(x_excluded)s,
-    %(x_source)s, %(reviews)s, %(policy)s, %(config)s)
-ON CONFLICT (tenant, trace_id) DO NOTHING RETURNING id
-"""
+# Every write of a batch is one statement over arrays (unnest), whatever the number of items: a batch of 500
+# traces costs the same few round trips to PostgreSQL as a batch of one.
+_ITEM_COLUMNS = ("tenant", "trace_id", "stratum", "reason", "inclusion_probability", "queued_day",
+                 "trace_timestamp", "variant", "release", "intent", "content", "faithfulness_score",
+                 "faithfulness_threshold", "faithfulness_outcome", "scorer_version", "falsely_excluded",
+                 "exclusion_gold_source", "reviews_wanted", "policy_version", "config_version")
+_ITEM_TYPES = ("text", "text", "text", "text", "float8", "date", "timestamptz", "text", "text", "text", "jsonb",
+               "float8", "float8", "text", "text", "bool", "text", "int2", "text", "text")
+_INSERT_ITEMS = (
+    f"INSERT INTO review_item ({', '.join(_ITEM_COLUMNS)}) "
+    f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in _ITEM_TYPES)}) "
+    "ON CONFLICT (tenant, trace_id) DO NOTHING RETURNING tenant, trace_id")
+
+_EXISTING = ("SELECT i.tenant, i.trace_id FROM review_item i JOIN unnest(%b::text[], %b::text[]) AS u(tenant, trace_id) "
+             "ON i.tenant = u.tenant AND i.trace_id = u.trace_id")
+
+# The day's quota rows of the batch's (tenant, stratum) pairs, created if new and locked: a concurrent
+# sampler waits here, so the admitted count read is the one this transaction raises.
+_QUOTA_ROWS = "INSERT INTO review_quota (tenant, day, stratum) SELECT * FROM unnest(%b::text[], %b::date[], %b::text[]) " \
+              "ON CONFLICT DO NOTHING"
+_QUOTA_LOCK = ("SELECT q.tenant, q.stratum, q.admitted FROM review_quota q "
+               "JOIN unnest(%b::text[], %b::date[], %b::text[]) AS u(tenant, day, stratum) "
+               "ON q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum "
+               "ORDER BY q.tenant, q.stratum FOR UPDATE OF q")
+_QUOTA_ADD = ("UPDATE review_quota q SET admitted = q.admitted + u.admitted, overflow = q.overflow + u.overflow "
+              "FROM unnest(%b::text[], %b::date[], %b::text[], %b::int[], %b::bigint[]) "
+              "AS u(tenant, day, stratum, admitted, overflow) "
+              "WHERE q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum")
+_TENANT_QUEUED = ("INSERT INTO review_tenant_stats AS s (tenant, queued) SELECT * FROM unnest(%b::text[], %b::bigint[]) "
+                  "ON CONFLICT (tenant) DO UPDATE SET queued = s.queued + EXCLUDED.queued")
+_SCORE_TOTALS = ("INSERT INTO review_score_totals AS s (tenant, day, scored, predicted_faithful) "
+                 "SELECT * FROM unnest(%b::text[], %b::date[], %b::bigint[], %b::bigint[]) "
+                 "ON CONFLICT (tenant, day) DO UPDATE SET scored = s.scored + EXCLUDED.scored, "
+                 "predicted_faithful = s.predicted_faithful + EXCLUDED.predicted_faithful")
 
 _ATTACH_FAITHFULNESS = """
 UPDATE review_item i SET faithfulness_score = u.score, faithfulness_threshold = u.threshold,
     faithfulness_outcome = u.outcome, scorer_version = u.scorer
-FROM unnest(%s::text[], %s::text[], %s::float8[], %s::float8[], %s::text[], %s::text[])
+FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[], %b::text[], %b::text[])
     AS u(tenant, trace_id, score, threshold, outcome, scorer)
 WHERE i.tenant = u.tenant AND i.trace_id = u.trace_id
 """
 
 _ATTACH_EXCLUSION = """
 UPDATE review_item i SET falsely_excluded = u.excluded, exclusion_gold_source = u.source
-FROM unnest(%s::text[], %s::text[], %s::bool[], %s::text[]) AS u(tenant, trace_id, excluded, source)
+FROM unnest(%b::text[], %b::text[], %b::bool[], %b::text[]) AS u(tenant, trace_id, excluded, source)
 WHERE i.tenant = u.tenant AND i.trace_id = u.trace_id
 """
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
 
 
 class Outcome:
@@ -90,10 +120,10 @@ class QueueStore:
             return []
         topics, partitions = [p[0] for p in parts], [p[1] for p in parts]
         cur.execute("INSERT INTO review_consumer_offset (topic, partition, next_offset) "
-                    "SELECT t, p, 0 FROM unnest(%s::text[], %s::int[]) AS u(t, p) ON CONFLICT DO NOTHING",
+                    "SELECT t, p, 0 FROM unnest(%b::text[], %b::int[]) AS u(t, p) ON CONFLICT DO NOTHING",
                     (topics, partitions))
         cur.execute("SELECT topic, partition, next_offset FROM review_consumer_offset o "
-                    "WHERE (topic, partition) IN (SELECT * FROM unnest(%s::text[], %s::int[])) "
+                    "WHERE (topic, partition) IN (SELECT * FROM unnest(%b::text[], %b::int[])) "
                     "ORDER BY topic, partition FOR UPDATE", (topics, partitions))
         applied = {(t, p): o for t, p, o in cur.fetchall()}
         return [e for e in events if e.source.offset >= applied[(e.source.topic, e.source.partition)]]
@@ -107,7 +137,7 @@ class QueueStore:
         if last:
             keys = sorted(last)
             cur.execute("UPDATE review_consumer_offset o SET next_offset = GREATEST(o.next_offset, u.n) "
-                        "FROM unnest(%s::text[], %s::int[], %s::bigint[]) AS u(t, p, n) "
+                        "FROM unnest(%b::text[], %b::int[], %b::bigint[]) AS u(t, p, n) "
                         "WHERE o.topic = u.t AND o.partition = u.p",
                         ([k[0] for k in keys], [k[1] for k in keys], [last[k] + 1 for k in keys]))
 
@@ -116,55 +146,68 @@ class QueueStore:
     def apply(self, cur: psycopg.Cursor, plan: Plan) -> Outcome:
         outcome = Outcome()
         today = datetime.now(UTC).date()
-        for item in plan.items.values():
-            result = self._admit(cur, item, today)
-            if result == "queued":
-                outcome.queued[(item.tenant, item.stratum)] += 1
-            elif result == "overflow":
-                outcome.overflow[(item.tenant, item.stratum)] += 1
+        self._admit(cur, list(plan.items.values()), today, outcome)
         self._attach(cur, plan)
         totals = sorted({(t, d) for t, d, _ in plan.score_totals})
-        for tenant, day in totals:
-            scored = plan.score_totals[(tenant, day, "scored")]
-            cur.execute("INSERT INTO review_score_totals AS s (tenant, day, scored, predicted_faithful) "
-                        "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant, day) DO UPDATE SET "
-                        "scored = s.scored + EXCLUDED.scored, "
-                        "predicted_faithful = s.predicted_faithful + EXCLUDED.predicted_faithful",
-                        (tenant, day, scored, plan.score_totals[(tenant, day, "faithful")]))
-            outcome.scored[tenant] += scored
+        if totals:
+            scored = [plan.score_totals[(t, d, "scored")] for t, d in totals]
+            cur.execute(_SCORE_TOTALS, ([t for t, _ in totals], [d for _, d in totals], scored,
+                                        [plan.score_totals[(t, d, "faithful")] for t, d in totals]))
+            for (tenant, _), n in zip(totals, scored, strict=True):
+                outcome.scored[tenant] += n
         return outcome
 
-    def _admit(self, cur: psycopg.Cursor, item: NewItem, today: object) -> str:
-        cur.execute("SELECT 1 FROM review_item WHERE tenant = %s AND trace_id = %s", (item.tenant, item.trace_id))
-        if cur.fetchone():
-            return "exists"
-        key = (item.tenant, today, item.stratum)
-        cur.execute("INSERT INTO review_quota (tenant, day, stratum) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING", key)
-        cur.execute("UPDATE review_quota SET admitted = admitted + 1 WHERE tenant = %s AND day = %s AND stratum = %s "
-                    "AND admitted < %s RETURNING admitted", (*key, self.config.quota(item.tenant, item.stratum)))
-        if cur.fetchone() is None:
-            cur.execute("UPDATE review_quota SET overflow = overflow + 1 WHERE tenant = %s AND day = %s "
-                        "AND stratum = %s", key)
-            return "overflow"
-        cur.execute(_INSERT_ITEM, self._row(item, today))
-        if cur.fetchone() is None:  # another sampler queued it between our check and insert
-            cur.execute("UPDATE review_quota SET admitted = admitted - 1 WHERE tenant = %s AND day = %s "
-                        "AND stratum = %s", key)
-            return "exists"
-        cur.execute("INSERT INTO review_tenant_stats AS s (tenant, queued) VALUES (%s, 1) "
-                    "ON CONFLICT (tenant) DO UPDATE SET queued = s.queued + 1", (item.tenant,))
-        return "queued"
+    def _admit(self, cur: psycopg.Cursor, items: list[NewItem], today: date, outcome: Outcome) -> None:
+        """Queue what is new and fits the day's quota of its (tenant, stratum); count the rest as overflow.
 
-    def _row(self, item: NewItem, today: object) -> dict[str, object]:
+        Within a batch, items are admitted in event order, so the first ones of a day fill its quota.
+        """
+        if not items:
+            return
+        cur.execute(_EXISTING, ([i.tenant for i in items], [i.trace_id for i in items]))
+        existing = {(t, tr) for t, tr in cur.fetchall()}
+        items = [i for i in items if (i.tenant, i.trace_id) not in existing]
+        if not items:
+            return
+        keys = sorted({(i.tenant, i.stratum) for i in items})
+        arrays = ([t for t, _ in keys], [today] * len(keys), [s for _, s in keys])
+        cur.execute(_QUOTA_ROWS, arrays)
+        cur.execute(_QUOTA_LOCK, arrays)
+        room = {(t, s): self.config.quota(t, s) - admitted for t, s, admitted in cur.fetchall()}
+        admitted: list[NewItem] = []
+        overflow: Counter[tuple[str, str]] = Counter()
+        for item in items:
+            key = (item.tenant, item.stratum)
+            if room[key] > 0:
+                room[key] -= 1
+                admitted.append(item)
+            else:
+                overflow[key] += 1
+        inserted: set[tuple[str, str]] = set()
+        if admitted:
+            rows = [self._row(i, today) for i in admitted]
+            cur.execute(_INSERT_ITEMS, [list(column) for column in zip(*rows, strict=True)])
+            inserted = {(t, tr) for t, tr in cur.fetchall()}  # less when another sampler queued one meanwhile
+        queued: Counter[tuple[str, str]] = Counter((i.tenant, i.stratum) for i in admitted
+                                                   if (i.tenant, i.trace_id) in inserted)
+        cur.execute(_QUOTA_ADD, ([t for t, _ in keys], [today] * len(keys), [s for _, s in keys],
+                                 [queued[k] for k in keys], [overflow[k] for k in keys]))
+        per_tenant = Counter[str]()
+        for (tenant, _), n in queued.items():
+            per_tenant[tenant] += n
+        if per_tenant:
+            tenants = sorted(per_tenant)
+            cur.execute(_TENANT_QUEUED, (tenants, [per_tenant[t] for t in tenants]))
+        outcome.queued.update(queued)
+        outcome.overflow.update(overflow)
+
+    def _row(self, item: NewItem, today: date) -> tuple[object, ...]:
         f, x, c = item.faithfulness or {}, item.exclusion or {}, item.content
-        return {"tenant": item.tenant, "trace_id": item.trace_id, "stratum": item.stratum, "reason": item.reason,
-                "p": item.inclusion_probability, "day": today, "ts": item.trace_timestamp,
-                "variant": c.get("variant", "production"), "release": c.get("release"), "intent": c.get("intent"),
-                "content": Jsonb(c, dumps=lambda v: orjson.dumps(v).decode()),
-                "f_score": f.get("score"), "f_threshold": f.get("threshold"), "f_outcome": f.get("outcome"),
-                "scorer": f.get("scorer_version"), "x_excluded": x.get("falsely_excluded"),
-                "x_source": x.get("gold_source"), "reviews": item.reviews_wanted,
-                "policy": self.config.policy_version, "config": self.config_version}
+        return (item.tenant, item.trace_id, item.stratum, item.reason, item.inclusion_probability, today,
+                item.trace_timestamp, c.get("variant", "production"), c.get("release"), c.get("intent"),
+                Jsonb(c, dumps=_dumps), f.get("score"), f.get("threshold"), f.get("outcome"),
+                f.get("scorer_version"), x.get("falsely_excluded"), x.get("gold_source"), item.reviews_wanted,
+                self.config.policy_version, self.config_version)
 
     @staticmethod
     def _attach(cur: psycopg.Cursor, plan: Plan) -> None:

@@ -22,10 +22,11 @@ from tests.support.kafka import stored, trace_body
 from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
 from workers.metrics.views import VIEWS as METRICS
+from workers.review.views import VIEWS as REVIEW
 from workers.shadow.views import VIEWS as SHADOW
 
 WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT,
-                                                  "shadow": SHADOW}
+                                                  "shadow": SHADOW, "review": REVIEW}
 
 
 def _project(full: Any, seen: Any) -> Any:
@@ -138,6 +139,14 @@ BROKEN = [
     ("drift", _set("query", {"text": "", "embedding": [0.1], "embedding_model": "m"})),
     ("drift", _set("query.embedding", [0.1, HUGE])),
     ("drift", _set("query.embedding", [])),
+    ("review", _set("request_id", "two words")),
+    ("review", _set("retrieval.documents.0.id", "bad id")),
+    ("review", _set("retrieval.documents.0.text", "x" * 32_769)),
+    ("review", _set("retrieval.documents.0.score", HUGE)),
+    ("review", _set("answer.text", "x" * 32_769)),
+    ("review", _set("answer.refused", "maybe")),
+    ("review", _set("query.text", "")),
+    ("review", _set("retrieval.exclusion_sample.candidates.0.id", "")),
 ]
 
 

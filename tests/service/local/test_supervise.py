@@ -90,3 +90,30 @@ def test_the_memory_only_broker_is_never_restarted_and_its_loss_is_named(stack: 
     message = str(failure.value)
     assert "every event accepted but not yet processed" in message
     assert "memory-only" in message and "RAGMON_KAFKA_BOOTSTRAP_SERVERS" in message
+
+
+def test_a_custom_respawn_that_fails_counts_as_a_crash_and_is_retried(stack: Stack, tmp_path: Path) -> None:
+    """PostgreSQL is restarted by its own respawn (old backends killed, its user, same port); when that
+    start fails, the failure is one more crash with its backoff, not the end of `ragmon up`."""
+    from service.local.embedded import EmbeddedError
+
+    sup, lines, registry = make(stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1))
+    pg = stack.add(sleeper("postgres", tmp_path / "pg.log"))
+    attempts: list[int] = []
+
+    def respawn() -> ChildProcess:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise EmbeddedError("postgres not accepting connections within 30s")
+        return sleeper("postgres", tmp_path / "pg.log")
+
+    sup.watch(pg, None, respawn=respawn)
+    pg.kill()
+    sup.check(now=0)
+    assert "postgres exited with -9 (crash 1 of 3" in lines[0] and "lost: nothing committed" in lines[0]
+    sup.check(now=1)  # the first respawn fails: said, counted as crash 2, backoff doubled
+    assert lines[1] == "postgres did not start again: postgres not accepting connections within 30s"
+    assert "crash 2 of 3" in lines[2] and "restarting in 2s" in lines[2]
+    assert stack.children[0] is pg and restarts(registry, "postgres") == 0
+    sup.check(now=3)
+    assert stack.children[0] is not pg and stack.children[0].alive() and restarts(registry, "postgres") == 1

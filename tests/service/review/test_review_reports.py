@@ -14,7 +14,9 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts import reviewdb
+from service.review.calibrate import in_selection_half
 from service.review.reports import all_reports
+from service.review.stats import Confusion, balanced_accuracy, cohen_kappa
 from service.review.store import LabelInput, ReviewStore, open_pool
 from tests.service.api.api_harness import RunningApi
 from tests.service.review.review_harness import ANN_KEY, item_ids, seed_queue, signed_in
@@ -71,6 +73,41 @@ def test_reports_from_the_store(labelled: str) -> None:
     assert faithful is not None and rate["reweighted"]["rate"] == pytest.approx(float(faithful[0]))
 
 
+def test_population_figures_weigh_each_item_by_its_inclusion_probability(labelled: str) -> None:
+    """A third of the items queued at π = 0.1 (each stands for ten production traces), the rest at π = 1:
+    the population figures are those of the list where each such item counts ten times and every other
+    item once (reference: the plain statistics of that expanded list); the reviewed-mix figures stay."""
+    with reviewdb.connect(labelled) as conn:
+        before = all_reports(conn, "acme", proxy_threshold=0.75)
+        conn.execute("UPDATE review_item SET inclusion_probability = 0.1, stratum = 'low_confidence' "
+                     "WHERE id % 3 = 0")
+        reports = all_reports(conn, "acme", proxy_threshold=0.75)
+        rows = conn.execute("SELECT DISTINCT ON (l.item_id) i.trace_id, i.faithfulness_score, l.faithful, "
+                            "i.inclusion_probability FROM review_label l JOIN review_item i ON i.id = l.item_id "
+                            "ORDER BY l.item_id, l.labelled_at, l.id").fetchall()
+    configured = reports["faithfulness"]["configured"]
+    assert configured["kappa"] == before["faithfulness"]["configured"]["kappa"]  # the reviewed mix: unchanged
+    truth, judge = [], []
+    for trace_id, score, faithful, pi in rows:
+        if in_selection_half(trace_id):
+            continue
+        copies = 10 if pi == pytest.approx(0.1) else 1  # weight 1/π as whole copies
+        truth += [bool(faithful)] * copies
+        judge += [score >= 0.5] * copies
+    expected = cohen_kappa(Confusion.of(truth, judge))
+    assert expected is not None and expected.kappa is not None
+    population = configured["population"]
+    assert population["kappa"]["value"] == pytest.approx(expected.kappa)
+    assert population["balanced_accuracy"]["value"] == pytest.approx(balanced_accuracy(truth, judge).value)
+    assert population["kappa"]["interval"]["low"] <= population["kappa"]["value"] <= population["kappa"]["interval"]["high"]
+    assert population["kappa"]["effective_n"] < configured["kappa"]["n"]  # unequal weights cost precision
+    rate = reports["faithful_rate"]["reweighted"]
+    labels = [(bool(f), 10 if p == pytest.approx(0.1) else 1) for _, _, f, p in rows]
+    assert rate["rate"] == pytest.approx(sum(c for f, c in labels if f) / sum(c for _, c in labels))
+    assert rate["unweighted_rate"] == pytest.approx(sum(f for f, _ in labels) / len(labels))
+    assert rate["interval"]["low"] <= rate["rate"] <= rate["interval"]["high"]
+
+
 def _ragmon(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "RAGMON_DATABASE_URL": url, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True, text=True, env=env,
@@ -81,6 +118,7 @@ def test_calibrate_and_golden_export_commands(labelled: str, tmp_path: Path) -> 
     done = _ragmon(labelled, "calibrate", "faithfulness", "--tenant", "acme", "--max-width", "0.5")
     assert done.returncode == 0, done.stderr
     assert f"faithfulness: n={N}" in done.stdout and "configured" in done.stdout and "suggested" in done.stdout
+    assert "population (1/π)" in done.stdout
     out = tmp_path / "golden.jsonl"
     done = _ragmon(labelled, "golden", "export", "--tenant", "acme", "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -101,7 +139,8 @@ def test_calibration_page_and_worker_gauges(labelled: str, kafka_bootstrap: str,
     try:
         with signed_in(api.url, ANN_KEY) as ann:
             page = ann.get("/review/calibration")
-            assert page.status_code == 200 and "Cohen's kappa" in page.text and "Prediction-powered" in page.text
+            assert page.status_code == 200 and "Cohen's kappa, population" in page.text and "Prediction-powered" in page.text
+            assert "reviewed mix" in page.text and "unweighted share" in page.text
     finally:
         api.stop()
     registry = CollectorRegistry()
@@ -111,7 +150,13 @@ def test_calibration_page_and_worker_gauges(labelled: str, kafka_bootstrap: str,
         proc.refresh_gauges()
     finally:
         proc.close()
-    kappa = registry.get_sample_value("ragmon_review_judge_kappa", {"tenant": "acme", "judge": "faithfulness"})
+    kappa = registry.get_sample_value("ragmon_review_judge_kappa",
+                                      {"tenant": "acme", "judge": "faithfulness", "weighting": "reviewed"})
     assert kappa is not None and kappa > 0.3
+    # every item blind at π = 1 here: the population figure is the reviewed one
+    assert registry.get_sample_value("ragmon_review_judge_kappa", {
+        "tenant": "acme", "judge": "faithfulness", "weighting": "population"}) == pytest.approx(kappa)
+    ppi = registry.get_sample_value("ragmon_review_faithful_ratio", {"tenant": "acme", "estimate": "prediction_powered"})
+    assert ppi is not None and 0 < ppi < 1
     assert registry.get_sample_value("ragmon_review_reviewer_kappa", {"tenant": "acme"}) is not None
     assert registry.get_sample_value("ragmon_review_labelled_last_day_traces", {"tenant": "acme"}) == 2 * N

@@ -156,3 +156,86 @@ def test_weighted_rate_undoes_oversampling() -> None:
     assert est.interval.low <= sum(population) / len(population) <= est.interval.high
     assert est.interval.width < 0.05
     assert weighted_rate([(True, 0.5)]).value is None
+
+
+# -- re-weighted to the population --------------------------------------------------------------------------
+
+def test_weighted_figures_equal_the_plain_ones_on_replicated_items() -> None:
+    """Reference: an item of weight k is k identical items, so integer weights must give the plain
+    statistics (direct computation, stats.cohen_kappa / balanced_accuracy) of the expanded list."""
+    from service.review.stats import weighted_balanced_accuracy, weighted_kappa, weighted_share
+
+    rng = random.Random(11)
+    truth = [rng.random() < 0.6 for _ in range(400)]
+    judge = [t if rng.random() < 0.8 else not t for t in truth]
+    weights = [rng.choice([1, 2, 5, 20]) for _ in truth]
+    big_t = [t for t, w in zip(truth, weights, strict=True) for _ in range(w)]
+    big_j = [j for j, w in zip(judge, weights, strict=True) for _ in range(w)]
+    kappa = cohen_kappa(Confusion.of(big_t, big_j))
+    assert kappa is not None and kappa.kappa is not None
+    assert weighted_kappa(truth, judge, weights).value == pytest.approx(kappa.kappa, abs=1e-12)
+    plain_ba = balanced_accuracy(big_t, big_j).value
+    assert weighted_balanced_accuracy(truth, judge, weights).value == pytest.approx(plain_ba, abs=1e-12)
+    assert weighted_share(truth, weights).value == pytest.approx(sum(big_t) / len(big_t), abs=1e-12)
+    # Kish's effective n, and equal weights leave the plain figure (with a bootstrap interval near the
+    # normal one).
+    assert weighted_kappa(truth, judge, weights).effective_n == pytest.approx(
+        sum(weights) ** 2 / sum(w * w for w in weights))
+    same = weighted_kappa(truth, judge, [3.0] * len(truth))
+    plain = cohen_kappa(Confusion.of(truth, judge))
+    assert plain is not None and plain.interval is not None and same.interval is not None
+    assert same.value == pytest.approx(plain.kappa)
+    assert same.interval.low == pytest.approx(plain.interval.low, abs=0.03)
+    assert same.interval.high == pytest.approx(plain.interval.high, abs=0.03)
+
+
+def _stratified_review(rng: np.random.Generator, population: dict[str, np.ndarray]) -> tuple[list[bool], ...]:
+    """Review a stratified sample: low-confidence traces (where the judge errs most) at 30%, the rest at 1%."""
+    low = population["low"]
+    pi = np.where(low, 0.3, 0.01)
+    take = rng.random(len(pi)) < pi
+    return (list(population["human"][take]), list(population["judge"][take]), list(1.0 / pi[take]),
+            ["low_confidence" if x else "blind" for x in low[take]])
+
+
+def test_weighted_figures_recover_the_population_and_the_plain_ones_do_not() -> None:
+    from service.review.stats import weighted_balanced_accuracy, weighted_kappa
+
+    rng = np.random.default_rng(5)
+    n = 60_000
+    human = rng.random(n) < 0.8
+    low = rng.random(n) < 0.1  # one trace in ten scores near the threshold
+    wrong = rng.random(n) < np.where(low, 0.45, 0.05)  # there the judge is close to a coin
+    judge = np.where(wrong, ~human, human)
+    population = {"human": human, "judge": judge, "low": low}
+    true_kappa = cohen_kappa(Confusion.of(list(human), list(judge)))
+    true_ba = balanced_accuracy(list(human), list(judge)).value
+    assert true_kappa is not None and true_kappa.kappa is not None and true_ba is not None
+    covered = {"kappa": 0, "ba": 0}
+    plain_kappas = []
+    runs = 30
+    for _ in range(runs):
+        h, j, w, s = _stratified_review(rng, population)
+        wk = weighted_kappa(h, j, w, s, replicates=400)
+        wb = weighted_balanced_accuracy(h, j, w, s, replicates=400)
+        assert wk.interval is not None and wb.interval is not None
+        covered["kappa"] += wk.interval.low <= true_kappa.kappa <= wk.interval.high
+        covered["ba"] += wb.interval.low <= true_ba <= wb.interval.high
+        plain = cohen_kappa(Confusion.of(h, j))
+        assert plain is not None and plain.kappa is not None
+        plain_kappas.append(plain.kappa)
+    assert covered["kappa"] >= 0.8 * runs and covered["ba"] >= 0.8 * runs, covered
+    # The reviewed mix is mostly the hard traces: its kappa is far below production's.
+    assert float(np.median(plain_kappas)) < true_kappa.kappa - 0.2
+
+
+def test_weighted_figures_refuse_bad_weights_and_say_no_data() -> None:
+    from service.review.stats import weighted_balanced_accuracy, weighted_kappa
+
+    with pytest.raises(ValueError, match="weights must be positive"):
+        weighted_kappa([True, False], [True, True], [1.0, 0.0])
+    with pytest.raises(ValueError, match="one entry per item"):
+        weighted_kappa([True, False], [True], [1.0, 1.0])
+    assert weighted_kappa([], [], []).value is None
+    one_class = weighted_balanced_accuracy([True, True, True], [True, False, True], [1.0, 2.0, 3.0])
+    assert one_class.value is None and one_class.interval is None  # no failing item: no TNR, "no data"

@@ -7,9 +7,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from service.contracts import BODY_MODELS, StoredEvent
+from service.contracts import StoredEvent
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ModelRef
+from tests.support.decoded import decoded_event
 from tests.support.kafka import stored, trace_body
+from workers.review.views import VIEWS
 from workers.runtime.types import Event, SourceRecord
 
 _offsets = itertools.count()
@@ -19,16 +21,20 @@ def source(topic: str = "t.traces", partition: int = 0, offset: int | None = Non
     return SourceRecord(topic, partition, next(_offsets) if offset is None else offset, None, 0)
 
 
+def _decoded(record: dict[str, Any], topic: str, offset: int | None) -> Event:
+    """The record decoded by the runtime's decoder into the sampler's views, as in production."""
+    at = next(_offsets) if offset is None else offset
+    return decoded_event(record, VIEWS, topic=topic, offset=at)
+
+
 def trace_event(i: int, tenant: str = "acme", offset: int | None = None, **overrides: Any) -> Event:
-    s = StoredEvent.model_validate(stored("trace", trace_body(i, **overrides), tenant=tenant))
-    return Event(source("t.traces", 0, offset), s, BODY_MODELS["trace"].model_validate(s.body))
+    return _decoded(stored("trace", trace_body(i, **overrides), tenant=tenant), "t.traces", offset)
 
 
 def feedback_event(i: int, kind: str = "thumbs", value: Any = False, tenant: str = "acme",
                    offset: int | None = None) -> Event:
-    s = StoredEvent.model_validate(stored("feedback", {"trace_id": f"trace-{i}", "kind": kind, "value": value},
-                                          tenant=tenant))
-    return Event(source("t.feedback", 0, offset), s, BODY_MODELS["feedback"].model_validate(s.body))
+    return _decoded(stored("feedback", {"trace_id": f"trace-{i}", "kind": kind, "value": value}, tenant=tenant),
+                    "t.feedback", offset)
 
 
 def _score_event(body: FaithfulnessScoreEvent | ExclusionResultEvent, offset: int | None) -> Event:

@@ -1,0 +1,94 @@
+"""What the review sampler reads of a trace and of feedback (decoded once by the runtime).
+
+A trace's display content (query, documents, answer, citations, the exclusion
+sample) is what the review page shows, so the trace view names those fields,
+with the contract's limits; timings, usage, filters and document metadata are
+skipped without being built.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+from service.contracts import limits as L
+from service.contracts.events import feedback_value_problem
+from service.contracts.views import (
+    FeedbackKind,
+    FiniteFloat,
+    Identifier,
+    Name,
+    SampleRate,
+    View,
+)
+
+
+class ReviewQuery(View):
+    text: Annotated[str, Meta(min_length=1, max_length=L.MAX_QUERY_CHARS)]
+
+
+class ReviewDocument(View):
+    id: Identifier
+    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
+    score: FiniteFloat | None = None
+
+
+class ReviewCandidate(View):
+    """A candidate of the exclusion sample: its id and score (its metadata is for the exclusion worker)."""
+
+    id: Identifier
+    score: FiniteFloat | None = None
+
+
+class ReviewExclusionSample(View):
+    candidates: Annotated[list[ReviewCandidate], Meta(max_length=L.MAX_CANDIDATES)]
+    gold_ids: Annotated[list[Identifier], Meta(max_length=L.MAX_GOLD_IDS)] | None = None
+
+
+class ReviewRetrieval(View):
+    documents: Annotated[list[ReviewDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+    exclusion_sample: ReviewExclusionSample | None = None
+
+
+class ReviewAnswer(View):
+    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
+    refused: bool = False
+    citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
+
+
+class ReviewTrace(View):
+    trace_id: Identifier
+    request_id: Identifier
+    query: ReviewQuery
+    variant: Name = "production"
+    release: Identifier | None = None
+    sample_rate: SampleRate = 1.0
+    intent: Name | None = None
+    retrieval: ReviewRetrieval = msgspec.field(default_factory=ReviewRetrieval)
+    answer: ReviewAnswer = msgspec.field(default_factory=ReviewAnswer)
+
+
+FeedbackValue = bool | Annotated[float, Meta(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE)] | None
+
+
+class ReviewFeedback(View):
+    trace_id: Identifier
+    kind: FeedbackKind
+    value: FeedbackValue = None
+
+    def __post_init__(self) -> None:
+        problem = feedback_value_problem(self.kind, self.value)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def thumbs_up(self) -> bool | None:
+        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
+        if self.kind != "thumbs":
+            return None
+        return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
+
+
+VIEWS: dict[str, type[View]] = {"trace": ReviewTrace, "feedback": ReviewFeedback}
