@@ -42,13 +42,16 @@ OPENINFERENCE_KINDS = frozenset({"CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBED
 MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
 
 
+_EMPTY: dict[str, Any] = {}
+
+
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
     """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
     doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
-           "received_at": datetime.now(UTC).isoformat(), "body": body}
-    value = orjson.dumps(doc)
-    StoredEvent.model_validate_json(value)
-    return value
+           "received_at": datetime.now(UTC).isoformat(), "body": _EMPTY}
+    StoredEvent.model_validate(doc)  # the envelope; the body was validated by its own model (TraceBody, FeedbackBody)
+    doc["body"] = body
+    return orjson.dumps(doc)
 
 
 def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:

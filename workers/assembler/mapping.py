@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -40,19 +41,29 @@ class TraceSpans:
     spans: list[SpanView]
     resource: dict[str, Any]
 
+    @cached_property
+    def by_start(self) -> list[SpanView]:
+        return sorted(self.spans, key=lambda s: s.start_ns)
+
+    @cached_property
+    def _kinds(self) -> dict[str | None, list[SpanView]]:
+        out: dict[str | None, list[SpanView]] = {}
+        for span in self.by_start:
+            out.setdefault(span.kind, []).append(span)
+        return out
+
     def root(self) -> SpanView | None:
-        roots = [s for s in self.spans if not s.parent_id]
-        return min(roots, key=lambda s: s.start_ns) if roots else None
+        return next((s for s in self.by_start if not s.parent_id), None)
 
     def of_kind(self, kind: str) -> list[SpanView]:
-        return sorted((s for s in self.spans if s.kind == kind), key=lambda s: s.start_ns)
+        return list(self._kinds.get(kind, ()))
 
     def lookup(self, key: str, root: SpanView) -> Any:
         """A ragmon.* setting: on the root span, in its `metadata`, on the resource, then on any span."""
         for holder in (root.attrs, root.metadata, self.resource):
             if holder.get(key) is not None:
                 return holder[key]
-        for span in sorted(self.spans, key=lambda s: s.start_ns):
+        for span in self.by_start:
             if span.attrs.get(key) is not None:
                 return span.attrs[key]
             if span.metadata.get(key) is not None:

@@ -19,16 +19,21 @@ from dataclasses import dataclass
 
 import redis
 
+# ARGV: now, quiet, max spans, max bytes, ttl, member, resource, the span ids and classes packed as
+# "<class><span id hex>" joined by ",", then one payload per span in the same order (one argument per span
+# instead of three: the client packs and the server parses a third of the arguments).
 _ADD = """
-local n = (#ARGV - 7) / 3
+local n = #ARGV - 8
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
 local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
 local mapped = tonumber(redis.call('HGET', KEYS[2], 'mapped') or '0')
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
 local max_spans, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
 local stored, dup, over = 0, 0, 0
-for i = 8, #ARGV, 3 do
-  local sid, class, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+local i = 8
+for entry in string.gmatch(ARGV[8], '[^,]+') do
+  i = i + 1
+  local class, sid, payload = string.sub(entry, 1, 1), string.sub(entry, 2), ARGV[i]
   local full = bytes + #payload > max_bytes
   if class == '1' then full = full or mapped >= max_spans elseif class == '0' then full = full or count >= max_spans end
   if redis.call('HEXISTS', KEYS[1], sid) == 1 then
@@ -123,10 +128,10 @@ class TraceStore:
         """Store each (tenant, trace id, resource, spans) in one round trip; results in the same order."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id, resource, spans in items:
-            args: list[bytes | str | float | int] = [now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s,
-                                                     f"{tenant}/{trace_id}", resource]
-            for entry in spans:
-                args += [entry.span_id, entry.span_class, entry.payload]
+            args: list[bytes | str | float | int] = [
+                now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s, f"{tenant}/{trace_id}", resource,
+                ",".join(entry.span_class + entry.span_id for entry in spans)]
+            args += [entry.payload for entry in spans]
             self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
@@ -143,18 +148,17 @@ class TraceStore:
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id in members:
             spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
-            pipe.hgetall(spans_key)
-            pipe.hgetall(meta_key)
+            pipe.hvals(spans_key)  # the payloads only: the span ids are inside them
+            pipe.hmget(meta_key, "root", "last", "overflow", "resource")
         replies = pipe.execute() if members else []
         out: list[OpenTrace | None] = []
         for (tenant, trace_id), spans, meta in zip(members, replies[0::2], replies[1::2], strict=True):
-            if not spans or not meta:
+            root, last, overflow, resource = meta
+            if not spans or last is None:  # expired (TTL): `last` is set whenever a span is stored
                 out.append(None)
                 continue
-            root = meta.get(b"root")
-            out.append(OpenTrace(tenant, trace_id, list(spans.values()), root.decode() if root else None,
-                                 float(meta.get(b"last", 0)), int(meta.get(b"overflow", 0)),
-                                 meta.get(b"resource", b"")))
+            out.append(OpenTrace(tenant, trace_id, spans, root.decode() if root else None, float(last),
+                                 int(overflow or 0), resource or b""))
         return out
 
     def reschedule(self, tenant: str, trace_id: str, at: float) -> None:

@@ -11,10 +11,17 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
+
+
 def any_value(value: AnyValue) -> Any:
     which = value.WhichOneof("value")
+    if which in _SCALARS:
+        return getattr(value, which)
     if which == "array_value":
-        return [any_value(v) for v in value.array_value.values]
+        items = value.array_value.values
+        # Vectors and string lists: one WhichOneof per item, no recursion for scalars.
+        return [getattr(v, w) if (w := v.WhichOneof("value")) in _SCALARS else any_value(v) for v in items]
     if which == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
     if which == "bytes_value":
@@ -48,9 +55,9 @@ class SpanView:
             links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
         )
 
-    @property
+    @cached_property
     def kind(self) -> str | None:
-        """The OpenInference span kind (upper case), or None for a span that is not OpenInference."""
+        """The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once)."""
         value = self.attrs.get("openinference.span.kind")
         return value.upper() if isinstance(value, str) and value else None
 
