@@ -15,13 +15,16 @@ Usage: python tests/bench/bench_otlp.py [--out PATH]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,6 +46,7 @@ from tests.bench.common import (
     ROOT,
     build_request,
     median,
+    peak_rss_mb,
     percentile,
     ragmon_argv,
     run_load,
@@ -50,6 +54,8 @@ from tests.bench.common import (
     write_report,
 )
 from tests.service.api.otlp_builders import kv
+from tests.support.phoenix import VENV as PHOENIX_VENV
+from tests.support.phoenix import PhoenixServer, ensure_venv
 
 KEY = "bench-key"
 BATCH = 100
@@ -124,8 +130,9 @@ def export_of(traces: list[list[Span]]) -> bytes:
     return request.SerializeToString()
 
 
-def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int,
-           redis_port: int) -> tuple[list[tuple[Any, ...]], float]:
+def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int, redis_port: int,
+           phoenix_bodies: list[bytes], rows_once: list[tuple[int, float, dict[int, int]]]
+           ) -> tuple[list[tuple[Any, ...]], float]:
     start = time.time_ns() - 60_000 * MS
     traces = [openinference_spans(e["body"], start) for e in envelopes]
     otlp_bodies = [export_of(traces[i:i + BATCH]) for i in range(0, len(traces), BATCH)]
@@ -153,10 +160,87 @@ def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_por
                          percentile(events.latencies_s, 99) * 1000, dict(spans.statuses), dict(events.statuses)))
             print(f"ingest run {rep}: {rows[-1]}", flush=True)
         rss = api_rss_mb(api.pid)
+        if phoenix_bodies:
+            once = [build_request("127.0.0.1", port, "/v1/traces", b,
+                                  {**auth, "Content-Type": "application/x-protobuf"}) for b in phoenix_bodies]
+            statuses, seconds = send_once("127.0.0.1", port, once, args.clients)
+            rows_once.append((statuses.get(200, 0) * BATCH * SPANS_PER_TRACE, seconds, statuses))
     finally:
         api.terminate()
         api.wait(15)
     return rows, rss
+
+
+async def _send_each(host: str, port: int, queue: list[bytes], statuses: dict[int, int]) -> None:
+    """One keep-alive connection taking requests off a shared queue (the load client's HTTP/1.1 exchange)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        while queue:
+            writer.write(queue.pop())
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            statuses[status] = statuses.get(status, 0) + 1
+    finally:
+        writer.close()
+
+
+def send_once(host: str, port: int, requests: list[bytes], clients: int) -> tuple[dict[int, int], float]:
+    """Every request exactly once over `clients` keep-alive connections: (statuses, seconds)."""
+    queue = list(reversed(requests))
+    statuses: dict[int, int] = {}
+
+    async def main() -> None:
+        await asyncio.gather(*[_send_each(host, port, queue, statuses) for _ in range(clients)])
+
+    started = time.perf_counter()
+    asyncio.run(main())
+    return statuses, time.perf_counter() - started
+
+
+def phoenix_span_count(px: PhoenixServer) -> int:
+    """Spans in Phoenix's database, every project, through its GraphQL API (a SQL count, not the queue)."""
+    answer = httpx.post(f"{px.base_url}/graphql", headers=px.headers, timeout=30,
+                        json={"query": "query { projects { edges { node { recordCount } } } }"})
+    answer.raise_for_status()
+    return sum(e["node"]["recordCount"] for e in answer.json()["data"]["projects"]["edges"])
+
+
+def phoenix_ingest(args: argparse.Namespace, bodies: list[bytes]) -> dict[str, Any]:
+    """The same exports to a fresh `phoenix serve` (its own venv, temp dir, free ports, stopped by PID):
+    acknowledged rate, then its database's span count polled until every acknowledged span is there (or
+    no progress for --phoenix-settle s): durable spans over the time from the first request to the last one stored."""
+    command = ensure_venv()
+    version = subprocess.run([str(PHOENIX_VENV / "bin" / "python"), "-c", "import phoenix; print(phoenix.__version__)"],
+                             capture_output=True, text=True, check=False).stdout.strip() or "?"
+    WORK.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-phoenix-", dir=WORK) as work:
+        px = PhoenixServer(log_dir=WORK, working_dir=Path(work))
+        px.start(command)
+        try:
+            headers = {**px.headers, "Content-Type": "application/x-protobuf"}
+            requests = [build_request("127.0.0.1", px.http_port, "/v1/traces", b, headers) for b in bodies]
+            started = time.perf_counter()
+            statuses, ack_seconds = send_once("127.0.0.1", px.http_port, requests, args.clients)
+            acked = statuses.get(200, 0) * BATCH * SPANS_PER_TRACE
+            count, last_change, last_count = 0, time.perf_counter(), -1
+            while count < acked and time.perf_counter() - last_change < args.phoenix_settle:
+                count = phoenix_span_count(px)
+                if count != last_count:
+                    last_change, last_count = time.perf_counter(), count
+                time.sleep(0.5)
+            durable_seconds = last_change - started
+            rss = peak_rss_mb(px.proc.pid) if px.proc else float("nan")
+        finally:
+            px.stop()
+    return {"version": version, "acked": acked, "ack_seconds": ack_seconds, "statuses": statuses, "durable": count,
+            "durable_seconds": durable_seconds, "rss": rss}
 
 
 def preload_spans(args: argparse.Namespace, envelopes: list[dict[str, Any]], bootstrap: str, prefix: str) -> None:
@@ -249,7 +333,11 @@ def main() -> int:
     ap.add_argument("--api-workers", type=int, default=2)
     ap.add_argument("--assembler-traces", type=int, default=5000)
     ap.add_argument("--reference", default=None, help="git revision whose assembler is measured as the reference")
-    ap.add_argument("--parts", default="ingest,assembler", help="comma-separated: ingest, assembler")
+    ap.add_argument("--parts", default="ingest,phoenix,assembler",
+                    help="comma-separated: ingest, phoenix (needs ingest), assembler")
+    ap.add_argument("--phoenix-exports", type=int, default=10, help="unique exports sent once to each receiver")
+    ap.add_argument("--phoenix-settle", type=float, default=30.0,
+                    help="stop waiting for Phoenix's database after this long without a new span")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     os.environ.setdefault("PYTHONPATH", str(ROOT))
@@ -260,8 +348,12 @@ def main() -> int:
     body = ""
     try:
         if "ingest" in parts:
-            rows, rss = ingest(args, envelopes, broker.port, store.port)
+            phoenix_bodies = phoenix_exports(args, envelopes) if "phoenix" in parts else []
+            rows_once: list[tuple[int, float, dict[int, int]]] = []
+            rows, rss = ingest(args, envelopes, broker.port, store.port, phoenix_bodies, rows_once)
             body += ingest_report(args, rows, rss)
+            if phoenix_bodies:
+                body += phoenix_report(args, rows_once[0], phoenix_ingest(args, phoenix_bodies))
         if "assembler" in parts:
             body += assembler_report(args, assembler_runs(args, envelopes, broker.port, store.port))
     finally:
@@ -295,6 +387,42 @@ requests answered 200 (OTLP, protobuf, {BATCH} traces = {BATCH * SPANS_PER_TRACE
 **Medians:** OTLP {spans_s:,.0f} spans/s acknowledged (target ≥ 5,000) = {spans_s / SPANS_PER_TRACE:,.0f} traces/s,
 against {events_s:,.0f} native trace events/s in the same run (ratio
 {spans_s / SPANS_PER_TRACE / events_s:.2f} at equal content). API peak RSS (all processes): {rss:.0f} MB.
+"""
+
+
+def phoenix_exports(args: argparse.Namespace, envelopes: list[dict[str, Any]]) -> list[bytes]:
+    """Exports of the ingest's shape with ids of their own (Phoenix ignores a span id it already has)."""
+    start = time.time_ns() - 60_000 * MS
+    traces = [openinference_spans(envelopes[i % len(envelopes)]["body"], start)
+              for i in range(args.phoenix_exports * BATCH)]
+    return [export_of(traces[i:i + BATCH]) for i in range(0, len(traces), BATCH)]
+
+
+def phoenix_report(args: argparse.Namespace, ours: tuple[int, float, dict[int, int]], px: dict[str, Any]) -> str:
+    ours_rate = ours[0] / ours[1]
+    px_ack = px["acked"] / px["ack_seconds"]
+    px_durable = px["durable"] / px["durable_seconds"] if px["durable_seconds"] > 0 else float("nan")
+    complete = ("every acknowledged span" if px["durable"] >= px["acked"] else
+                f"only {px['durable']:,} of {px['acked']:,} acknowledged spans (no new span for "
+                f"{args.phoenix_settle:.0f} s)")
+    return f"""
+## Ingest against Phoenix's own receiver (same run, same exports, same clients)
+
+{args.phoenix_exports} unique protobuf exports ({args.phoenix_exports * BATCH * SPANS_PER_TRACE:,} spans, fresh ids)
+sent once each over {args.clients} keep-alive connections, first to ragmon's `/v1/traces` (the API above: a 200
+means durable in Kafka, acks=all), then, with ragmon's API stopped, to a fresh `phoenix serve` (Phoenix
+{px['version']}, SQLite in a temp dir, auth on, Bearer key) on its `/v1/traces`. Phoenix answers 200 once the spans
+are in its in-memory insert queue; they are durable once in its database, read back through its GraphQL API
+(`recordCount` of every project, a SQL count) every 0.5 s: Phoenix's durable rate is the spans stored over the time
+from the first request to the last span stored. Phoenix stored {complete}.
+
+| receiver | spans acknowledged/s | spans durable/s | durable spans | seconds to durable | statuses |
+|---|---:|---:|---:|---:|---|
+| ragmon `/v1/traces` (durable when acknowledged) | {ours_rate:,.0f} | {ours_rate:,.0f} | {ours[0]:,} | {ours[1]:.1f} | {ours[2]} |
+| Phoenix `/v1/traces` | {px_ack:,.0f} | {px_durable:,.1f} | {px['durable']:,} | {px['durable_seconds']:.1f} | {px['statuses']} |
+
+**ragmon / Phoenix, durable spans/s: {ours_rate / px_durable:,.1f}×** (acknowledged: {ours_rate / px_ack:.2f}×).
+Phoenix peak RSS: {px['rss']:.0f} MB.
 """
 
 
