@@ -6,10 +6,15 @@
    content. Alternating in the same run against one `ragmon api --workers 2`: POST /v1/traces
    (protobuf, 100 traces = 400 spans per export) and POST /v1/events (100 trace events per
    batch). Counted: spans (and traces) in requests answered 200 / 202, i.e. acknowledged by Kafka.
-2. Assembler: unique traces of the same shape produced straight to a spans topic, then one
-   assembler loop (poll, store in Redis, commit, assemble, produce, acknowledge) drains them in
-   this process; spans/s and traces/s until every trace event is acknowledged.
-Usage: python tests/bench/bench_otlp.py [--out PATH]
+2. Phoenix: the same kind of exports (fresh ids), each sent once by the same clients to ragmon's
+   /v1/traces and then to a fresh `phoenix serve` (tests/support/phoenix.py: its own venv, temp
+   working dir, free ports, stopped by PID); Phoenix's durable rate is read back from its database
+   through its GraphQL API (span count) until every acknowledged span is stored.
+3. Assembler: unique traces of the same shape preloaded into a spans topic; one assembler process
+   per run (tests/bench/assembler_runner.py: the real loop, timed by stage) drains them until every
+   trace event is acknowledged; with --reference REV the same runner on that revision's tree takes
+   turns with the change in each repeat.
+Usage: python tests/bench/bench_otlp.py [--reference REV] [--parts ingest,phoenix,assembler] [--out PATH]
 """
 
 from __future__ import annotations
