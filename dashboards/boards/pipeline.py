@@ -154,12 +154,65 @@ def _scorer() -> list[Panel]:
     ]
 
 
+def _otlp(limits: Limits) -> list[Panel]:
+    """The OTLP path: assembler (spans -> trace events), span forwarder and Phoenix exporter. Their consumer
+    lag is on the workers' lag panel (worker assembler, forwarder, phoenix)."""
+    pipe = limits.guardrails.pipeline
+    return [
+        Panel(
+            "Assembler spans by outcome", "timeseries",
+            [Target(per_second("ragmon_assembler_spans_total", "outcome", ""), "{{outcome}}")],
+            description=f"stored, duplicate (a redelivery), overflow (over a trace's cap), late (after the trace's "
+                        f"event: a ticket above {pipe.max_late_span_ratio:.0%} of spans), feedback, dead_letter.",
+            unit="reqps", width=8),
+        Panel(
+            "OTLP traces: events produced and drops by reason", "timeseries",
+            [Target(per_second("ragmon_assembler_traces_emitted_total", "", TENANT), "trace events"),
+             Target(zero_when_absent(per_second("ragmon_assembler_traces_dropped_total", "reason", ""), "reason"),
+                    "dropped {{reason}}")],
+            description=f"A ticket when one reason takes more than {pipe.max_dropped_trace_ratio:.0%} of the "
+                        "finished traces (docs/otlp.md lists the reasons).",
+            unit="reqps", width=8),
+        Panel(
+            "Open traces and assembly delay p95", "timeseries",
+            [Target("sum(ragmon_assembler_pending_traces)", "open traces"),
+             Target(quantile(0.95, "ragmon_assembler_assembly_delay_duration_seconds", ""), "delay p95 (s)")],
+            description="Traces waiting in Redis for their root span or quiet period; delay from the root span "
+                        "ending to the trace event being produced (about the quiet period when healthy).",
+            decimals=1, width=8),
+        Panel(
+            "Span forwarder: spans and requests by outcome", "timeseries",
+            [Target(per_second("ragmon_forwarder_spans_total", "outcome", ""), "spans {{outcome}}"),
+             Target(per_second("ragmon_forwarder_requests_total", "outcome", ""), "requests {{outcome}}")],
+            description="unavailable: retried with backoff (a ticket when every request fails for "
+                        f"{pipe.export_failing_for}); rejected: refused for good by the collector (a ticket).",
+            unit="reqps", width=8),
+        Panel(
+            "Phoenix exporter: annotations by kind and outcome", "timeseries",
+            [Target(per_second("ragmon_phoenix_annotations_total", "kind, outcome", ""), "{{kind}} {{outcome}}")],
+            description="sent, rejected, trace_not_found (the trace never reached Phoenix), untraceable, "
+                        "document_not_found, waiting_full.",
+            unit="reqps", width=8),
+        Panel(
+            "Phoenix exporter: requests, failed attempts, waiting scores", "timeseries",
+            [Target(per_second("ragmon_phoenix_requests_total", "endpoint, outcome", ""), "{{endpoint}} {{outcome}}"),
+             Target(zero_when_absent(per_second("ragmon_phoenix_annotation_failures_total", "kind", ""), "kind"),
+                    "retried {{kind}}"),
+             Target("sum(ragmon_phoenix_waiting_events)", "waiting scores")],
+            description="Failed attempts are annotations of a write that failed on a Phoenix outage and was "
+                        "retried; waiting scores wait in Redis for their trace to reach Phoenix.",
+            decimals=1, width=8),
+    ]
+
+
 def build(limits: Limits) -> Board:
     return Board(
         UID, "ragmon / Pipeline health",
         "The monitor's own health: when this is red, the guardrails are blind. Ingestion (API, Kafka produce, "
-        "shedding), consumption (lag, dead letters, readiness, halts) and the faithfulness scorer.",
+        "shedding), consumption (lag, dead letters, readiness, halts), the faithfulness scorer and the OTLP path "
+        "(assembler, span forwarder, Phoenix exporter).",
         [Row("Ingestion API", _api()), Row("Dependencies", _dependencies()),
-         Row("Workers", [*_workers(limits), *_worker_timing()]), Row("Faithfulness scorer", _scorer())],
+         Row("Workers", [*_workers(limits), *_worker_timing()]), Row("Faithfulness scorer", _scorer()),
+         Row("OTLP: assembler, span forwarder, Phoenix exporter", _otlp(limits))],
         tags=("pipeline",),
     )

@@ -94,6 +94,17 @@ class PipelineRule(Strict):
     not_ready_for: Duration = "5m"
     no_traffic_for: Duration = "15m"
     shed_for: Duration = Field("3m", description="shedding this long opens a ticket; a shorter pause that recovers never does")
+    # OTLP: the assembler, the span forwarder and the Phoenix exporter (docs/otlp.md, docs/phoenix.md)
+    otlp_window: Duration = Field("30m", description="window of the late-span and dropped-trace shares")
+    otlp_for: Duration = Field("15m", description="how long a share stays over its limit before a ticket")
+    max_late_span_ratio: float = Field(
+        0.02, gt=0, le=1, description="late spans (after their trace's event) per span consumed: quiet period too short")
+    min_assembled_spans: int = Field(200, ge=1, description="spans in the window before the late share counts")
+    max_dropped_trace_ratio: float = Field(
+        0.2, gt=0, le=1, description="OTLP traces dropped for one reason per trace finished")
+    min_assembled_traces: int = Field(50, ge=1, description="traces finished in the window before the share counts")
+    export_failing_for: Duration = Field(
+        "10m", description="forwarder or Phoenix exporter: every request failing this long opens a ticket")
 
 
 class ReviewRule(Strict):

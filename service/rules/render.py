@@ -291,6 +291,52 @@ def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     ]
 
 
+def otlp_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """The OTLP path: assembler (late spans, dropped traces), span forwarder and Phoenix exporter (failing,
+    refused). Their consumer lag is RagmonConsumerLag's (the runtime's lag metric, worker label)."""
+    p = cfg.pipeline
+    w = p.otlp_window
+    spans = f'sum(increase(ragmon_assembler_spans_total{{outcome=~"stored|late"}}[{w}]))'
+    late = (f'sum(rate(ragmon_assembler_spans_total{{outcome="late"}}[{w}])) '
+            f'/ sum(rate(ragmon_assembler_spans_total{{outcome=~"stored|late"}}[{w}])) > {number(p.max_late_span_ratio)}'
+            f" and on () {spans} >= {p.min_assembled_spans}")
+    finished = (f"(sum(increase(ragmon_assembler_traces_dropped_total[{w}])) "
+                f"+ (sum(increase(ragmon_assembler_traces_emitted_total[{w}])) or vector(0)))")
+    dropped = (f"sum by (reason) (increase(ragmon_assembler_traces_dropped_total[{w}])) / on () group_left () "
+               f"{finished} > {number(p.max_dropped_trace_ratio)} and on () {finished} >= {p.min_assembled_traces}")
+
+    def failing(requests: str, worker: str) -> str:
+        return (f'label_replace(sum(rate({requests}{{outcome="unavailable"}}[5m])) > 0 '
+                f'unless sum(rate({requests}{{outcome="ok"}}[5m])) > 0, "worker", "{worker}", "", "")')
+
+    def refused(counter: str, worker: str) -> str:
+        return (f'label_replace(sum(increase({counter}{{outcome="rejected"}}[5m])) > 0, '
+                f'"worker", "{worker}", "", "")')
+
+    a = _alert
+    return [
+        a(cfg, "RagmonOtlpLateSpans", late, p.otlp_for, "ticket", "symptom",
+          "{{ $value | humanizePercentage }} of OTLP spans arrive after their trace was assembled",
+          f"Over {w}, more than {number(p.max_late_span_ratio * 100)}% of the spans the assembler consumed came after "
+          "their trace's event was produced: counted, not in the event (missing documents, tokens or timings). "
+          "The app exports a trace in pieces further apart than assembler.quiet_period_s: raise it."),
+        a(cfg, "RagmonOtlpTracesDropped", dropped, p.otlp_for, "ticket", "symptom",
+          "{{ $value | humanizePercentage }} of OTLP traces are dropped ({{ $labels.reason }})",
+          f"Over {w}, more than {number(p.max_dropped_trace_ratio * 100)}% of the traces the assembler finished "
+          "were dropped for this reason instead of becoming trace events: every guardrail misses them."),
+        a(cfg, "RagmonExportFailing", f"{failing('ragmon_forwarder_requests_total', 'forwarder')} or "
+          f"{failing('ragmon_phoenix_requests_total', 'phoenix')}", p.export_failing_for, "ticket", "pipeline",
+          "Worker {{ $labels.worker }} cannot reach its collector",
+          f"For {p.export_failing_for} every request failed (down, timeout, 429/5xx, 401/403): the worker "
+          "retries the batch with backoff, nothing is lost, but its lag grows."),
+        a(cfg, "RagmonExportRefused", f"{refused('ragmon_forwarder_spans_total', 'forwarder')} or "
+          f"{refused('ragmon_phoenix_annotations_total', 'phoenix')}", "0m", "ticket", "pipeline",
+          "Worker {{ $labels.worker }}'s collector refused data for good",
+          "The collector answered 400/404/413/422 in the last 5m: those spans or annotations are counted as "
+          "rejected and not sent again. The worker log has the collector's answer."),
+    ]
+
+
 def review_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     r = cfg.review
     limit = int(seconds(r.max_blind_backlog_age))
@@ -308,5 +354,6 @@ def render(cfg: GuardrailsConfig) -> dict[str, Any]:
         {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
         {"name": "ragmon-shadow", "rules": shadow_alerts(cfg)},
         {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
+        {"name": "ragmon-otlp", "rules": otlp_alerts(cfg)},
         {"name": "ragmon-review", "rules": review_alerts(cfg)},
     ]}

@@ -6,37 +6,52 @@
    content. Alternating in the same run against one `ragmon api --workers 2`: POST /v1/traces
    (protobuf, 100 traces = 400 spans per export) and POST /v1/events (100 trace events per
    batch). Counted: spans (and traces) in requests answered 200 / 202, i.e. acknowledged by Kafka.
-2. Assembler: unique traces of the same shape produced straight to a spans topic, then one
-   assembler loop (poll, store in Redis, commit, assemble, produce, acknowledge) drains them in
-   this process; spans/s and traces/s until every trace event is acknowledged.
-Usage: python tests/bench/bench_otlp.py [--out PATH]
+2. Phoenix: the same kind of exports (fresh ids), each sent once by the same clients to ragmon's
+   /v1/traces and then to a fresh `phoenix serve` (tests/support/phoenix.py: its own venv, temp
+   working dir, free ports, stopped by PID); Phoenix's durable rate is read back from its database
+   through its GraphQL API (span count) until every acknowledged span is stored.
+3. Assembler: unique traces of the same shape preloaded into a spans topic; one assembler process
+   per run (tests/bench/assembler_runner.py: the real loop, timed by stage) drains them until every
+   trace event is acknowledged; with --reference REV the same runner on that revision's tree takes
+   turns with the change in each repeat.
+Usage: python tests/bench/bench_otlp.py [--reference REV] [--parts ingest,phoenix,assembler] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
+import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import redis
+import yaml
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
-from prometheus_client import CollectorRegistry
 
 from service.contracts.kafka import ensure_topics
+from service.contracts.settings import CommonSettings
 from service.contracts.spans import decode_span_record, encode_span_record, split_by_trace
+from service.contracts.topics import Topics
 from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
+from tests.bench import e2e
 from tests.bench.bench_ingest import api_rss_mb, trace_envelopes
 from tests.bench.common import (
     ROOT,
     build_request,
     median,
+    peak_rss_mb,
     percentile,
     ragmon_argv,
     run_load,
@@ -44,19 +59,16 @@ from tests.bench.common import (
     write_report,
 )
 from tests.service.api.otlp_builders import kv
-from workers.assembler.__main__ import EMIT_BATCH_BYTES, EMIT_LINGER_MS, build_store
-from workers.assembler.assembler import Assembler
-from workers.assembler.config import AssemblerConfig
-from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.runner import AssemblerLoop
-from workers.runtime.emitter import KafkaEmitter
-from workers.runtime.metrics import RuntimeMetrics
-from workers.runtime.settings import WorkerSettings
+from tests.support.phoenix import VENV as PHOENIX_VENV
+from tests.support.phoenix import PhoenixServer, ensure_venv
 
 KEY = "bench-key"
 BATCH = 100
 SPANS_PER_TRACE = 4
 MS = 1_000_000
+WORK = ROOT / "tests" / "bench" / ".work"
+RUNNER = ROOT / "tests" / "bench" / "assembler_runner.py"
+ASM_STAGES = ("fetch", "decode", "store", "commit", "claim", "load", "assemble", "ack", "finish")
 
 
 def _span(trace_id: bytes, parent: bytes, kind: str, name: str, start: int, ms: float,
@@ -123,8 +135,9 @@ def export_of(traces: list[list[Span]]) -> bytes:
     return request.SerializeToString()
 
 
-def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int,
-           redis_port: int) -> tuple[list[tuple[Any, ...]], float]:
+def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int, redis_port: int,
+           phoenix_bodies: list[bytes], rows_once: list[tuple[int, float, dict[int, int]]]
+           ) -> tuple[list[tuple[Any, ...]], float]:
     start = time.time_ns() - 60_000 * MS
     traces = [openinference_spans(e["body"], start) for e in envelopes]
     otlp_bodies = [export_of(traces[i:i + BATCH]) for i in range(0, len(traces), BATCH)]
@@ -152,30 +165,94 @@ def ingest(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_por
                          percentile(events.latencies_s, 99) * 1000, dict(spans.statuses), dict(events.statuses)))
             print(f"ingest run {rep}: {rows[-1]}", flush=True)
         rss = api_rss_mb(api.pid)
+        if phoenix_bodies:
+            once = [build_request("127.0.0.1", port, "/v1/traces", b,
+                                  {**auth, "Content-Type": "application/x-protobuf"}) for b in phoenix_bodies]
+            statuses, seconds = send_once("127.0.0.1", port, once, args.clients)
+            rows_once.append((statuses.get(200, 0) * BATCH * SPANS_PER_TRACE, seconds, statuses))
     finally:
         api.terminate()
         api.wait(15)
     return rows, rss
 
 
-def assembler_run(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int,
-                  redis_port: int, rep: int) -> tuple[float, float, float, float]:
-    """(spans/s, traces/s, seconds, plain read spans/s) of one assembler loop draining unique traces."""
-    settings = WorkerSettings(kafka_bootstrap_servers=f"127.0.0.1:{broker_port}",
-                              redis_url=f"redis://127.0.0.1:{redis_port}/0", kafka_topic_prefix=f"asm{rep}",
-                              kafka_partitions=4, worker_max_batch=500, worker_poll_timeout_ms=100)
+async def _send_each(host: str, port: int, queue: list[bytes], statuses: dict[int, int]) -> None:
+    """One keep-alive connection taking requests off a shared queue (the load client's HTTP/1.1 exchange)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        while queue:
+            writer.write(queue.pop())
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            await reader.readexactly(length)
+            statuses[status] = statuses.get(status, 0) + 1
+    finally:
+        writer.close()
+
+
+def send_once(host: str, port: int, requests: list[bytes], clients: int) -> tuple[dict[int, int], float]:
+    """Every request exactly once over `clients` keep-alive connections: (statuses, seconds)."""
+    queue = list(reversed(requests))
+    statuses: dict[int, int] = {}
+
+    async def main() -> None:
+        await asyncio.gather(*[_send_each(host, port, queue, statuses) for _ in range(clients)])
+
+    started = time.perf_counter()
+    asyncio.run(main())
+    return statuses, time.perf_counter() - started
+
+
+def phoenix_span_count(px: PhoenixServer) -> int:
+    """Spans in Phoenix's database, every project, through its GraphQL API (a SQL count, not the queue)."""
+    answer = httpx.post(f"{px.base_url}/graphql", headers=px.headers, timeout=30,
+                        json={"query": "query { projects { edges { node { recordCount } } } }"})
+    answer.raise_for_status()
+    return sum(e["node"]["recordCount"] for e in answer.json()["data"]["projects"]["edges"])
+
+
+def phoenix_ingest(args: argparse.Namespace, bodies: list[bytes]) -> dict[str, Any]:
+    """The same exports to a fresh `phoenix serve` (its own venv, temp dir, free ports, stopped by PID):
+    acknowledged rate, then its database's span count polled until every acknowledged span is there (or
+    no progress for --phoenix-settle s): durable spans over the time from the first request to the last one stored."""
+    command = ensure_venv()
+    version = subprocess.run([str(PHOENIX_VENV / "bin" / "python"), "-c", "import phoenix; print(phoenix.__version__)"],
+                             capture_output=True, text=True, check=False).stdout.strip() or "?"
+    WORK.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-phoenix-", dir=WORK) as work:
+        px = PhoenixServer(log_dir=WORK, working_dir=Path(work))
+        px.start(command)
+        try:
+            headers = {**px.headers, "Content-Type": "application/x-protobuf"}
+            requests = [build_request("127.0.0.1", px.http_port, "/v1/traces", b, headers) for b in bodies]
+            started = time.perf_counter()
+            statuses, ack_seconds = send_once("127.0.0.1", px.http_port, requests, args.clients)
+            acked = statuses.get(200, 0) * BATCH * SPANS_PER_TRACE
+            count, last_change, last_count = 0, time.perf_counter(), -1
+            while count < acked and time.perf_counter() - last_change < args.phoenix_settle:
+                count = phoenix_span_count(px)
+                if count != last_count:
+                    last_change, last_count = time.perf_counter(), count
+                time.sleep(0.5)
+            durable_seconds = last_change - started
+            rss = peak_rss_mb(px.proc.pid) if px.proc else float("nan")
+        finally:
+            px.stop()
+    return {"version": version, "acked": acked, "ack_seconds": ack_seconds, "statuses": statuses, "durable": count,
+            "durable_seconds": durable_seconds, "rss": rss}
+
+
+def preload_spans(args: argparse.Namespace, envelopes: list[dict[str, Any]], bootstrap: str, prefix: str) -> None:
+    """Unique traces of the ingest's shape, one spans record per trace, as the API produces them."""
+    settings = CommonSettings(kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=prefix, kafka_partitions=4)
     ensure_topics(settings)
-    client = redis.Redis.from_url(settings.redis_url)
-    client.flushdb()
-    config = AssemblerConfig(quiet_period_s=0, max_traces_per_tick=1000)
-    registry = CollectorRegistry()
-    emitter = KafkaEmitter(settings, client_id="bench-assembler", linger_ms=EMIT_LINGER_MS,
-                           batch_size=EMIT_BATCH_BYTES)
-    assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry))
-    loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
-    while not loop.consumer.assignment():  # joining the group is start-up, not throughput
-        loop.step()
-    producer = KafkaProducer(bootstrap_servers=settings.bootstrap_list, acks="all", compression_type="lz4",
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="lz4",
                              linger_ms=5, batch_size=512 * 1024)
     start = time.time_ns() - 60_000 * MS
     for i in range(args.assembler_traces):
@@ -185,24 +262,52 @@ def assembler_run(args: argparse.Namespace, envelopes: list[dict[str, Any]], bro
         producer.send(settings.topics.spans, key=key, value=value, headers=headers)
     producer.flush()
     producer.close()
-    started = time.perf_counter()
-    emitted = 0.0
-    while emitted < args.assembler_traces and time.perf_counter() - started < 120:
-        loop.step()
-        emitted = registry.get_sample_value("ragmon_assembler_traces_emitted_total", {"tenant": "bench"}) or 0.0
-    elapsed = time.perf_counter() - started
-    stored = registry.get_sample_value("ragmon_assembler_spans_total", {"outcome": "stored"}) or 0.0
-    loop.consumer.close()
-    emitter.close()
-    client.close()
-    return stored / elapsed, emitted / elapsed, elapsed, plain_read_spans_per_s(settings)
 
 
-def plain_read_spans_per_s(settings: WorkerSettings) -> float:
-    """Reference in the same run: a kafka-python consumer reading and decoding the same spans records, nothing else."""
-    consumer = KafkaConsumer(bootstrap_servers=settings.bootstrap_list, enable_auto_commit=False,
+def assembler_runs(args: argparse.Namespace, envelopes: list[dict[str, Any]], broker_port: int,
+                   redis_port: int) -> dict[str, list[dict[str, Any]]]:
+    """{"change": runs, "reference": runs[, "plain_read": runs]}: one assembler process per run
+    (tests/bench/assembler_runner.py) draining the same preloaded records from the start under a fresh consumer
+    group and an empty Redis; the change and the reference tree take turns within each repeat."""
+    trees = {"change": ROOT} | ({"reference": e2e.reference_tree(args.reference)} if args.reference else {})
+    bootstrap, redis_url = f"127.0.0.1:{broker_port}", f"redis://127.0.0.1:{redis_port}/0"
+    prefix = f"asm{uuid.uuid4().hex[:6]}"
+    preload_spans(args, envelopes, bootstrap, prefix)
+    WORK.mkdir(parents=True, exist_ok=True)
+    config = WORK / f"assembler-{prefix}.yaml"
+    config.write_text(yaml.safe_dump({"assembler": {"quiet_period_s": 0, "max_traces_per_tick": 1000}}))
+    env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RAGMON_KAFKA_TOPIC_PREFIX": prefix,
+           "RAGMON_REDIS_URL": redis_url, "RAGMON_CONFIG": str(config), "RAGMON_WORKER_MAX_BATCH": "500",
+           "RAGMON_WORKER_POLL_TIMEOUT_MS": "100", "RAGMON_KAFKA_PARTITIONS": "4"}
+    runs: dict[str, list[dict[str, Any]]] = {path: [] for path in trees} | {"plain_read": []}
+    try:
+        for rep in range(args.repeats):
+            for path, tree in trees.items():
+                redis.Redis.from_url(redis_url).flushdb()  # the previous run's state and done markers
+                done = subprocess.run([sys.executable, str(RUNNER), "--count", str(args.assembler_traces)],
+                                      cwd=tree, env={**env, "PYTHONPATH": str(tree),
+                                                     "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}"},
+                                      capture_output=True, text=True, timeout=600, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(f"assembler run in {tree} failed: {done.stderr[-2000:]}")
+                run = json.loads(done.stdout.strip().splitlines()[-1])
+                if run["traces"] < args.assembler_traces:
+                    raise RuntimeError(f"{path}: {run['traces']:.0f} of {args.assembler_traces} trace events")
+                runs[path].append(run)
+                print(f"assembler run {rep} {path}: {run['spans'] / run['wall']['end_to_end']:,.0f} spans/s wall, "
+                      f"{run['spans'] / run['cpu']['end_to_end_process']:,.0f} per CPU-second", flush=True)
+            runs["plain_read"].append({"spans_per_s": plain_read_spans_per_s(bootstrap, prefix)})
+    finally:
+        config.unlink(missing_ok=True)
+    return runs
+
+
+def plain_read_spans_per_s(bootstrap: str, prefix: str) -> float:
+    """A floor in the same run: a kafka-python consumer reading and decoding the same spans records, nothing else."""
+    topic = Topics(prefix).spans
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              auto_offset_reset="earliest", max_poll_records=500)
-    tps = [TopicPartition(settings.topics.spans, p) for p in consumer.partitions_for_topic(settings.topics.spans)]
+    tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     end = consumer.end_offsets(tps)
@@ -232,31 +337,47 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--api-workers", type=int, default=2)
     ap.add_argument("--assembler-traces", type=int, default=5000)
+    ap.add_argument("--reference", default=None, help="git revision whose assembler is measured as the reference")
+    ap.add_argument("--parts", default="ingest,phoenix,assembler",
+                    help="comma-separated: ingest, phoenix (needs ingest), assembler")
+    ap.add_argument("--phoenix-exports", type=int, default=10, help="unique exports sent once to each receiver")
+    ap.add_argument("--phoenix-settle", type=float, default=30.0,
+                    help="stop waiting for Phoenix's database after this long without a new span")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
     envelopes = trace_envelopes(2000)
     for e in envelopes:  # inside the API's accepted time window whatever the run's length
         e["timestamp"] = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     broker, store = start_broker(), start_redis()
+    body = ""
     try:
-        rows, rss = ingest(args, envelopes, broker.port, store.port)
-        assembly = [assembler_run(args, envelopes, broker.port, store.port, rep) for rep in range(args.repeats)]
+        if "ingest" in parts:
+            phoenix_bodies = phoenix_exports(args, envelopes) if "phoenix" in parts else []
+            rows_once: list[tuple[int, float, dict[int, int]]] = []
+            rows, rss = ingest(args, envelopes, broker.port, store.port, phoenix_bodies, rows_once)
+            body += ingest_report(args, rows, rss)
+            if phoenix_bodies:
+                body += phoenix_report(args, rows_once[0], phoenix_ingest(args, phoenix_bodies))
+        if "assembler" in parts:
+            body += assembler_report(args, assembler_runs(args, envelopes, broker.port, store.port))
     finally:
         store.stop()
         broker.stop()
-    write_report("otlp", "OTLP ingestion and assembler benchmark", report(args, rows, rss, assembly), args.out)
+    body += (f"\nLoad average at the end of the run (other work shares this 2-core machine): "
+             f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min).\n")
+    write_report("otlp", "OTLP ingestion and assembler benchmark", body, args.out)
     return 0
 
 
-def report(args: argparse.Namespace, rows: list[tuple[Any, ...]], rss: float,
-           assembly: list[tuple[float, float, float, float]]) -> str:
+def ingest_report(args: argparse.Namespace, rows: list[tuple[Any, ...]], rss: float) -> str:
     spans_s, events_s = median([r[0] for r in rows]), median([r[2] for r in rows])
     table = "\n".join(
         f"| {i + 1} | {r[0]:,.0f} | {r[0] / SPANS_PER_TRACE:,.0f} | {r[1]:.1f} | {r[2]:,.0f} | {r[3]:.1f} | "
         f"{r[0] / SPANS_PER_TRACE / r[2]:.2f} | {r[4]} {r[5]} |" for i, r in enumerate(rows))
-    asm = "\n".join(f"| {i + 1} | {a[0]:,.0f} | {a[1]:,.0f} | {a[2]:.1f} | {a[3]:,.0f} | {a[0] / a[3]:.2f} |"
-                    for i, a in enumerate(assembly))
-    asm_spans, plain = median([a[0] for a in assembly]), median([a[3] for a in assembly])
-    return f"""Equal content: each of the simulator's `clean` trace events is also written as the OpenInference trace
+    return f"""## Ingest: POST /v1/traces against POST /v1/events
+
+Equal content: each of the simulator's `clean` trace events is also written as the OpenInference trace
 an instrumented app exports ({SPANS_PER_TRACE} spans: CHAIN root with query and answer, EMBEDDING, RETRIEVER with the
 documents, LLM with model, tokens and cost). One `ragmon api --workers {args.api_workers}`, {args.clients} keep-alive
 clients on 127.0.0.1, {args.seconds:.0f} s measured after a 3 s warm-up, OTLP and native alternating in each of
@@ -271,22 +392,118 @@ requests answered 200 (OTLP, protobuf, {BATCH} traces = {BATCH * SPANS_PER_TRACE
 **Medians:** OTLP {spans_s:,.0f} spans/s acknowledged (target ≥ 5,000) = {spans_s / SPANS_PER_TRACE:,.0f} traces/s,
 against {events_s:,.0f} native trace events/s in the same run (ratio
 {spans_s / SPANS_PER_TRACE / events_s:.2f} at equal content). API peak RSS (all processes): {rss:.0f} MB.
-Phoenix's own receiver is not measured here (see the Phoenix side of issue 15).
+"""
 
-Assembler: {args.assembler_traces} unique traces ({args.assembler_traces * SPANS_PER_TRACE} spans, one spans record
-per trace) produced to a fresh spans topic once the loop had joined its consumer group, then one assembler loop in
-one process (poll, idempotent store in Redis,
-commit, claim, assemble, produce the trace events, wait for acks, close the state) until every trace event is
-acknowledged; quiet period 0. Reference in the same run: a plain kafka-python consumer reading and decoding the
-same records (no Redis, no assembly, no producing).
 
-| run | spans/s | trace events/s | seconds | plain read spans/s | assembler / plain read |
-|---|---|---|---|---|---|
-{asm}
+def phoenix_exports(args: argparse.Namespace, envelopes: list[dict[str, Any]]) -> list[bytes]:
+    """Exports of the ingest's shape with ids of their own (Phoenix ignores a span id it already has)."""
+    start = time.time_ns() - 60_000 * MS
+    traces = [openinference_spans(envelopes[i % len(envelopes)]["body"], start)
+              for i in range(args.phoenix_exports * BATCH)]
+    return [export_of(traces[i:i + BATCH]) for i in range(0, len(traces), BATCH)]
 
-**Median:** {asm_spans:,.0f} spans/s per assembler process (target ≥ 5,000); the plain read reaches {plain:,.0f}
-spans/s on the same records. Load average at the end of the run (other work shares this machine):
-{" / ".join(f"{x:.1f}" for x in os.getloadavg())} (1 / 5 / 15 min).
+
+def phoenix_report(args: argparse.Namespace, ours: tuple[int, float, dict[int, int]], px: dict[str, Any]) -> str:
+    ours_rate = ours[0] / ours[1]
+    px_ack = px["acked"] / px["ack_seconds"]
+    px_durable = px["durable"] / px["durable_seconds"] if px["durable_seconds"] > 0 else float("nan")
+    complete = ("every acknowledged span" if px["durable"] >= px["acked"] else
+                f"only {px['durable']:,} of {px['acked']:,} acknowledged spans (no new span for "
+                f"{args.phoenix_settle:.0f} s)")
+    return f"""
+## Ingest against Phoenix's own receiver (same run, same exports, same clients)
+
+{args.phoenix_exports} unique protobuf exports ({args.phoenix_exports * BATCH * SPANS_PER_TRACE:,} spans, fresh ids)
+sent once each over {args.clients} keep-alive connections, first to ragmon's `/v1/traces` (the API above: a 200
+means durable in Kafka, acks=all), then, with ragmon's API stopped, to a fresh `phoenix serve` (Phoenix
+{px['version']}, SQLite in a temp dir, auth on, Bearer key) on its `/v1/traces`. Phoenix answers 200 once the spans
+are in its in-memory insert queue; they are durable once in its database, read back through its GraphQL API
+(`recordCount` of every project, a SQL count) every 0.5 s: Phoenix's durable rate is the spans stored over the time
+from the first request to the last span stored. Phoenix stored {complete}.
+
+| receiver | spans acknowledged/s | spans durable/s | durable spans | seconds to durable | statuses |
+|---|---:|---:|---:|---:|---|
+| ragmon `/v1/traces` (durable when acknowledged) | {ours_rate:,.0f} | {ours_rate:,.0f} | {ours[0]:,} | {ours[1]:.1f} | {ours[2]} |
+| Phoenix `/v1/traces` | {px_ack:,.0f} | {px_durable:,.1f} | {px['durable']:,} | {px['durable_seconds']:.1f} | {px['statuses']} |
+
+**ragmon / Phoenix, durable spans/s: {ours_rate / px_durable:,.1f}×** (acknowledged: {ours_rate / px_ack:.2f}×).
+Phoenix peak RSS: {px['rss']:.0f} MB.
+"""
+
+
+def _asm_summary(runs: list[dict[str, Any]]) -> dict[str, float]:
+    out = {"wall": median([r["spans"] / r["wall"]["end_to_end"] for r in runs]),
+           "cpu": median([r["spans"] / r["cpu"]["end_to_end_process"] for r in runs]),
+           "traces": median([r["traces"] / r["wall"]["end_to_end"] for r in runs]),
+           "seconds": median([r["wall"]["end_to_end"] for r in runs]),
+           "rss": max(r["peak_rss_mb"] for r in runs)}
+    for clock in ("wall", "cpu"):
+        for stage in (*ASM_STAGES, "end_to_end"):
+            out[f"{clock}:{stage}"] = median([r[clock][stage] / r["spans"] * 1e6 for r in runs])
+        out[f"{clock}:rest"] = out[f"{clock}:end_to_end"] - sum(out[f"{clock}:{s}"] for s in ASM_STAGES)
+    out["cpu:process"] = median([r["cpu"]["end_to_end_process"] / r["spans"] * 1e6 for r in runs])
+    out["cpu:threads"] = out["cpu:process"] - out["cpu:end_to_end"]
+    return out
+
+
+ASM_LABELS = {
+    "fetch": "fetch (poll the spans topic)", "decode": "decode (TracesData protobuf)",
+    "store": "store (spans into Redis, idempotent)", "commit": "commit (offsets)", "claim": "claim due traces",
+    "load": "load their spans from Redis", "assemble": "assemble (mapping, trace event, produce)",
+    "ack": "wait for acks", "finish": "close the state (late spans counted)",
+    "rest": "loop bookkeeping (metrics, lag)", "end_to_end": "**end to end, main thread**",
+    "threads": "Kafka clients' background threads (CPU only)", "process": "**end to end, process**"}
+
+
+def assembler_report(args: argparse.Namespace, runs: dict[str, list[dict[str, Any]]]) -> str:
+    paths = [p for p in ("change", "reference") if p in runs]
+    res = {p: _asm_summary(runs[p]) for p in paths}
+    plain = median([r["spans_per_s"] for r in runs["plain_read"]])
+    head = "\n".join(f"| {p} | {r['wall']:,.0f} | {r['cpu']:,.0f} | {r['traces']:,.0f} | {r['seconds']:.2f} | "
+                     f"{r['rss']:,.0f} |" for p, r in res.items())
+    raw = "; ".join(f"{p}: " + ", ".join(f"{r['spans'] / r['wall']['end_to_end']:,.0f}" for r in runs[p])
+                    for p in paths)
+    prof = [f"| stage | {' | '.join(f'{p}: µs/span CPU (wall)' for p in paths)} |", "|---|" + "---:|" * len(paths)]
+    for stage in (*ASM_STAGES, "rest", "end_to_end", "threads", "process"):
+        cells = [f"{res[p]['cpu:' + stage]:,.1f}" + (f" ({res[p]['wall:' + stage]:,.1f})" if "wall:" + stage in res[p]
+                                                      else "") for p in paths]
+        prof.append(f"| {ASM_LABELS[stage]} | {' | '.join(cells)} |")
+    change = res["change"]
+    verdict = "meets" if change["wall"] >= 5000 else "MISSES"
+    if "reference" in res:
+        ref = res["reference"]
+        ratio = (f"Change / reference, same run: **{change['wall'] / ref['wall']:.2f}×** spans/s on the wall clock, "
+                 f"{change['cpu'] / ref['cpu']:.2f}× per CPU-second.")
+    else:
+        ratio = "No reference measured (pass --reference REV)."
+    prof_table = "\n".join(prof)
+    return f"""
+## Assembler: one process, spans topic -> trace events
+
+`python tests/bench/bench_otlp.py --reference {args.reference}` — {args.assembler_traces:,} unique traces
+({args.assembler_traces * SPANS_PER_TRACE:,} spans, one spans record per trace, as the API writes them) preloaded into
+a 4-partition spans topic of a private Tansu broker; each run is one process (tests/bench/assembler_runner.py)
+running the real loop (poll, decode, idempotent store in Redis, commit, claim, load, assemble, produce the trace
+events, wait for acks, close the state) from the first records fetched until every trace event is acknowledged;
+quiet period 0, batches of up to 500 records, an empty Redis and a fresh consumer group per run. The change and the
+reference (`{args.reference}`) take turns within each of {args.repeats} repeats; medians. Per CPU-second: the
+spans over the process's CPU time (every thread), i.e. what one process sustains on a core of its own.
+
+| path | spans/s, wall | spans/s per CPU-second | trace events/s, wall | seconds | peak RSS MiB |
+|---|---:|---:|---:|---:|---:|
+{head}
+
+Target ≥ 5,000 spans/s per process on the wall clock of this loaded machine: **{verdict}**
+({change['wall'] / 5000:.1f}× the target; {change['cpu'] / 5000:.1f}× per CPU-second). {ratio}
+Raw spans/s (wall) per repeat: {raw}. A floor in the same run: a plain kafka-python consumer reading and
+decoding the same records (nothing else) reaches {plain:,.0f} spans/s.
+
+### Where the assembler's time goes (µs per span, median over repeats)
+
+CPU: the main thread's CPU time in each stage (the loop is single-threaded); the Kafka producer's sender and the
+consumer's heartbeat threads run beside it and are shown as one line; wall clock in brackets.
+
+{prof_table}
 """
 
 

@@ -42,13 +42,16 @@ OPENINFERENCE_KINDS = frozenset({"CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBED
 MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
 
 
+_EMPTY: dict[str, Any] = {}
+
+
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
     """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
     doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
-           "received_at": datetime.now(UTC).isoformat(), "body": body}
-    value = orjson.dumps(doc)
-    StoredEvent.model_validate_json(value)
-    return value
+           "received_at": datetime.now(UTC).isoformat(), "body": _EMPTY}
+    StoredEvent.model_validate(doc)  # the envelope; the body was validated by its own model (TraceBody, FeedbackBody)
+    doc["body"] = body
+    return orjson.dumps(doc)
 
 
 def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
@@ -76,6 +79,7 @@ class Assembler:
         self.emitter = emitter
         self.topics = topics
         self.m = metrics
+        self._kind_counts: dict[str, int] = {}
 
     # -- consuming ---------------------------------------------------------
 
@@ -103,11 +107,10 @@ class Assembler:
             self._dead_letter(rec, detail)
         items = [self._entries(record) for record in good]
         results = self.store.add_many([i for i in items if i[3]], now or time.time())
-        for result in results:
-            for outcome, n in (("stored", result.stored), ("duplicate", result.duplicates),
-                               ("overflow", result.overflow), ("late", result.late)):
-                if n:
-                    self.m.spans.labels(outcome).inc(n)
+        for outcome, n in (("stored", sum(r.stored for r in results)), ("duplicate", sum(r.duplicates for r in results)),
+                           ("overflow", sum(r.overflow for r in results)), ("late", sum(r.late for r in results))):
+            if n:
+                self.m.spans.labels(outcome).inc(n)
         self.emitter.wait()
 
     def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
@@ -152,6 +155,7 @@ class Assembler:
     def tick(self, now: float | None = None) -> int:
         """Assemble every due trace (up to max_traces_per_tick); returns the trace events produced."""
         now = now or time.time()
+        self._kind_counts = {}  # what a failed tick counted is counted again when the trace is redone
         due = self.store.claim_due(now, self.config.max_traces_per_tick)
         finished: list[tuple[OpenTrace, str | None]] = []
         for (tenant, trace_id), trace in zip(due, self.store.load_many(due), strict=True):
@@ -163,17 +167,22 @@ class Assembler:
                 finished.append((trace, "no_root"))
             else:
                 self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
+        kind_counts = self._kind_counts
         self.emitter.wait()
-        emitted = 0
+        for kind, n in kind_counts.items():
+            self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
         late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
+        by_tenant: dict[str, int] = {}
         for (trace, drop_reason), n in zip(finished, late, strict=True):
             if n:
                 self.m.spans.labels("late").inc(n)
             if drop_reason is not None:
                 self.m.traces_dropped.labels(drop_reason).inc()
             else:
-                emitted += 1
-                self.m.traces_emitted.labels(trace.tenant).inc()
+                by_tenant[trace.tenant] = by_tenant.get(trace.tenant, 0) + 1
+        for tenant, n in by_tenant.items():
+            self.m.traces_emitted.labels(tenant).inc(n)
+        emitted = sum(by_tenant.values())
         if due:
             self.m.pending.set(self.store.pending())
         return emitted
@@ -187,8 +196,8 @@ class Assembler:
         except (ValueError, TypeError, KeyError):  # a mapping bug must not wedge the loop on one trace
             log.exception("trace %s/%s could not be mapped", trace.tenant, trace.trace_id)
             return "invalid_trace"
-        for kind, n in result.counts.items():
-            self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
+        for kind, n in result.counts.items():  # counted per tick: one metric update per kind, not per trace
+            self._kind_counts[kind] = self._kind_counts.get(kind, 0) + n
         if result.body is None:
             log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
             return result.drop_reason

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +23,7 @@ RAGMON_FIELDS = {"variant": "ragmon.variant", "release": "ragmon.release", "requ
                  "intent": "ragmon.intent", "sample_rate": "ragmon.sample_rate"}
 FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
 EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
+LOOKUP_KEYS = frozenset({*RAGMON_FIELDS.values(), "session.id", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
 
 
 @dataclass
@@ -40,24 +43,54 @@ class TraceSpans:
     spans: list[SpanView]
     resource: dict[str, Any]
 
+    @cached_property
+    def by_start(self) -> list[SpanView]:
+        return sorted(self.spans, key=lambda s: s.start_ns)
+
+    @cached_property
+    def _kinds(self) -> dict[str | None, list[SpanView]]:
+        out: dict[str | None, list[SpanView]] = {}
+        for span in self.by_start:
+            out.setdefault(span.kind, []).append(span)
+        return out
+
     def root(self) -> SpanView | None:
-        roots = [s for s in self.spans if not s.parent_id]
-        return min(roots, key=lambda s: s.start_ns) if roots else None
+        return self._root
+
+    @cached_property
+    def _root(self) -> SpanView | None:
+        return next((s for s in self.by_start if not s.parent_id), None)
 
     def of_kind(self, kind: str) -> list[SpanView]:
-        return sorted((s for s in self.spans if s.kind == kind), key=lambda s: s.start_ns)
+        return list(self._kinds.get(kind, ()))
 
     def lookup(self, key: str, root: SpanView) -> Any:
         """A ragmon.* setting: on the root span, in its `metadata`, on the resource, then on any span."""
-        for holder in (root.attrs, root.metadata, self.resource):
+        if key in LOOKUP_KEYS and root is self.root():
+            return self._settings.get(key)
+        for holder in self._holders(root):
             if holder.get(key) is not None:
                 return holder[key]
-        for span in sorted(self.spans, key=lambda s: s.start_ns):
-            if span.attrs.get(key) is not None:
-                return span.attrs[key]
-            if span.metadata.get(key) is not None:
-                return span.metadata[key]
         return None
+
+    def _holders(self, root: SpanView) -> Iterator[dict[str, Any]]:
+        yield from (root.attrs, root.metadata, self.resource)
+        for span in self.by_start:
+            yield span.attrs
+            yield span.metadata
+
+    @cached_property
+    def _settings(self) -> dict[str, Any]:
+        """Every key of LOOKUP_KEYS found, first holder wins, in one pass (a set intersection per holder)."""
+        found: dict[str, Any] = {}
+        root = self.root()
+        if root is None:
+            return found
+        for holder in self._holders(root):
+            for key in LOOKUP_KEYS & holder.keys():
+                if key not in found and holder[key] is not None:
+                    found[key] = holder[key]
+        return found
 
 
 def _json_attribute(trace: TraceSpans, root: SpanView, key: str) -> Any:

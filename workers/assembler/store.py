@@ -19,26 +19,30 @@ from dataclasses import dataclass
 
 import redis
 
+# ARGV: now, quiet, max spans, max bytes, ttl, member, resource, the spans as "<class><span id hex>:<length>"
+# joined by ",", their count, and their payloads concatenated in the same order: ten arguments whatever the
+# number of spans (the client packs and the server parses a few arguments, not three per span).
 _ADD = """
-local n = (#ARGV - 7) / 3
+local n = tonumber(ARGV[9])
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
-local count = tonumber(redis.call('HGET', KEYS[2], 'count') or '0')
-local mapped = tonumber(redis.call('HGET', KEYS[2], 'mapped') or '0')
-local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+local meta = redis.call('HMGET', KEYS[2], 'count', 'mapped', 'bytes')
+local count, mapped, bytes = tonumber(meta[1] or '0'), tonumber(meta[2] or '0'), tonumber(meta[3] or '0')
 local max_spans, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stored, dup, over = 0, 0, 0
-for i = 8, #ARGV, 3 do
-  local sid, class, payload = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local full = bytes + #payload > max_bytes
+local blob = ARGV[10]
+local stored, dup, over, pos = 0, 0, 0, 1
+for class, sid, len in string.gmatch(ARGV[8], '(%d)([^:,]*):(%d+)') do
+  len = tonumber(len)
+  local payload = string.sub(blob, pos, pos + len - 1)
+  pos = pos + len
+  local full = bytes + len > max_bytes
   if class == '1' then full = full or mapped >= max_spans elseif class == '0' then full = full or count >= max_spans end
-  if redis.call('HEXISTS', KEYS[1], sid) == 1 then
+  if class ~= '2' and full then
+    if redis.call('HEXISTS', KEYS[1], sid) == 1 then dup = dup + 1 else over = over + 1 end
+  elseif redis.call('HSETNX', KEYS[1], sid, payload) == 0 then
     dup = dup + 1
-  elseif class ~= '2' and full then
-    over = over + 1
   else
-    redis.call('HSET', KEYS[1], sid, payload)
     if class == '1' then mapped = mapped + 1 elseif class == '0' then count = count + 1 end
-    bytes = bytes + #payload
+    bytes = bytes + len
     stored = stored + 1
     if class == '2' then redis.call('HSET', KEYS[2], 'root', sid) end
   end
@@ -123,10 +127,10 @@ class TraceStore:
         """Store each (tenant, trace id, resource, spans) in one round trip; results in the same order."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id, resource, spans in items:
-            args: list[bytes | str | float | int] = [now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s,
-                                                     f"{tenant}/{trace_id}", resource]
-            for entry in spans:
-                args += [entry.span_id, entry.span_class, entry.payload]
+            args: list[bytes | str | float | int] = [
+                now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s, f"{tenant}/{trace_id}", resource,
+                ",".join(f"{e.span_class}{e.span_id}:{len(e.payload)}" for e in spans), len(spans),
+                b"".join(e.payload for e in spans)]
             self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
@@ -143,18 +147,17 @@ class TraceStore:
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id in members:
             spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
-            pipe.hgetall(spans_key)
-            pipe.hgetall(meta_key)
+            pipe.hvals(spans_key)  # the payloads only: the span ids are inside them
+            pipe.hmget(meta_key, "root", "last", "overflow", "resource")
         replies = pipe.execute() if members else []
         out: list[OpenTrace | None] = []
         for (tenant, trace_id), spans, meta in zip(members, replies[0::2], replies[1::2], strict=True):
-            if not spans or not meta:
+            root, last, overflow, resource = meta
+            if not spans or last is None:  # expired (TTL): `last` is set whenever a span is stored
                 out.append(None)
                 continue
-            root = meta.get(b"root")
-            out.append(OpenTrace(tenant, trace_id, list(spans.values()), root.decode() if root else None,
-                                 float(meta.get(b"last", 0)), int(meta.get(b"overflow", 0)),
-                                 meta.get(b"resource", b"")))
+            out.append(OpenTrace(tenant, trace_id, spans, root.decode() if root else None, float(last),
+                                 int(overflow or 0), resource or b""))
         return out
 
     def reschedule(self, tenant: str, trace_id: str, at: float) -> None:

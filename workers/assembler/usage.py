@@ -19,6 +19,7 @@ TOKEN_ATTRIBUTES = {"llm.token_count.prompt": "prompt", "llm.token_count.complet
 TEXT_KEYS = ("answer", "output", "result", "text", "content", "query", "question", "input")
 FIRST_TOKEN_EVENTS = ("first token", "first_token")
 REDACTED_VECTOR = "__REDACTED__"
+_NUMBERS = frozenset({int, float})
 
 
 def _plain(span: SpanView, key: str) -> str | None:
@@ -63,7 +64,7 @@ def answer_text(root: SpanView, llms: list[SpanView]) -> str | None:
 def _vector(value: Any) -> list[float] | None:
     if value == REDACTED_VECTOR or not isinstance(value, list) or not 0 < len(value) <= L.MAX_EMBEDDING_DIM:
         return None
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value):
+    if not all(type(x) in _NUMBERS for x in value) or not all(map(math.isfinite, value)):  # bool is not a number
         return None
     return [float(x) for x in value]
 

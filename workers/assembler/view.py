@@ -7,14 +7,21 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import orjson
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+_SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
 
 
 def any_value(value: AnyValue) -> Any:
     which = value.WhichOneof("value")
+    if which in _SCALARS:
+        return getattr(value, which)
     if which == "array_value":
-        return [any_value(v) for v in value.array_value.values]
+        items = value.array_value.values
+        # Vectors and string lists: one WhichOneof per item, no recursion for scalars.
+        return [getattr(v, w) if (w := v.WhichOneof("value")) in _SCALARS else any_value(v) for v in items]
     if which == "kvlist_value":
         return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
     if which == "bytes_value":
@@ -23,7 +30,9 @@ def any_value(value: AnyValue) -> Any:
 
 
 def attribute_map(attributes: Any) -> dict[str, Any]:
-    return {kv.key: any_value(kv.value) for kv in attributes}
+    # any_value inlined for scalars (most attributes): one WhichOneof and no call per attribute
+    return {kv.key: getattr(v, w) if (w := (v := kv.value).WhichOneof("value")) in _SCALARS else any_value(v)
+            for kv in attributes}
 
 
 @dataclass
@@ -48,11 +57,12 @@ class SpanView:
             links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
         )
 
-    @property
-    def kind(self) -> str | None:
-        """The OpenInference span kind (upper case), or None for a span that is not OpenInference."""
+    # The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once).
+    kind: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
         value = self.attrs.get("openinference.span.kind")
-        return value.upper() if isinstance(value, str) and value else None
+        self.kind = value.upper() if isinstance(value, str) and value else None
 
     @property
     def duration_ms(self) -> float:
@@ -102,7 +112,10 @@ def json_object(value: Any) -> dict[str, Any]:
     if not isinstance(value, str) or not value.startswith("{"):
         return {}
     try:
-        parsed = json.loads(value)
-    except ValueError:
-        return {}
+        parsed = orjson.loads(value)  # several per trace (each document's metadata): the fast parser first
+    except orjson.JSONDecodeError:
+        try:  # what orjson refuses and json takes (NaN, integers beyond 64 bits) is read the same as before
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
     return parsed if isinstance(parsed, dict) else {}
