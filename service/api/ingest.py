@@ -189,6 +189,7 @@ def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, count
 class BatchPreparer:
     def __init__(self, topics: Topics, redactor: Redactor | None, max_age_s: float, max_skew_s: float) -> None:
         self.topics = topics
+        self._topic = {etype: topics.for_event(etype) for etype in BODY_MODELS}
         self.redactor = redactor
         self.max_age = timedelta(seconds=max_age_s)
         self.max_skew = timedelta(seconds=max_skew_s)
@@ -244,6 +245,6 @@ class BatchPreparer:
                    (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
         if traceparent:
             headers.append(("traceparent", traceparent))
-        record = OutgoingRecord(self.topics.for_event(etype), record_key(etype, tenant, body),
+        record = OutgoingRecord(self._topic[etype], record_key(etype, tenant, body),
                                 orjson.dumps(stored), headers)
         return EventResult(i, event_id, etype), record
