@@ -3,8 +3,8 @@
 Starts a private broker and Redis, the API of this tree (or of `--reference REV`),
 loads it as bench_ingest.py does, and records the API's processes with py-spy
 (`--subprocesses`, native frames off, idle threads left out). Prints the share of
-samples whose stack contains each of the named functions, and writes the raw
-collapsed stacks next to the bench's work files for a closer look.
+busy samples (threads waiting in epoll or on a lock left out) by stage of the
+request, and writes the raw collapsed stacks next to the bench's work files.
 
 py-spy is not a dependency: `pip install py-spy` into any environment and pass
 `--py-spy PATH` (or have it on PATH).
@@ -28,36 +28,60 @@ from tests.bench.bench_ingest import BATCH, KEY, start_api, trace_envelopes, wai
 from tests.bench.common import ROOT, build_request, run_load
 from tests.bench.e2e import reference_tree
 
-# (label, substring of a py-spy frame "function (path:line)")
-STAGES = [
-    ("whole request handler (`ingest_events`)", "ingest_events (service/api/routes_events.py"),
-    ("read the body (`_read_body`)", "_read_body (service/api/routes_events.py"),
+# A sample whose innermost frame is one of these is a thread waiting, not working: left out.
+# `Runner.run` innermost is uvloop's loop in C, nearly always waiting in epoll for the next request.
+IDLE = ("EpollSelector.select (", "Condition.wait (", "Queue.get (", "_worker (concurrent/futures/thread.py",
+        "Runner.run (")
+
+# Inside the request handler, the first of these found from the innermost frame outwards names the stage.
+HANDLER_STAGES = [
     ("JSON of the batch (`parse_envelope`)", "parse_envelope ("),
-    ("prepare: validate, redact, record JSON (`BatchPreparer.prepare`)", "prepare (service/api/ingest.py"),
-    ("of which envelope validation (pydantic `EventEnvelope`)", "validate_python ("),
-    ("of which body check (msgspec `check_body`)", "check_body ("),
-    ("of which redaction (`redact_body`)", "redact_body ("),
-    ("producer on the event loop (`EventProducer.produce`)", "produce (service/api/producer.py"),
-    ("of which kafka-python `send` per record", "send (kafka/producer/kafka.py"),
-    ("of which record batches built in the API", "build_batches ("),
-    ("kafka-python sender thread (`Sender.run`)", "run (kafka/producer/sender.py"),
-    ("uvicorn HTTP protocol (`data_received`, `send`)", "uvicorn/protocols/http/"),
-    ("asyncio event loop (`_run_once`, outside the above)", "_run_once ("),
+    ("body check (msgspec `check_body`, pydantic only for refusals)", "check_body ("),
+    ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "EventEnvelope"),
+    ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "plain_envelope ("),
+    ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "BaseModel.model_validate ("),
+    ("redaction (`redact_body`)", "redact_body ("),
+    ("rest of prepare (time window, record JSON, key, headers)", "BatchPreparer.prepare ("),
+    ("producer on the event loop (records into kafka-python's accumulator)", "EventProducer.produce ("),
+    ("rest of the handler (auth, body read, rate limit, metrics, response)", "ingest_events ("),
 ]
+THREADS = [
+    ("kafka-python sender thread (batches, lz4, socket, acks)", "Sender.run ("),
+    ("thread-pool hand-offs (anyio worker threads)", "WorkerThread.run ("),
+]
+OTHER = "HTTP, framework and event loop outside the handler"
 
 
-def summarise(raw: str) -> tuple[int, list[tuple[str, float]]]:
-    total = 0
+def classify(frames: list[str]) -> str | None:
+    if any(frames[-1].startswith(idle) for idle in IDLE):
+        return None
+    for label, needle in THREADS:
+        if any(f.startswith(needle) for f in frames):
+            return label
+    if not any(f.startswith("ingest_events (") for f in frames):
+        return OTHER
+    for frame in reversed(frames):
+        for label, needle in HANDLER_STAGES:
+            if needle in frame:
+                return label
+    return OTHER
+
+
+def summarise(raw: str) -> tuple[int, int, dict[str, float]]:
+    """(samples, busy samples, share of busy samples by stage)."""
+    total = busy = 0
     counts: Counter[str] = Counter()
     for line in raw.splitlines():
         stack, _, n = line.rpartition(" ")
         if not n.isdigit():
             continue
         total += int(n)
-        for label, needle in STAGES:
-            if needle in stack:
-                counts[label] += int(n)
-    return total, [(label, counts[label] / total if total else float("nan")) for label, _ in STAGES]
+        label = classify(stack.split(";"))
+        if label is not None:
+            busy += int(n)
+            counts[label] += int(n)
+    order = list(dict.fromkeys([label for label, _ in HANDLER_STAGES] + [label for label, _ in THREADS] + [OTHER]))
+    return total, busy, {label: counts[label] / busy if busy else float("nan") for label in order}
 
 
 def main() -> int:
@@ -102,10 +126,10 @@ def main() -> int:
         broker.stop()
     if not spy or spy[0].returncode != 0 or not out.exists():
         raise SystemExit(f"py-spy failed: {spy[0].stderr.decode()[-2000:] if spy else 'not run'}")
-    total, shares = summarise(Path(out).read_text())
+    total, busy, shares = summarise(Path(out).read_text())
     print(f"{name}: {load.events_per_s:,.0f} events/s under the profiler, statuses {load.statuses}, "
-          f"{total} samples (raw stacks in {out})")
-    for label, share in shares:
+          f"{total} samples, {busy} busy (raw stacks in {out})")
+    for label, share in shares.items():
         print(f"| {label} | {share:.1%} |")
     return 0
 
