@@ -193,7 +193,7 @@ class EventProducer:
         producer = self._producer
         if producer is None or not partitions_known(producer, {r.topic for r in records}):
             return None
-        return append_records(producer, ((r.topic, r.key, r.value, r.headers) for r in records))  # type: ignore[return-value]
+        return append_records(producer, ((r.topic, r.key, r.value, r.headers) for r in records))
 
     def _send_all(self, records: list[OutgoingRecord]) -> list[object]:
         producer = self._producer
