@@ -41,7 +41,9 @@ class ApiState:
 STATE_KEY = "ragmon"
 
 
-def _api_state(request: Request) -> ApiState:
+async def _api_state(request: Request) -> ApiState:
+    # async: FastAPI runs a plain `def` dependency in its thread pool, a thread hand-off (and a
+    # GIL hand-back) on every request for what is one attribute lookup.
     state: ApiState = getattr(request.state, STATE_KEY)
     return state
 

@@ -72,6 +72,7 @@ class LoadResult:
     statuses: dict[int, int] = field(default_factory=dict)
     events_ok: int = 0
     elapsed_s: float = 0.0
+    events_all: int = 0  # answered ok_status, warm-up included (to divide a process's CPU time over the run)
 
     @property
     def events_per_s(self) -> float:
@@ -98,6 +99,8 @@ async def _client(host: str, port: int, requests: list[bytes], events_per_reques
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
             await reader.readexactly(length)
+            if status == ok_status:
+                result.events_all += events_per_request
             if started >= measure_from:
                 result.latencies_s.append(time.monotonic() - started)
                 result.statuses[status] = result.statuses.get(status, 0) + 1

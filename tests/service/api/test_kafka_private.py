@@ -6,14 +6,17 @@ an upgrade of kafka-python is the signal to re-check kafka_private.py.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Iterator
 
 import kafka
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.partitioner.default import DefaultPartitioner
+from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from service.api.kafka_private import TESTED_MAJOR, drop_pending, partitions_known
+from service.api.kafka_private import TESTED_MAJOR, append_records, drop_pending, murmur2, partitions_known
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
@@ -54,3 +57,43 @@ def test_drop_pending_stops_the_sender_with_records_still_held(topic_and_produce
     producer.close(timeout=1)  # would raise or wait out the timeout if the sender were still flushing
     assert not producer._sender.is_alive()
     assert not future.is_done or future.failed()
+
+
+def test_murmur2_is_kafka_pythons_hash() -> None:
+    rng = random.Random(7)
+    for length in range(64):
+        for _ in range(20):
+            data = bytes(rng.randrange(256) for _ in range(length))
+            assert murmur2(data) == kafka_murmur2(data), data
+
+
+def test_append_records_lands_where_send_would_and_is_acknowledged(
+        topic_and_producer: tuple[str, KafkaProducer], kafka_bootstrap: str) -> None:
+    topic, producer = topic_and_producer
+    producer.partitions_for(topic)  # metadata first, as the API checks with partitions_known
+    keys = [f"tenant/req-{i}".encode() for i in range(40)]
+    headers = [("ragmon-event-id", b"x")]
+    futures = append_records(producer, [(topic, k, b"v-" + k, headers) for k in keys])
+    producer.flush(timeout=10)  # linger_ms is 60 s: only a flush sends them
+    partitioner = DefaultPartitioner()
+    placed = [f.get(timeout=10) for f in futures]
+    expected = [partitioner.partition(topic, k, k, None, None, producer._metadata) for k in keys]
+    assert [m.partition for m in placed] == expected
+    assert len(set(expected)) == 2  # both partitions used: the hash really decides
+
+    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
+    got = {}
+    for msg in consumer:
+        got[msg.key] = (msg.partition, msg.value, msg.headers)
+        if len(got) == len(keys):
+            break
+    consumer.close()
+    assert got == {k: (p, b"v-" + k, headers) for k, p in zip(keys, expected, strict=True)}
+
+
+def test_append_records_refuses_a_topic_without_metadata(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+    topic, producer = topic_and_producer
+    with pytest.raises(ValueError, match="no metadata"):
+        append_records(producer, [(topic + ".absent", b"k", b"v", [])])
