@@ -21,9 +21,11 @@ from service.simulate.stream import generate_events
 from tests.support.kafka import stored, trace_body
 from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
+from workers.faithfulness.views import VIEWS as FAITHFULNESS
 from workers.metrics.views import VIEWS as METRICS
 
-WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT}
+WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT,
+                                                  "faithfulness": FAITHFULNESS}
 
 
 def _project(full: Any, seen: Any) -> Any:
@@ -126,6 +128,17 @@ BROKEN = [
     ("drift", _set("query", {"text": "", "embedding": [0.1], "embedding_model": "m"})),
     ("drift", _set("query.embedding", [0.1, HUGE])),
     ("drift", _set("query.embedding", [])),
+    ("faithfulness", _set("request_id", "req 1")),
+    ("faithfulness", _set("request_id", None)),
+    ("faithfulness", _set("answer.text", "x" * 32_769)),
+    ("faithfulness", _set("answer.text", 42)),
+    ("faithfulness", _set("answer.refused", "maybe")),
+    ("faithfulness", _set("retrieval.documents.0.text", "x" * 32_769)),
+    ("faithfulness", _set("retrieval.documents.0.text", None)),
+    ("faithfulness", _set("retrieval.documents.0", {"id": "d1"})),
+    ("faithfulness", _set("retrieval.documents", [{"id": f"d{i}", "text": "t"} for i in range(101)])),
+    ("faithfulness", _set("sample_rate", 0)),
+    ("faithfulness", _set("release", "bad release")),
 ]
 
 
