@@ -212,14 +212,14 @@ def e2e_section(results: dict[str, dict[str, float]], run: Run, traces: int, rep
     rows.append(f"| scorer alone, realistic mix (ceiling) | | | {ceiling['wall']:.2f} | {ceiling['cpu']:.2f} | "
                 f"{ceiling_tokens['cpu']:,.0f} | {run.peaks['ours']:,.0f} |")
     command = "python tests/bench/bench_faithfulness.py" + (f" --reference {reference}" if reference else "")
+    turns = f"; the change and the reference (`{reference}`) take turns within each repeat" if reference else ""
     return f"""`{command}` — {traces:,} trace records of the simulator's `demo` traffic (production and shadow
 twins, refusals, the tenants' own sample rates) stored in a private Tansu broker as the API stores them; one
 faithfulness worker process runs its real runtime loop (batches of up to 500) on the full-size checkpoint,
 loaded by our loader, until every record is committed. Faithfulness settings at their defaults (sample rate
 10 %, answer mode, 1,024-token premises, score cache on) except the pairs-per-second budget, lifted to
-{E2E_CONFIG['pairs_per_second']:,.0f} so the model sets the pace. Median of {repeats} repeats; the change and the
-reference (`{reference}`) take turns within each repeat. 1-minute load average {loads[0]:.1f} before,
-{loads[1]:.1f} after.
+{E2E_CONFIG['pairs_per_second']:,.0f} so the model sets the pace. Median of {repeats} repeats{turns}. 1-minute load
+average {loads[0]:.1f} before, {loads[1]:.1f} after.
 
 ## End to end: record bytes -> commit, one process
 
