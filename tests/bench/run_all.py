@@ -30,7 +30,7 @@ BENCHES = {
     "shadow": "tests.bench.bench_shadow",
 }
 
-END_TO_END = ("ingest", "metrics_worker", "exclusion", "drift_worker")  # take --reference
+END_TO_END = ("ingest", "metrics_worker", "exclusion", "drift_worker", "faithfulness")  # take --reference
 
 
 def main() -> int:
