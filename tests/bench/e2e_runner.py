@@ -3,7 +3,8 @@
 It runs the worker's real runtime loop (ConsumerRuntime._step: poll, decode,
 dedupe, process, emit, mark done, commit) on records already in Kafka, until
 `--count` records are committed, and prints one JSON line: seconds per stage
-(wall clock and this process's CPU time) and its peak RSS. The stages are
+(wall clock and this process's CPU time), its peak RSS and the totals of the
+worker's counters and histogram sums (e.g. the pairs a scorer ran). The stages are
 timed by wrapping the runtime's own objects, so the same file measures any
 tree whose runtime has these parts: the reference (the code before a change)
 runs it with PYTHONPATH set to that tree.
@@ -113,7 +114,19 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
         emitter.close()
     return {"records": clock.records, "wall": clock.wall, "cpu": clock.cpu,
             "span_s": clock.last_commit_at - (clock.first_record_at or clock.last_commit_at),
-            "peak_rss_mb": peak_rss_mb()}
+            "peak_rss_mb": peak_rss_mb(),
+            "counters": counter_totals(registry)}
+
+
+def counter_totals(registry: Any) -> dict[str, float]:
+    """Each counter, and each histogram's sum, of the worker's registry summed over its labels
+    (e.g. the pairs a scorer ran, the seconds of its forward passes)."""
+    totals: dict[str, float] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if sample.name.endswith(("_total", "_sum")):
+                totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
+    return totals
 
 
 def peak_rss_mb() -> float:

@@ -30,7 +30,8 @@ BENCHES = {
     "shadow": "tests.bench.bench_shadow",
 }
 
-END_TO_END = ("ingest", "otlp", "metrics_worker", "exclusion", "drift_worker", "review", "shadow")  # take --reference
+END_TO_END = ("ingest", "otlp", "metrics_worker", "exclusion", "drift_worker", "faithfulness", "review",
+              "shadow")  # take --reference
 
 
 def main() -> int:

@@ -5,7 +5,8 @@ embeddings, feedback, labels, releases) is sent to one API process at a fixed
 rate for `--seconds`; one process of each worker consumes it. Every 10 s the
 resident set size of each process is sampled. Reported: RSS after the first
 minute, at the end, and the largest, per process (growth after warm-up is the
-signal). Appends its table to --out.
+signal, and the slope of a least-squares line through the second half's samples says whether it has
+levelled off). Writes its table to --out.
 
     python tests/bench/soak.py --seconds 600 --rate 300 --out tests/bench/reports/soak.md
 """
@@ -38,6 +39,16 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of RSS against time (MiB per minute) over the second half of the run."""
+    half = [(t, r) for t, r in points if t >= points[-1][0] / 2]
+    if len(half) < 2:
+        return float("nan")
+    mean_t, mean_r = sum(t for t, _ in half) / len(half), sum(r for _, r in half) / len(half)
+    spread = sum((t - mean_t) ** 2 for t, _ in half)
+    return 60 * sum((t - mean_t) * (r - mean_r) for t, r in half) / spread if spread else float("nan")
 
 
 def soak(seconds: int, rate: float) -> dict[str, list[tuple[float, float]]]:
@@ -94,15 +105,15 @@ def main() -> int:
     for name, points in samples.items():
         after_warmup = next((rss for t, rss in points if t >= 60), points[0][1])
         rows.append(f"| {name} | {after_warmup:,.0f} | {points[-1][1]:,.0f} | {max(r for _, r in points):,.0f} | "
-                    f"{points[-1][1] - after_warmup:+,.0f} |")
+                    f"{points[-1][1] - after_warmup:+,.0f} | {slope_mb_per_min(points):+.2f} |")
         per_minute = [rss for i, (_, rss) in enumerate(points) if i % 6 == 5]
         minutes.append(f"| {name} | {' '.join(f'{r:.0f}' for r in per_minute)} |")
     body = f"""`python tests/bench/soak.py --seconds {args.seconds} --rate {args.rate:g}` — the `clean` scenario sent to one
 API process for {args.seconds} s at {args.rate:g} requests/s; one process each of the metrics, exclusion and drift
 (app embeddings) workers. Resident set size sampled every 10 s (MiB):
 
-| process | after 1 min | at the end | largest | end − after 1 min |
-|---|---:|---:|---:|---:|
+| process | after 1 min | at the end | largest | end − after 1 min | slope, second half (MiB/min) |
+|---|---:|---:|---:|---:|---:|
 {chr(10).join(rows)}
 
 RSS at the end of each minute (MiB), to tell a warm-up that levels off from growth:

@@ -22,7 +22,8 @@ is processed again after it succeeded is not counted twice either.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import hashlib
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -52,19 +53,92 @@ from workers.runtime.types import Emitter, Event, InvalidEvent, Readiness, Rejec
 
 
 class RecentKeys:
-    """The claims this process has counted, oldest forgotten first (bounded memory)."""
+    """The claims this process has counted, oldest forgotten first, in a fixed number of bytes.
+
+    A key is remembered as a 64-bit digest: in a ring of `limit` slots (the order to forget them in)
+    and in an open-addressing table of at least twice as many (linear probing, so a lookup is a
+    few array reads; the oldest is removed by shifting its cluster back, no tombstones). Both
+    arrays are allocated once, so memory is 8 bytes x (ring + table) from the start, whatever the
+    keys' length and however many have been seen: 2.8 MiB for 100,000 keys, where a dict of the
+    key strings grew by about 230 bytes of RSS a key until full. Two keys share a digest with probability
+    about limit^2 / 2^65 (3e-10 at 100,000); then a new claim is taken for one already counted.
+    """
 
     def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"recent_limit: must be at least 1, got {limit}")
         self._limit = limit
-        self._keys: OrderedDict[str, None] = OrderedDict()
+        size = 1 << max(3, (2 * limit - 1).bit_length())  # a power of two, at least 2 x limit
+        self._mask = size - 1
+        self._table = array("Q", bytes(8 * size))  # 0 = empty slot
+        self._ring = array("Q", bytes(8 * limit))
+        self._next = 0  # ring slot of the next key (the oldest once the ring is full)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the two arrays (fixed at construction)."""
+        return (len(self._table) + len(self._ring)) * 8
 
     def __contains__(self, key: str) -> bool:
-        return key in self._keys
+        digest = _digest(key)
+        return self._table[self._slot(digest)] == digest
 
     def add(self, key: str) -> None:
-        self._keys[key] = None
-        if len(self._keys) > self._limit:
-            self._keys.popitem(last=False)
+        digest = _digest(key)
+        slot = self._slot(digest)
+        if self._table[slot] == digest:
+            return
+        if self._count == self._limit:
+            self._remove(self._ring[self._next])
+            slot = self._slot(digest)  # the removal may have shifted the cluster
+        else:
+            self._count += 1
+        self._table[slot] = digest
+        self._ring[self._next] = digest
+        self._next = (self._next + 1) % self._limit
+
+    def _slot(self, digest: int) -> int:
+        """The slot holding `digest`, or the empty slot where it would go."""
+        table, mask = self._table, self._mask
+        slot = digest & mask
+        while True:
+            held = table[slot]
+            if held == digest or held == 0:
+                return slot
+            slot = (slot + 1) & mask
+
+    def _remove(self, digest: int) -> None:
+        """Empty the digest's slot and move later members of its cluster back (Knuth's algorithm R)."""
+        table, mask = self._table, self._mask
+        hole = self._slot(digest)
+        probe = hole
+        while True:
+            probe = (probe + 1) & mask
+            held = table[probe]
+            if held == 0:
+                break
+            home = held & mask
+            # `held` may fill the hole unless its home lies cyclically in (hole, probe].
+            if not _between(hole, home, probe):
+                table[hole] = held
+                hole = probe
+        table[hole] = 0
+
+
+def _between(low: int, x: int, high: int) -> bool:
+    """Whether x lies cyclically in (low, high]."""
+    if low <= high:
+        return low < x <= high
+    return x > low or x <= high
+
+
+def _digest(key: str) -> int:
+    value = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "little")
+    return value or 1  # 0 marks an empty slot
 
 
 @dataclass

@@ -19,19 +19,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from service.contracts import TraceBody
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.premise import Truncation, build_premise
 from workers.faithfulness.sampling import PairBudget, sampled
 from workers.faithfulness.scorer import HHEMScorer
 from workers.faithfulness.sentences import has_claims, split_sentences
+from workers.faithfulness.views import FaithfulnessTrace
 from workers.runtime.types import Event
 
 
 @dataclass
 class TracePlan:
     event: Event
-    body: TraceBody
+    body: FaithfulnessTrace
     tenant_label: str
     variant_label: str
     sample_rate: float

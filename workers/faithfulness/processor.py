@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from service.contracts import Topics, TraceBody
+from service.contracts import Topics
 from service.contracts.scores import (
     FaithfulnessScoreEvent,
     ModelRef,
@@ -31,6 +31,7 @@ from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.faithfulness.plan import Planner, TracePlan
 from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
+from workers.faithfulness.views import VIEWS, FaithfulnessTrace
 from workers.runtime.labels import FirstSeenCap
 from workers.runtime.types import Emitter, Event, Readiness, Rejection, split_by_body
 
@@ -69,6 +70,7 @@ def trace_outcome(
 class FaithfulnessProcessor:
     name: str = "faithfulness"
     event_types: tuple[str, ...] = ("trace",)
+    views = VIEWS
 
     def __init__(
         self,
@@ -158,14 +160,14 @@ class FaithfulnessProcessor:
         if self._scorer is None or self._planner is None or self._model is None:
             raise ScorerUnavailable(self._load_error or "faithfulness: the HHEM model is not loaded")
         now = self._clock()
-        traces, rejections = split_by_body(events, TraceBody)
+        traces, rejections = split_by_body(events, FaithfulnessTrace)
         plans = [self._planner.plan(self._new_plan(event, body), now) for event, body in traces]
         scored = self._score(self._scorer, [plan for plan in plans if plan.to_score])
         for plan in plans:
             self._record(plan, scored.get(id(plan), []), self._model)
         return rejections
 
-    def _new_plan(self, event: Event, body: TraceBody) -> TracePlan:
+    def _new_plan(self, event: Event, body: FaithfulnessTrace) -> TracePlan:
         tenant = event.tenant
         variant = self._variants(tenant, body.variant)
         self._publish_settings(tenant)

@@ -21,12 +21,13 @@ from service.simulate.stream import generate_events
 from tests.support.kafka import stored, trace_body
 from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
+from workers.faithfulness.views import VIEWS as FAITHFULNESS
 from workers.metrics.views import VIEWS as METRICS
 from workers.review.views import VIEWS as REVIEW
 from workers.shadow.views import VIEWS as SHADOW
 
 WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT,
-                                                  "shadow": SHADOW, "review": REVIEW}
+                                                  "shadow": SHADOW, "review": REVIEW, "faithfulness": FAITHFULNESS}
 
 
 def _project(full: Any, seen: Any) -> Any:
@@ -147,6 +148,17 @@ BROKEN = [
     ("review", _set("answer.refused", "maybe")),
     ("review", _set("query.text", "")),
     ("review", _set("retrieval.exclusion_sample.candidates.0.id", "")),
+    ("faithfulness", _set("request_id", "req 1")),
+    ("faithfulness", _set("request_id", None)),
+    ("faithfulness", _set("answer.text", "x" * 32_769)),
+    ("faithfulness", _set("answer.text", 42)),
+    ("faithfulness", _set("answer.refused", "maybe")),
+    ("faithfulness", _set("retrieval.documents.0.text", "x" * 32_769)),
+    ("faithfulness", _set("retrieval.documents.0.text", None)),
+    ("faithfulness", _set("retrieval.documents.0", {"id": "d1"})),
+    ("faithfulness", _set("retrieval.documents", [{"id": f"d{i}", "text": "t"} for i in range(101)])),
+    ("faithfulness", _set("sample_rate", 0)),
+    ("faithfulness", _set("release", "bad release")),
 ]
 
 

@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from service.contracts import StoredEvent, TraceBody
+from service.contracts import StoredEvent
+from service.contracts.views import record_decoder
 from service.simulate.records import SimEvent
+from workers.faithfulness.views import FaithfulnessTrace
 from workers.runtime.types import Event, SourceRecord
+
+_DECODE = record_decoder(FaithfulnessTrace)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -44,7 +48,8 @@ def trace(
         body=body,
     )
     source = SourceRecord("ragmon.traces", 0, offset, f"{tenant}/{body['request_id']}".encode(), 0)
-    return Event(source=source, stored=stored, body=TraceBody.model_validate(body))
+    # The body as the runtime hands it over: the record decoded once into the worker's view.
+    return Event(source=source, stored=stored, body=_DECODE.decode(stored.model_dump_json()).body)
 
 
 @dataclass
