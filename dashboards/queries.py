@@ -73,6 +73,18 @@ def substitute(
     return _replace(_VARIABLE, values, "dashboard variable", _replace(_MACRO, macros, "Grafana macro", expr))
 
 
+# Panels fed by inputs the simulator's `incidents` run (the demo traffic of the end-to-end test) does not
+# send: OTLP exports (the assembler), a Phoenix or OTLP collector (the exporter and forwarder start only when
+# one is configured) and human labels (the review calibration). "No data" is the truth for them there.
+ABSENT_INPUT_SERIES = ("ragmon_assembler_", "ragmon_forwarder_", "ragmon_phoenix_", "ragmon_review_judge_",
+                       "ragmon_review_reviewer_kappa", "ragmon_review_faithful_ratio")
+
+
+def input_absent_from_incidents(query: PanelQuery) -> bool:
+    """True for a panel whose input the `incidents` demo traffic does not produce (ABSENT_INPUT_SERIES)."""
+    return any(name in query.expr for name in ABSENT_INPUT_SERIES)
+
+
 def needs_history(query: PanelQuery) -> bool:
     """True for a query that stays empty until Prometheus has the regeneration baseline's history."""
     return any(name in query.expr for name in HISTORY_SERIES)

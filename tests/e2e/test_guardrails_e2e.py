@@ -61,6 +61,8 @@ def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
                          "pairs_per_second": 200, "burst_seconds": 5, "threshold": 0.5,
                          "premise_token_budget": 160, "batch_size": 32},
         "exclusion": {"proxy_score_threshold": 0.76},
+        # The incidents scenario's candidate answers 20% of production requests (its `candidate.share`).
+        "shadow": {"expected_shadow_rate": {"rerank-v2": 0.2}},
         # The app's own embeddings (the simulator's encoder); windows of a few hundred queries
         # average over its sessions, whose follow-up questions stay on one topic.
         "drift": {"encoder": {"enabled": False}, "app_embeddings": {"models": ["app-embed-v1"]},
@@ -212,13 +214,18 @@ def test_the_broken_predicate_is_attributed(run: Run) -> None:
 
 def test_every_dashboard_panel_returns_data(run: Run) -> None:
     """Evaluated while traffic still flowed (the last incident), as a person watching the demo would."""
-    from dashboards.queries import all_panel_queries, needs_history
+    from dashboards.queries import all_panel_queries, input_absent_from_incidents, needs_history
 
     at = incident_windows(run.t0)["unfaithful-answers"][1] - 2
-    empty = []
+    empty, waiting = [], []
     for q in all_panel_queries(None, None, rate_interval="30s", range_="10m"):
         if needs_history(q):
             continue
-        if not run.stack.query(q.expr, at=at):
+        has_data = bool(run.stack.query(q.expr, at=at))
+        if input_absent_from_incidents(q):
+            waiting.append(has_data)
+        elif not has_data:
             empty.append((q.dashboard_uid, q.panel_title))
     assert empty == [], f"panels without data after the incidents run: {empty}"
+    # The exemption is narrow: it covers the panels of OTLP, Phoenix and human labels, and only those.
+    assert 0 < len(waiting) <= 20, len(waiting)
