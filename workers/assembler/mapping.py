@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from service.contracts import TraceBody
 from service.contracts import limits as L
+from service.contracts.fast import check_body
 from workers.assembler.documents import context_documents, identifier
 from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage
 from workers.assembler.view import SpanView
@@ -164,7 +165,9 @@ def assemble(trace: TraceSpans) -> Assembled:
     body["answer"] = {"text": (answer_text(root, llms) or "")[: L.MAX_ANSWER_CHARS]}
     body["timings"] = timings(root, trace.spans)
     body["usage"] = usage(llms)
-    try:
+    if check_body("trace", body):  # msgspec: never looser than the model, so what it accepts the model accepts
+        return Assembled(body, start_ns=root.start_ns, counts=counts)
+    try:  # refused (or only stricter than the model): the model decides, and names the field and the rule
         TraceBody.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
