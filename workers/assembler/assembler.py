@@ -68,14 +68,31 @@ def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, byt
             (T.H_SCHEMA, b"1")]
 
 
-def _kind_and_annotations(span: Span) -> tuple[str | None, bool]:
-    """The OpenInference kind and whether the span carries annotations, without decoding every attribute."""
+_KIND_KEY = "openinference.span.kind"
+_KIND_KEY_BYTES = _KIND_KEY.encode()
+_ANNOTATIONS = "annotations."
+_ANNOTATIONS_BYTES = _ANNOTATIONS.encode()
+
+
+def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]:
+    """The OpenInference kind and whether the span carries annotations, without decoding every attribute.
+
+    `payload` is the span serialised: a key absent from its bytes is on no attribute, so the attributes are
+    walked only as far as needed (to the kind when its key occurs once; every one when annotations may be there).
+    """
     kind = None
     annotated = False
+    may_annotate = _ANNOTATIONS_BYTES in payload
+    occurrences = payload.count(_KIND_KEY_BYTES)
+    if not occurrences and not may_annotate:
+        return None, False
     for item in span.attributes:
-        if item.key == "openinference.span.kind":
+        key = item.key
+        if key == _KIND_KEY:
             kind = item.value.string_value.upper()
-        elif item.key.startswith("annotations."):
+            if occurrences == 1 and not may_annotate:
+                break  # the only attribute with this key (a later duplicate would have won)
+        elif may_annotate and key.startswith(_ANNOTATIONS):
             annotated = True
     return kind, annotated
 
@@ -127,7 +144,8 @@ class Assembler:
         resource = b""
         for rs, _, span in record.spans():
             resource = resource or rs.resource.SerializeToString()
-            kind, annotated = _kind_and_annotations(span)
+            payload = span.SerializeToString()
+            kind, annotated = _kind_and_annotations(span, payload)
             if annotated:
                 view = SpanView.of(span)
                 self._feedback(record, view)
@@ -136,7 +154,7 @@ class Assembler:
                     continue  # a feedback carrier, not part of the RAG trace
             parent = span.parent_span_id
             span_class = ROOT if not parent else MAPPED if kind in MAPPED_KINDS else OTHER
-            entries.append(SpanEntry(span.span_id.hex(), span_class, span.SerializeToString()))
+            entries.append(SpanEntry(span.span_id.hex(), span_class, payload))
         return record.tenant, record.trace_id, resource, entries
 
     def _feedback(self, record: SpanRecord, view: SpanView) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+from itertools import islice
 from typing import Any
 
 from service.contracts import limits as L
@@ -47,10 +48,13 @@ def _scalar(value: Any) -> Any:
 def clean_metadata(raw: dict[str, Any]) -> dict[str, Any]:
     """Fit app metadata into the contract's limits (long strings cut, nested values as JSON text)."""
     out: dict[str, Any] = {}
-    for key, value in list(raw.items())[: L.MAX_METADATA_KEYS - 1]:  # one key left for the truncation mark
+    for key, value in islice(raw.items(), L.MAX_METADATA_KEYS - 1):  # one key left for the truncation mark
         if not isinstance(key, str) or not 0 < len(key) <= L.MAX_METADATA_KEY_LEN:
             continue
-        if isinstance(value, list) and all(not isinstance(v, list | dict) for v in value):
+        kind = type(value)
+        if kind is str:  # most metadata values: _scalar's first case, without the call
+            out[key] = value if len(value) <= L.MAX_METADATA_STR_LEN else value[: L.MAX_METADATA_STR_LEN]
+        elif isinstance(value, list) and all(not isinstance(v, list | dict) for v in value):
             out[key] = [v for v in (_scalar(v) for v in value[: L.MAX_METADATA_LIST_LEN]) if v is not None]
         else:
             out[key] = _scalar(value)

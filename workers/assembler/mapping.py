@@ -27,6 +27,10 @@ EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
 LOOKUP_KEYS = frozenset({*RAGMON_FIELDS.values(), "session.id", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
 
 
+def _start_ns(span: SpanView) -> int:
+    return span.start_ns
+
+
 @dataclass
 class Assembled:
     body: dict[str, Any] | None
@@ -43,24 +47,23 @@ class TraceSpans:
     trace_id: str
     spans: list[SpanView]
     resource: dict[str, Any]
+    # Computed once from the spans (every step of the mapping reads them): start order, spans by kind, the root.
+    by_start: list[SpanView] = field(init=False, repr=False)
+    _kinds: dict[str | None, list[SpanView]] = field(init=False, repr=False)
+    _root: SpanView | None = field(init=False, repr=False)
 
-    @cached_property
-    def by_start(self) -> list[SpanView]:
-        return sorted(self.spans, key=lambda s: s.start_ns)
-
-    @cached_property
-    def _kinds(self) -> dict[str | None, list[SpanView]]:
-        out: dict[str | None, list[SpanView]] = {}
+    def __post_init__(self) -> None:
+        self.by_start = sorted(self.spans, key=_start_ns)
+        kinds: dict[str | None, list[SpanView]] = {}
+        root = None
         for span in self.by_start:
-            out.setdefault(span.kind, []).append(span)
-        return out
+            kinds.setdefault(span.kind, []).append(span)
+            if root is None and not span.parent_id:
+                root = span
+        self._kinds, self._root = kinds, root
 
     def root(self) -> SpanView | None:
         return self._root
-
-    @cached_property
-    def _root(self) -> SpanView | None:
-        return next((s for s in self.by_start if not s.parent_id), None)
 
     def of_kind(self, kind: str) -> list[SpanView]:
         return list(self._kinds.get(kind, ()))
