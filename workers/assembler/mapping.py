@@ -6,7 +6,6 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
@@ -51,6 +50,7 @@ class TraceSpans:
     by_start: list[SpanView] = field(init=False, repr=False)
     _kinds: dict[str | None, list[SpanView]] = field(init=False, repr=False)
     _root: SpanView | None = field(init=False, repr=False)
+    _found: dict[str, Any] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.by_start = sorted(self.spans, key=_start_ns)
@@ -83,9 +83,14 @@ class TraceSpans:
             yield span.attrs
             yield span.metadata
 
-    @cached_property
+    @property
     def _settings(self) -> dict[str, Any]:
         """Every key of LOOKUP_KEYS found, first holder wins, in one pass (a set intersection per holder)."""
+        if self._found is None:
+            self._found = self._find_settings()
+        return self._found
+
+    def _find_settings(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
         root = self.root()
         if root is None:

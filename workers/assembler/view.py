@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import orjson
@@ -83,6 +82,7 @@ class SpanView:
 
     # The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once).
     kind: str | None = field(init=False, default=None)
+    _metadata: dict[str, Any] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         value = self.attrs.get("openinference.span.kind")
@@ -109,13 +109,16 @@ class SpanView:
                 return None
         return None
 
-    @cached_property
+    @property
     def metadata(self) -> dict[str, Any]:
         """The OpenInference `metadata` attribute (a JSON object as a string), {} when absent or not an object.
 
-        Parsed once: every ragmon.* lookup reads it.
+        Parsed once: every ragmon.* lookup reads it (kept by hand: functools.cached_property takes a lock per read).
         """
-        return json_object(self.attrs.get("metadata"))
+        parsed = self._metadata
+        if parsed is None:
+            parsed = self._metadata = json_object(self.attrs.get("metadata"))
+        return parsed
 
     def indexed(self, prefix: str) -> dict[int, dict[str, Any]]:
         """Flattened lists: `prefix.N.rest` -> {N: {rest: value}} (OpenInference's way to send lists)."""
