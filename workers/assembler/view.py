@@ -72,13 +72,11 @@ class SpanView:
 
     @classmethod
     def of(cls, span: Span) -> SpanView:
-        return cls(
-            span_id=span.span_id.hex(), parent_id=span.parent_span_id.hex(), name=span.name,
-            start_ns=span.start_time_unix_nano, end_ns=span.end_time_unix_nano,
-            attrs=attribute_map(span.attributes), dropped_attributes=span.dropped_attributes_count,
-            events=[(e.name, e.time_unix_nano) for e in span.events],
-            links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
-        )
+        events, links = span.events, span.links  # mostly empty: no comprehension then
+        return cls(span.span_id.hex(), span.parent_span_id.hex(), span.name, span.start_time_unix_nano,
+                   span.end_time_unix_nano, attribute_map(span.attributes), span.dropped_attributes_count,
+                   [(e.name, e.time_unix_nano) for e in events] if events else [],
+                   [(link.trace_id.hex(), link.span_id.hex()) for link in links] if links else [])
 
     # The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once).
     kind: str | None = field(init=False, default=None)
