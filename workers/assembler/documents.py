@@ -25,6 +25,23 @@ TRUNCATED_KEY = "ragmon_truncated"
 
 def identifier(value: Any) -> str | None:
     """`value` as a contract identifier, or None when it cannot be one."""
+    if type(value) is str:  # the same chunks come back trace after trace: their ids are checked once
+        known = _KNOWN_IDS.get(value, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
+        if len(_KNOWN_IDS) >= _MAX_KNOWN_IDS:
+            _KNOWN_IDS.clear()
+        known = _KNOWN_IDS[value] = _identifier(value)
+        return known
+    return _identifier(value)
+
+
+_KNOWN_IDS: dict[str, str | None] = {}
+_MAX_KNOWN_IDS = 20_000
+_UNKNOWN = object()
+
+
+def _identifier(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value)

@@ -96,6 +96,8 @@ class TraceSpans:
         if root is None:
             return found
         for holder in self._holders(root):
+            if not holder:  # most spans have no metadata
+                continue
             for key in LOOKUP_KEYS & holder.keys():
                 if key not in found and holder[key] is not None:
                     found[key] = holder[key]

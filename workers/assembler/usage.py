@@ -118,8 +118,9 @@ def usage(llms: list[SpanView]) -> dict[str, Any]:
     tokens: dict[str, int] = {}
     costs: list[float | None] = []
     for llm in llms:
+        attrs = llm.attrs
         for key, kind in TOKEN_ATTRIBUTES.items():
-            n = llm.number(key)
+            n = llm.number(key) if key in attrs else None  # most calls report two of the four
             if n is not None and n >= 0:
                 tokens[kind] = tokens.get(kind, 0) + int(n)
         costs.append(llm.number("llm.cost.total"))
