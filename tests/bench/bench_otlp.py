@@ -506,6 +506,14 @@ def assembler_report(args: argparse.Namespace, runs: dict[str, list[dict[str, An
     else:
         ratio = "No reference measured (pass --reference REV)."
     prof_table = "\n".join(prof)
+    raw_cpu = "; ".join(f"{p}: " + ", ".join(f"{r['spans'] / r['cpu']['end_to_end_process']:,.0f}" for r in runs[p])
+                        for p in paths)
+    pairs = ""
+    if "reference" in runs:  # the two paths of one repeat ran back to back, under about the same load
+        ratios = [(c["spans"] / c["cpu"]["end_to_end_process"]) / (r["spans"] / r["cpu"]["end_to_end_process"])
+                  for c, r in zip(runs["change"], runs["reference"], strict=True)]
+        pairs = (f"; change / reference per repeat: {', '.join(f'{x:.2f}' for x in ratios)}× "
+                 f"(median {median(ratios):.2f}×)")
     parts = "" if args.parts == "ingest,phoenix,assembler" else f" --parts {args.parts}"
     parsers = ", ".join(f"{p}: " + ("hiredis (C)" if all(r.get("hiredis") for r in runs[p]) else
                                      "redis-py's Python parser (its revision does not depend on hiredis)")
@@ -528,7 +536,7 @@ spans over the process's CPU time (every thread), i.e. what one process sustains
 
 Target ≥ 5,000 spans/s per process on the wall clock of this loaded machine: **{verdict}**
 ({change['wall'] / 5000:.1f}× the target; {change['cpu'] / 5000:.1f}× per CPU-second). {ratio}
-Raw spans/s (wall) per repeat: {raw}. Redis replies parsed by {parsers}. A floor in the same run: a plain kafka-python consumer reading and
+Raw spans/s (wall) per repeat: {raw}. Per CPU-second per repeat: {raw_cpu}{pairs}. Redis replies parsed by {parsers}. A floor in the same run: a plain kafka-python consumer reading and
 decoding the same records (nothing else) reaches {plain:,.0f} spans/s.
 
 ### Where the assembler's time goes (µs per span, median over repeats)
