@@ -33,6 +33,7 @@ H_SPAN_COUNT = "ragmon-otlp-span-count"
 # Fixed namespaces: ids derived from them are stable across processes and releases.
 SPAN_RECORD_NAMESPACE = uuid.UUID("5d0c7a8e-3b8f-5f3e-9a51-0f2b6c1e7a10")
 TRACE_EVENT_NAMESPACE = uuid.UUID("8f4e2c61-7d0a-5b9c-b3e4-2a6d9c0f1e35")
+_NAMESPACE_BYTES = TRACE_EVENT_NAMESPACE.bytes
 
 
 class SpanRecordError(ValueError):
@@ -71,7 +72,12 @@ def span_record_id(tenant: str, trace_id_hex: str, value: bytes) -> str:
 
 def trace_event_id(tenant: str, trace_id_hex: str) -> str:
     """The native trace event's id for an OTLP trace: a replay or a re-assembly yields the same id."""
-    return str(uuid.uuid5(TRACE_EVENT_NAMESPACE, f"{tenant}/{trace_id_hex}"))
+    # uuid.uuid5, written out: the same UUID without building a UUID object (one per trace event)
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + f"{tenant}/{trace_id_hex}".encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def encode_span_record(tenant: str, trace_id_hex: str, data: TracesData) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:

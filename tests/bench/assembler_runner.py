@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +36,7 @@ STAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "finish": ("store", ("finish_many",)),
 }
 ALL = ("fetch", *STAGES, "end_to_end", "end_to_end_process")
+BLOCK_HIREDIS = "RAGMON_BENCH_BLOCK_HIREDIS"
 
 
 class StageClock:
@@ -56,6 +59,8 @@ class StageClock:
 
 
 def run(count: int, timeout_s: float) -> dict[str, Any]:
+    if os.environ.get(BLOCK_HIREDIS) == "1":  # a reference revision that did not depend on hiredis runs without it
+        sys.modules["hiredis"] = None  # type: ignore[assignment]  # redis-py then falls back to its Python parser
     import redis
     from prometheus_client import CollectorRegistry
 
@@ -122,7 +127,8 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
     return {"traces": emitted(), "spans": registry.get_sample_value("ragmon_assembler_spans_total",
                                                                      {"outcome": "stored"}) or 0.0,
             "wall": clock.wall, "cpu": clock.cpu,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "hiredis": bool(redis.utils.HIREDIS_AVAILABLE)}
 
 
 def main() -> int:

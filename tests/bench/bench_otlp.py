@@ -46,8 +46,10 @@ from service.contracts.spans import decode_span_record, encode_span_record, spli
 from service.contracts.topics import Topics
 from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
 from tests.bench import e2e
+from tests.bench.assembler_runner import BLOCK_HIREDIS
 from tests.bench.bench_ingest import api_rss_mb, trace_envelopes
 from tests.bench.common import (
+    REPORTS,
     ROOT,
     build_request,
     median,
@@ -68,6 +70,8 @@ SPANS_PER_TRACE = 4
 MS = 1_000_000
 WORK = ROOT / "tests" / "bench" / ".work"
 RUNNER = ROOT / "tests" / "bench" / "assembler_runner.py"
+KEPT_NOTE = "(The sections above are from the previous full run"
+ASM_HEADING = "## Assembler: one process, spans topic -> trace events"
 ASM_STAGES = ("fetch", "decode", "store", "commit", "claim", "load", "assemble", "ack", "finish")
 
 
@@ -284,8 +288,9 @@ def assembler_runs(args: argparse.Namespace, envelopes: list[dict[str, Any]], br
         for rep in range(args.repeats):
             for path, tree in trees.items():
                 redis.Redis.from_url(redis_url).flushdb()  # the previous run's state and done markers
+                block = {BLOCK_HIREDIS: "1"} if not depends_on_hiredis(tree) else {}
                 done = subprocess.run([sys.executable, str(RUNNER), "--count", str(args.assembler_traces)],
-                                      cwd=tree, env={**env, "PYTHONPATH": str(tree),
+                                      cwd=tree, env={**env, "PYTHONPATH": str(tree), **block,
                                                      "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}"},
                                       capture_output=True, text=True, timeout=600, check=False)
                 if done.returncode != 0:
@@ -300,6 +305,13 @@ def assembler_runs(args: argparse.Namespace, envelopes: list[dict[str, Any]], br
     finally:
         config.unlink(missing_ok=True)
     return runs
+
+
+def depends_on_hiredis(tree: Path) -> bool:
+    """Whether the tree's project lists hiredis (redis-py's C parser): a reference from before it runs without it,
+    as it was deployed, although the shared environment has it installed."""
+    project = tree / "pyproject.toml"
+    return project.is_file() and '"hiredis' in project.read_text()
 
 
 def plain_read_spans_per_s(bootstrap: str, prefix: str) -> float:
@@ -366,8 +378,25 @@ def main() -> int:
         broker.stop()
     body += (f"\nLoad average at the end of the run (other work shares this 2-core machine): "
              f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1 / 5 / 15 min).\n")
+    if parts == {"assembler"}:
+        body = keep_other_sections(body, Path(args.out) if args.out else REPORTS / "otlp.md")
     write_report("otlp", "OTLP ingestion and assembler benchmark", body, args.out)
     return 0
+
+
+def keep_other_sections(assembler_body: str, report: Path) -> str:
+    """With only the assembler part run: the report's other sections as they were, this run's assembler section."""
+    if not report.is_file() or ASM_HEADING not in report.read_text():
+        return assembler_body
+    old = report.read_text()
+    machine = next((line for line in old.splitlines() if line.startswith("_Machine:")), "_Machine: unknown._")
+    before = old[old.index("\n\n", old.index("_Machine:")) + 2:old.index(ASM_HEADING)].rstrip().splitlines()
+    notes = [line for line in before if line.startswith(KEPT_NOTE)]  # an earlier assembler-only run's: kept
+    note = notes[0] if notes else (f"{KEPT_NOTE}, {machine.strip('_.')[len('Machine: '):]}; the assembler section "
+                                   "below was re-measured alone with `--parts assembler`; the machine line at the "
+                                   "top is that run's.)")
+    kept = "\n".join(line for line in before if not line.startswith(KEPT_NOTE)).rstrip()
+    return f"{kept}\n\n{note}\n{assembler_body}"
 
 
 def ingest_report(args: argparse.Namespace, rows: list[tuple[Any, ...]], rss: float) -> str:
@@ -477,10 +506,22 @@ def assembler_report(args: argparse.Namespace, runs: dict[str, list[dict[str, An
     else:
         ratio = "No reference measured (pass --reference REV)."
     prof_table = "\n".join(prof)
+    raw_cpu = "; ".join(f"{p}: " + ", ".join(f"{r['spans'] / r['cpu']['end_to_end_process']:,.0f}" for r in runs[p])
+                        for p in paths)
+    pairs = ""
+    if "reference" in runs:  # the two paths of one repeat ran back to back, under about the same load
+        ratios = [(c["spans"] / c["cpu"]["end_to_end_process"]) / (r["spans"] / r["cpu"]["end_to_end_process"])
+                  for c, r in zip(runs["change"], runs["reference"], strict=True)]
+        pairs = (f"; change / reference per repeat: {', '.join(f'{x:.2f}' for x in ratios)}× "
+                 f"(median {median(ratios):.2f}×)")
+    parts = "" if args.parts == "ingest,phoenix,assembler" else f" --parts {args.parts}"
+    parsers = ", ".join(f"{p}: " + ("hiredis (C)" if all(r.get("hiredis") for r in runs[p]) else
+                                     "redis-py's Python parser (its revision does not depend on hiredis)")
+                        for p in paths)
     return f"""
-## Assembler: one process, spans topic -> trace events
+{ASM_HEADING}
 
-`python tests/bench/bench_otlp.py --reference {args.reference}` — {args.assembler_traces:,} unique traces
+`python tests/bench/bench_otlp.py --reference {args.reference}{parts}` — {args.assembler_traces:,} unique traces
 ({args.assembler_traces * SPANS_PER_TRACE:,} spans, one spans record per trace, as the API writes them) preloaded into
 a 4-partition spans topic of a private Tansu broker; each run is one process (tests/bench/assembler_runner.py)
 running the real loop (poll, decode, idempotent store in Redis, commit, claim, load, assemble, produce the trace
@@ -495,7 +536,7 @@ spans over the process's CPU time (every thread), i.e. what one process sustains
 
 Target ≥ 5,000 spans/s per process on the wall clock of this loaded machine: **{verdict}**
 ({change['wall'] / 5000:.1f}× the target; {change['cpu'] / 5000:.1f}× per CPU-second). {ratio}
-Raw spans/s (wall) per repeat: {raw}. A floor in the same run: a plain kafka-python consumer reading and
+Raw spans/s (wall) per repeat: {raw}. Per CPU-second per repeat: {raw_cpu}{pairs}. Redis replies parsed by {parsers}. A floor in the same run: a plain kafka-python consumer reading and
 decoding the same records (nothing else) reaches {plain:,.0f} spans/s.
 
 ### Where the assembler's time goes (µs per span, median over repeats)

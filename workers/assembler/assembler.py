@@ -43,13 +43,22 @@ MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the
 
 
 _EMPTY: dict[str, Any] = {}
+# (type, tenant) pairs whose envelope the contract model accepted. The other fields of an envelope cannot
+# make it invalid (the id is a UUID this module makes, the two timestamps are datetimes written by isoformat),
+# so the model is asked once per pair instead of once per event. Bounded: cleared when it grows past this.
+_VALID_ENVELOPES: set[tuple[str, str]] = set()
+_MAX_VALID_ENVELOPES = 10_000
 
 
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
     """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
     doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
            "received_at": datetime.now(UTC).isoformat(), "body": _EMPTY}
-    StoredEvent.model_validate(doc)  # the envelope; the body was validated by its own model (TraceBody, FeedbackBody)
+    if (etype, tenant) not in _VALID_ENVELOPES:
+        StoredEvent.model_validate(doc)  # the envelope; the body was validated by its own model (TraceBody, ...)
+        if len(_VALID_ENVELOPES) >= _MAX_VALID_ENVELOPES:
+            _VALID_ENVELOPES.clear()
+        _VALID_ENVELOPES.add((etype, tenant))
     doc["body"] = body
     return orjson.dumps(doc)
 
@@ -59,14 +68,31 @@ def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, byt
             (T.H_SCHEMA, b"1")]
 
 
-def _kind_and_annotations(span: Span) -> tuple[str | None, bool]:
-    """The OpenInference kind and whether the span carries annotations, without decoding every attribute."""
+_KIND_KEY = "openinference.span.kind"
+_KIND_KEY_BYTES = _KIND_KEY.encode()
+_ANNOTATIONS = "annotations."
+_ANNOTATIONS_BYTES = _ANNOTATIONS.encode()
+
+
+def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]:
+    """The OpenInference kind and whether the span carries annotations, without decoding every attribute.
+
+    `payload` is the span serialised: a key absent from its bytes is on no attribute, so the attributes are
+    walked only as far as needed (to the kind when its key occurs once; every one when annotations may be there).
+    """
     kind = None
     annotated = False
+    may_annotate = _ANNOTATIONS_BYTES in payload
+    occurrences = payload.count(_KIND_KEY_BYTES)
+    if not occurrences and not may_annotate:
+        return None, False
     for item in span.attributes:
-        if item.key == "openinference.span.kind":
+        key = item.key
+        if key == _KIND_KEY:
             kind = item.value.string_value.upper()
-        elif item.key.startswith("annotations."):
+            if occurrences == 1 and not may_annotate:
+                break  # the only attribute with this key (a later duplicate would have won)
+        elif may_annotate and key.startswith(_ANNOTATIONS):
             annotated = True
     return kind, annotated
 
@@ -118,7 +144,8 @@ class Assembler:
         resource = b""
         for rs, _, span in record.spans():
             resource = resource or rs.resource.SerializeToString()
-            kind, annotated = _kind_and_annotations(span)
+            payload = span.SerializeToString()
+            kind, annotated = _kind_and_annotations(span, payload)
             if annotated:
                 view = SpanView.of(span)
                 self._feedback(record, view)
@@ -127,7 +154,7 @@ class Assembler:
                     continue  # a feedback carrier, not part of the RAG trace
             parent = span.parent_span_id
             span_class = ROOT if not parent else MAPPED if kind in MAPPED_KINDS else OTHER
-            entries.append(SpanEntry(span.span_id.hex(), span_class, span.SerializeToString()))
+            entries.append(SpanEntry(span.span_id.hex(), span_class, payload))
         return record.tenant, record.trace_id, resource, entries
 
     def _feedback(self, record: SpanRecord, view: SpanView) -> None:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import re
+from itertools import islice
 from typing import Any
 
 from service.contracts import limits as L
@@ -24,6 +25,23 @@ TRUNCATED_KEY = "ragmon_truncated"
 
 def identifier(value: Any) -> str | None:
     """`value` as a contract identifier, or None when it cannot be one."""
+    if type(value) is str:  # the same chunks come back trace after trace: their ids are checked once
+        known = _KNOWN_IDS.get(value, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known
+        if len(_KNOWN_IDS) >= _MAX_KNOWN_IDS:
+            _KNOWN_IDS.clear()
+        known = _KNOWN_IDS[value] = _identifier(value)
+        return known
+    return _identifier(value)
+
+
+_KNOWN_IDS: dict[str, str | None] = {}
+_MAX_KNOWN_IDS = 20_000
+_UNKNOWN = object()
+
+
+def _identifier(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
     text = str(value)
@@ -47,10 +65,13 @@ def _scalar(value: Any) -> Any:
 def clean_metadata(raw: dict[str, Any]) -> dict[str, Any]:
     """Fit app metadata into the contract's limits (long strings cut, nested values as JSON text)."""
     out: dict[str, Any] = {}
-    for key, value in list(raw.items())[: L.MAX_METADATA_KEYS - 1]:  # one key left for the truncation mark
+    for key, value in islice(raw.items(), L.MAX_METADATA_KEYS - 1):  # one key left for the truncation mark
         if not isinstance(key, str) or not 0 < len(key) <= L.MAX_METADATA_KEY_LEN:
             continue
-        if isinstance(value, list) and all(not isinstance(v, list | dict) for v in value):
+        kind = type(value)
+        if kind is str:  # most metadata values: _scalar's first case, without the call
+            out[key] = value if len(value) <= L.MAX_METADATA_STR_LEN else value[: L.MAX_METADATA_STR_LEN]
+        elif isinstance(value, list) and all(not isinstance(v, list | dict) for v in value):
             out[key] = [v for v in (_scalar(v) for v in value[: L.MAX_METADATA_LIST_LEN]) if v is not None]
         else:
             out[key] = _scalar(value)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from service.contracts import FEEDBACK_KINDS, FEEDBACK_REASONS, FeedbackBody
+from service.contracts.fast import check_body
 from workers.assembler.documents import identifier
 from workers.assembler.view import SpanView
 
@@ -80,11 +81,12 @@ def feedback_events(tenant: str, trace_id: str, span: SpanView) -> tuple[list[Fe
             skipped["not_feedback"] = skipped.get("not_feedback", 0) + 1
             continue
         body = _body(target, kind, fields)
-        try:
-            FeedbackBody.model_validate(body)
-        except ValidationError:
-            skipped["invalid"] = skipped.get("invalid", 0) + 1
-            continue
+        if not check_body("feedback", body):  # msgspec first (never looser); the model decides what it refuses
+            try:
+                FeedbackBody.model_validate(body)
+            except ValidationError:
+                skipped["invalid"] = skipped.get("invalid", 0) + 1
+                continue
         event_id = str(uuid.uuid5(FEEDBACK_NAMESPACE, f"{tenant}/{trace_id}/{span.span_id}/{index}"))
         events.append(FeedbackEvent(event_id, at, body))
     return events, skipped

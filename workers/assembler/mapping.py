@@ -6,13 +6,13 @@ import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from pydantic import ValidationError
 
 from service.contracts import TraceBody
 from service.contracts import limits as L
+from service.contracts.fast import check_body
 from workers.assembler.documents import context_documents, identifier
 from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage
 from workers.assembler.view import SpanView
@@ -24,6 +24,10 @@ RAGMON_FIELDS = {"variant": "ragmon.variant", "release": "ragmon.release", "requ
 FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
 EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
 LOOKUP_KEYS = frozenset({*RAGMON_FIELDS.values(), "session.id", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
+
+
+def _start_ns(span: SpanView) -> int:
+    return span.start_ns
 
 
 @dataclass
@@ -42,24 +46,24 @@ class TraceSpans:
     trace_id: str
     spans: list[SpanView]
     resource: dict[str, Any]
+    # Computed once from the spans (every step of the mapping reads them): start order, spans by kind, the root.
+    by_start: list[SpanView] = field(init=False, repr=False)
+    _kinds: dict[str | None, list[SpanView]] = field(init=False, repr=False)
+    _root: SpanView | None = field(init=False, repr=False)
+    _found: dict[str, Any] | None = field(init=False, default=None, repr=False)
 
-    @cached_property
-    def by_start(self) -> list[SpanView]:
-        return sorted(self.spans, key=lambda s: s.start_ns)
-
-    @cached_property
-    def _kinds(self) -> dict[str | None, list[SpanView]]:
-        out: dict[str | None, list[SpanView]] = {}
+    def __post_init__(self) -> None:
+        self.by_start = sorted(self.spans, key=_start_ns)
+        kinds: dict[str | None, list[SpanView]] = {}
+        root = None
         for span in self.by_start:
-            out.setdefault(span.kind, []).append(span)
-        return out
+            kinds.setdefault(span.kind, []).append(span)
+            if root is None and not span.parent_id:
+                root = span
+        self._kinds, self._root = kinds, root
 
     def root(self) -> SpanView | None:
         return self._root
-
-    @cached_property
-    def _root(self) -> SpanView | None:
-        return next((s for s in self.by_start if not s.parent_id), None)
 
     def of_kind(self, kind: str) -> list[SpanView]:
         return list(self._kinds.get(kind, ()))
@@ -79,14 +83,21 @@ class TraceSpans:
             yield span.attrs
             yield span.metadata
 
-    @cached_property
+    @property
     def _settings(self) -> dict[str, Any]:
         """Every key of LOOKUP_KEYS found, first holder wins, in one pass (a set intersection per holder)."""
+        if self._found is None:
+            self._found = self._find_settings()
+        return self._found
+
+    def _find_settings(self) -> dict[str, Any]:
         found: dict[str, Any] = {}
         root = self.root()
         if root is None:
             return found
         for holder in self._holders(root):
+            if not holder:  # most spans have no metadata
+                continue
             for key in LOOKUP_KEYS & holder.keys():
                 if key not in found and holder[key] is not None:
                     found[key] = holder[key]
@@ -164,7 +175,9 @@ def assemble(trace: TraceSpans) -> Assembled:
     body["answer"] = {"text": (answer_text(root, llms) or "")[: L.MAX_ANSWER_CHARS]}
     body["timings"] = timings(root, trace.spans)
     body["usage"] = usage(llms)
-    try:
+    if check_body("trace", body):  # msgspec: never looser than the model, so what it accepts the model accepts
+        return Assembled(body, start_ns=root.start_ns, counts=counts)
+    try:  # refused (or only stricter than the model): the model decides, and names the field and the rule
         TraceBody.model_validate(body)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]

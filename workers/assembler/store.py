@@ -15,7 +15,7 @@ with what matters to its event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import redis
 
@@ -78,16 +78,14 @@ return math.max(0, count - tonumber(ARGV[2]))
 """
 
 
-@dataclass(frozen=True)
-class AddResult:
+class AddResult(NamedTuple):  # immutable; a tuple is built several times faster than a frozen dataclass
     stored: int
     duplicates: int
     overflow: int
     late: int
 
 
-@dataclass(frozen=True)
-class OpenTrace:
+class OpenTrace(NamedTuple):  # immutable; a tuple is built several times faster than a frozen dataclass
     tenant: str
     trace_id: str
     spans: list[bytes]
@@ -100,8 +98,7 @@ class OpenTrace:
 ROOT, MAPPED, OTHER = "2", "1", "0"  # a span's class: each has its own cap (see _ADD)
 
 
-@dataclass(frozen=True)
-class SpanEntry:
+class SpanEntry(NamedTuple):  # immutable; a tuple is built several times faster than a frozen dataclass
     span_id: str
     span_class: str  # ROOT, MAPPED or OTHER
     payload: bytes

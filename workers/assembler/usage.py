@@ -64,9 +64,9 @@ def answer_text(root: SpanView, llms: list[SpanView]) -> str | None:
 def _vector(value: Any) -> list[float] | None:
     if value == REDACTED_VECTOR or not isinstance(value, list) or not 0 < len(value) <= L.MAX_EMBEDDING_DIM:
         return None
-    if not all(type(x) in _NUMBERS for x in value) or not all(map(math.isfinite, value)):  # bool is not a number
+    if not set(map(type, value)) <= _NUMBERS or not all(map(math.isfinite, value)):  # bool is not a number
         return None
-    return [float(x) for x in value]
+    return list(map(float, value))
 
 
 def query_embedding(embedders: list[SpanView], query: str) -> dict[str, Any]:
@@ -118,8 +118,9 @@ def usage(llms: list[SpanView]) -> dict[str, Any]:
     tokens: dict[str, int] = {}
     costs: list[float | None] = []
     for llm in llms:
+        attrs = llm.attrs
         for key, kind in TOKEN_ATTRIBUTES.items():
-            n = llm.number(key)
+            n = llm.number(key) if key in attrs else None  # most calls report two of the four
             if n is not None and n >= 0:
                 tokens[kind] = tokens.get(kind, 0) + int(n)
         costs.append(llm.number("llm.cost.total"))
