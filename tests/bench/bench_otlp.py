@@ -56,6 +56,7 @@ from tests.bench.common import (
     peak_rss_mb,
     percentile,
     ragmon_argv,
+    read_response,
     run_load,
     spawn,
     write_report,
@@ -186,15 +187,7 @@ async def _send_each(host: str, port: int, queue: list[bytes], statuses: dict[in
     try:
         while queue:
             writer.write(queue.pop())
-            status = int((await reader.readline()).split()[1])
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            await reader.readexactly(length)
+            status = await read_response(reader)
             statuses[status] = statuses.get(status, 0) + 1
     finally:
         writer.close()

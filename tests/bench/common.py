@@ -79,6 +79,20 @@ class LoadResult:
         return self.events_ok / self.elapsed_s if self.elapsed_s else 0.0
 
 
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """Read one HTTP/1.1 response (status line, headers, a Content-Length body); return its status."""
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b""):
+            break
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":")[1])
+    await reader.readexactly(length)
+    return status
+
+
 async def _client(host: str, port: int, requests: list[bytes], events_per_request: int, until: float,
                   measure_from: float, result: LoadResult, offset: int, ok_status: int = 202) -> None:
     """A minimal HTTP/1.1 keep-alive client: pre-built requests, so the client costs little CPU."""
@@ -89,16 +103,7 @@ async def _client(host: str, port: int, requests: list[bytes], events_per_reques
             started = time.monotonic()
             writer.write(requests[i % len(requests)])
             i += 1
-            status_line = await reader.readline()
-            status = int(status_line.split()[1])
-            length = 0
-            while True:
-                line = await reader.readline()
-                if line in (b"\r\n", b""):
-                    break
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":")[1])
-            await reader.readexactly(length)
+            status = await read_response(reader)
             if status == ok_status:
                 result.events_all += events_per_request
             if started >= measure_from:
