@@ -264,9 +264,14 @@ class FeedbackBody(Strict):
 
     @property
     def thumbs_up(self) -> bool | None:
-        if self.kind != "thumbs":
-            return None
-        return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
+        return thumbs_up(self.kind, self.value)
+
+
+def thumbs_up(kind: str, value: Any) -> bool | None:
+    """True for a thumbs value true or 1, False for false or -1, None for other kinds (shared with the views)."""
+    if kind != "thumbs":
+        return None
+    return value is True or (not isinstance(value, bool) and value == 1)
 
 
 def feedback_value_problem(kind: str, v: Any) -> str | None:

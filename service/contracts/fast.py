@@ -26,6 +26,7 @@ from service.contracts.views import (
     ExclusionSample,
     FeedbackKind,
     FeedbackReason,
+    FeedbackValue,
     Filters,
     FiniteFloat,
     Identifier,
@@ -85,7 +86,7 @@ class TraceBody(View, forbid_unknown_fields=True):
 class FeedbackBody(View, forbid_unknown_fields=True):
     trace_id: Identifier
     kind: FeedbackKind
-    value: bool | Annotated[float, Meta(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE)] | None = None
+    value: FeedbackValue = None
     reason: FeedbackReason | None = None
     document_id: Identifier | None = None
 

@@ -58,6 +58,7 @@ PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "ex
 TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
 FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
 FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", "other"]
+FeedbackValue = bool | Annotated[float, Meta(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE)] | None
 EventType = Literal["trace", "feedback", "release", "label"]
 
 

@@ -14,9 +14,10 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import limits as L
-from service.contracts.events import feedback_value_problem
+from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     FeedbackKind,
+    FeedbackValue,
     FiniteFloat,
     Identifier,
     Name,
@@ -70,9 +71,6 @@ class ReviewTrace(View):
     answer: ReviewAnswer = msgspec.field(default_factory=ReviewAnswer)
 
 
-FeedbackValue = bool | Annotated[float, Meta(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE)] | None
-
-
 class ReviewFeedback(View):
     trace_id: Identifier
     kind: FeedbackKind
@@ -86,9 +84,7 @@ class ReviewFeedback(View):
     @property
     def thumbs_up(self) -> bool | None:
         """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
-        if self.kind != "thumbs":
-            return None
-        return self.value is True or (not isinstance(self.value, bool) and self.value == 1)
+        return thumbs_up(self.kind, self.value)
 
 
 VIEWS: dict[str, type[View]] = {"trace": ReviewTrace, "feedback": ReviewFeedback}
