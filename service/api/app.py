@@ -81,7 +81,8 @@ def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, clie
                                delivery_timeout_s=max(1.0, settings.produce_timeout_s - 1)),
         redis=client,
         limiter=RateLimiter(client),
-        preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s),
+        preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s,
+                               settings.max_events_per_batch),
         span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars),
     )
     state.review = build_review(settings, state.keys, metrics, state.producer, redactor)

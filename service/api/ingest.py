@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import msgspec
 import orjson
 from pydantic import ValidationError
 
@@ -26,7 +27,16 @@ from service.api.redaction import Redactor
 from service.contracts import BODY_MODELS, EventEnvelope
 from service.contracts import topics as T
 from service.contracts.errors import describe_errors
-from service.contracts.fast import check_body
+from service.contracts.fast import (
+    BODIES,
+    CANONICAL_UUID,
+    RFC3339,
+    PlainEnvelope,
+    body_ids,
+    check_body,
+    ids_match,
+    plain_batch_decoder,
+)
 from service.contracts.topics import Topics, record_key
 
 
@@ -148,8 +158,8 @@ _TEXT_KEYS = ("text", "note", "description")
 # The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an
 # RFC 3339 timestamp. Such an envelope is read directly; pydantic's EventEnvelope, which would give
 # the same values, still judges every other form (and names what is wrong).
-_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
-_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)\Z")
+_CANONICAL_UUID = re.compile(CANONICAL_UUID)
+_RFC3339 = re.compile(RFC3339)
 
 
 def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, Any]] | None:
@@ -172,6 +182,15 @@ def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, A
     return etype, event_id, when, body
 
 
+def _key_part(etype: str, body: Any) -> str:
+    """record_key's part of a body read by the fast structs."""
+    if etype == "trace":
+        return body.request_id  # type: ignore[no-any-return]
+    if etype in ("feedback", "label"):
+        return body.trace_id  # type: ignore[no-any-return]
+    return body.variant  # type: ignore[no-any-return]
+
+
 def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str]) -> None:
     if event_type == "trace":
         for holder in (body.get("query"), body.get("answer")):
@@ -187,12 +206,99 @@ def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, count
 
 
 class BatchPreparer:
-    def __init__(self, topics: Topics, redactor: Redactor | None, max_age_s: float, max_skew_s: float) -> None:
+    def __init__(self, topics: Topics, redactor: Redactor | None, max_age_s: float, max_skew_s: float,
+                 max_events: int = 1000) -> None:
         self.topics = topics
         self._topic = {etype: topics.for_event(etype) for etype in BODY_MODELS}
         self.redactor = redactor
         self.max_age = timedelta(seconds=max_age_s)
         self.max_skew = timedelta(seconds=max_skew_s)
+        self._plain_batch = plain_batch_decoder(max_events)
+        self._body_decoders = {etype: msgspec.json.Decoder(view) for etype, view in BODIES.items()}
+
+    def decode_plain(self, data: bytes) -> list[PlainEnvelope] | None:
+        """The events of a batch in the plain form (only `events`, 1 to max_events envelopes of
+        exactly type, canonical id, RFC 3339 timestamp and an object body), bodies not yet read;
+        None for any other body, which the full path (parse_envelope, prepare) then judges."""
+        try:
+            return self._plain_batch.decode(data).events  # type: ignore[no-any-return]
+        except msgspec.DecodeError:  # ValidationError included
+            return None
+
+    def prepare_plain(self, events: list[PlainEnvelope], tenant: str, traceparent: bytes | None,
+                      now: datetime | None = None) -> PreparedBatch | None:
+        """The batch when every event of it is accepted as written; None as soon as one is not
+        (its body breaks the fast structs' rules, its timestamp is out of the window, its id repeats,
+        or it names a tenant): the full path then judges every event and names what is wrong.
+
+        An accepted body is stored as the client's bytes (no second parse and encoding) unless
+        redaction changes one of its texts. The fast structs are never looser than the models and
+        refuse what orjson would read differently (integers past 64 bits, lone surrogates), so the
+        stored record holds the same values as the full path's: tests/service/api/test_plain_batch.py
+        holds the two paths to the same records.
+        """
+        now = now or datetime.now(UTC)
+        oldest, newest = now - self.max_age, now + self.max_skew
+        received_at = now.isoformat().encode()
+        tenant_json = orjson.dumps(tenant)
+        batch = PreparedBatch([], [])
+        seen: set[str] = set()
+        for i, env in enumerate(events):
+            etype, event_id = env.type, env.id
+            if event_id in seen:
+                return None
+            seen.add(event_id)
+            try:
+                ts = datetime.fromisoformat(env.timestamp)
+                body = self._decode_body(etype, env.body)
+            except (ValueError, msgspec.DecodeError):  # ValidationError included
+                return None
+            if ts < oldest or ts > newest or not ids_match(body_ids(etype, body)):
+                return None
+            raw = self._redacted(etype, body, env.body, batch.redactions) if self.redactor is not None else env.body
+            stored = b"".join((b'{"schema_version":1,"id":"', event_id.encode(), b'","type":"', etype.encode(),
+                               b'","tenant":', tenant_json, b',"timestamp":"', ts.isoformat().encode(),
+                               b'","received_at":"', received_at, b'","body":', raw, b"}"))
+            headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()),
+                       (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
+            if traceparent:
+                headers.append(("traceparent", traceparent))
+            key = f"{tenant}/{_key_part(etype, body)}".encode()
+            batch.records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
+            batch.results.append(EventResult(i, event_id, etype))
+        return batch
+
+    def _decode_body(self, etype: str, raw: msgspec.Raw) -> Any:
+        return self._body_decoders[etype].decode(raw)
+
+    def _redacted(self, etype: str, body: Any, raw: msgspec.Raw, counts: Counter[str]) -> Any:
+        """The body's bytes with its free texts redacted: the client's bytes when nothing changed."""
+        assert self.redactor is not None
+        redact = self.redactor.redact
+        changed: list[tuple[tuple[Any, ...], str]] = []
+        if etype == "trace":
+            for where, holder in (("query", body.query), ("answer", body.answer)):
+                text = redact(holder.text, counts)
+                if text != holder.text:
+                    changed.append(((where, "text"), text))
+            for j, doc in enumerate(body.retrieval.documents):
+                text = self.redactor.redact_document(doc.text, counts)
+                if text != doc.text:
+                    changed.append((("retrieval", "documents", j, "text"), text))
+        elif etype in ("label", "release"):
+            key = "note" if etype == "label" else "description"
+            value = getattr(body, key)
+            if value is not None and (text := redact(value, counts)) != value:
+                changed.append(((key,), text))
+        if not changed:
+            return raw
+        doc = orjson.loads(memoryview(raw))
+        for path, text in changed:
+            holder = doc
+            for step in path[:-1]:
+                holder = holder[step]
+            holder[path[-1]] = text
+        return orjson.dumps(doc)
 
     def prepare(self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None) -> PreparedBatch:
         now = now or datetime.now(UTC)

@@ -3,7 +3,9 @@
 Stages of POST /v1/events before the producer: parse (JSON of the batch),
 prepare (envelope and body validation, time window, redaction, the stored
 record's JSON), and within prepare the body validation alone (prepare again
-with the body check made free: the difference). Runs on any tree whose
+with the body check made free: the difference); on a tree with the plain-form
+path (decode_plain, prepare_plain), that path whole ("plain": what a batch in
+the plain form costs, parse included). Runs on any tree whose
 service.api.ingest has parse_envelope and BatchPreparer (PYTHONPATH = tree).
 Prints one JSON line: µs of CPU per event.
 
@@ -55,6 +57,14 @@ def main() -> int:
         "copy": cpu_per_event(lambda: [copy.deepcopy(batch) for batch in parsed], events),
         "prepare": cpu_per_event(prepare, events),
     }
+
+    if hasattr(preparer, "decode_plain"):  # the path a batch in the plain form takes (not on the reference)
+        def plain() -> None:
+            for b in bodies:
+                batch = preparer.prepare_plain(preparer.decode_plain(b), "bench", None)
+                assert batch is not None and len(batch.records) == len(batch.results), "the plain path declined"
+
+        out["plain"] = cpu_per_event(plain, events)
 
     class _Free:
         @staticmethod

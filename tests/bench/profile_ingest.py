@@ -35,13 +35,19 @@ IDLE = ("EpollSelector.select (", "Condition.wait (", "Queue.get (", "_worker (c
 
 # Inside the request handler, the first of these found from the innermost frame outwards names the stage.
 HANDLER_STAGES = [
-    ("JSON of the batch (`parse_envelope`)", "parse_envelope ("),
+    ("JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)", "parse_envelope ("),
+    ("JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)", "decode_plain ("),
     ("body check (msgspec `check_body`, pydantic only for refusals)", "check_body ("),
+    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "_decode_body ("),
+    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "body_ids ("),
+    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "ids_match ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "EventEnvelope"),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "plain_envelope ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "BaseModel.model_validate ("),
     ("redaction (`redact_body`)", "redact_body ("),
+    ("redaction (`redact_body`)", "BatchPreparer._redacted ("),
     ("rest of prepare (time window, record JSON, key, headers)", "BatchPreparer.prepare ("),
+    ("rest of prepare (time window, record JSON, key, headers)", "BatchPreparer.prepare_plain ("),
     ("producer on the event loop (records into kafka-python's accumulator)", "EventProducer.produce ("),
     ("rest of the handler (auth, body read, rate limit, metrics, response)", "ingest_events ("),
 ]

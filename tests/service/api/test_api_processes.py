@@ -34,6 +34,17 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in path.read_text().split()] if path.exists() else []
 
 
+def _wait_children(proc: subprocess.Popen, n: int, timeout: float = 60) -> list[int]:
+    """The parent's children once there are `n` of them: the parent binds the port before it
+    starts them, so an open port says nothing yet about how many processes serve it."""
+    deadline = time.monotonic() + timeout
+    while len(children := _children(proc.pid)) < n:
+        assert proc.poll() is None, f"ragmon api exited with {proc.returncode}"
+        assert time.monotonic() < deadline, f"{len(children)} of {n} API processes after {timeout} s"
+        time.sleep(0.1)
+    return children
+
+
 def _socket_inodes(pid: int) -> set[str]:
     out = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -90,7 +101,7 @@ def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstr
         while not _ready(None, f"http://127.0.0.1:{port}/readyz"):
             assert time.monotonic() < deadline, "API processes never became ready"
             time.sleep(0.2)
-        children = _children(proc.pid)
+        children = _wait_children(proc, 2)
         assert len(children) == 2, children
         # Four keep-alive connections opened in a burst, as a load balancer or a few app replicas
         # would: dealt out in turn, two per process (a hash over addresses splits them 3:1 or 4:0
@@ -129,7 +140,7 @@ def test_a_dead_api_process_gets_no_more_connections(kafka_bootstrap: str, redis
                              "--log-level", "warning"], env=env)
     try:
         wait_for_port("127.0.0.1", port, 60, proc)
-        children = _children(proc.pid)
+        children = _wait_children(proc, 2)
         assert len(children) == 2, children
         # One process dies: the parent stops handing it connections, the other serves them all.
         os.kill(children[0], signal.SIGKILL)

@@ -1,0 +1,176 @@
+"""The plain-batch path of POST /v1/events (decode_plain, prepare_plain) against the full path.
+
+The plain path reads a batch in one pass and stores each body as the client's bytes; it may
+decline any batch (the full path then judges it), but a batch it takes must give exactly the full
+path's records: same topics, keys, headers and, once parsed, the same stored values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from service.api.ingest import BatchPreparer, IngestError, PreparedBatch, check_tenant_fields, parse_envelope
+from service.api.redaction import Redactor
+from service.contracts import Topics
+from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
+from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
+
+TENANT = "acme"
+NOW = datetime.now(UTC)
+
+
+def _preparer(redact: bool = True) -> BatchPreparer:
+    return BatchPreparer(Topics("t"), Redactor() if redact else None, MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
+
+
+def _full(preparer: BatchPreparer, data: bytes) -> PreparedBatch | None:
+    try:
+        events = parse_envelope(data, 20)
+        check_tenant_fields(events, TENANT)
+    except IngestError:
+        return None
+    return preparer.prepare(events, TENANT, b"00-tp", now=NOW)
+
+
+def _plain(preparer: BatchPreparer, data: bytes) -> PreparedBatch | None:
+    events = preparer.decode_plain(data)
+    return None if events is None else preparer.prepare_plain(events, TENANT, b"00-tp", now=NOW)
+
+
+def _records(batch: PreparedBatch) -> list[tuple[str, bytes, list[tuple[str, bytes]], Any]]:
+    return [(r.topic, r.key, r.headers, orjson.loads(r.value)) for r in batch.records]
+
+
+def _agree(data: bytes, redact: bool = True) -> bool:
+    """True when the plain path took the batch (and then it agrees with the full path)."""
+    plain = _plain(_preparer(redact), data)
+    if plain is None:
+        return False
+    full = _full(_preparer(redact), data)
+    assert full is not None and not full.rejected, "the plain path took a batch the full path refuses"
+    assert [r.as_dict() for r in plain.results] == [r.as_dict() for r in full.results]
+    assert _records(plain) == _records(full)
+    assert plain.redactions == full.redactions
+    return True
+
+
+def _batch(*events: dict[str, Any]) -> bytes:
+    return json.dumps({"events": list(events)}).encode()
+
+
+def test_every_event_type_in_the_plain_form_takes_the_plain_path() -> None:
+    data = _batch(trace_event(), feedback_event(), release_event(), label_event(),
+                  feedback_event(kind="dwell", value=12.5, reason=None), trace_event(variant="rerank-v2"))
+    assert _agree(data)
+    assert _agree(data, redact=False)
+
+
+def test_a_body_whose_text_is_redacted_is_stored_as_the_full_path_stores_it() -> None:
+    ev = trace_event(query={"text": "mail me at jane.doe@example.com or call +1 415 555 0100"})
+    ev["body"]["retrieval"]["documents"][1]["text"] = "Card 4111 1111 1111 1111 on file."
+    label = label_event(note="asked by jane.doe@example.com")
+    assert _agree(_batch(ev, label, release_event(description="owner bob@example.org")))
+    stored = orjson.loads(_plain(_preparer(), _batch(ev)).records[0].value)  # type: ignore[union-attr]
+    assert "jane.doe@example.com" not in json.dumps(stored)
+
+
+@pytest.mark.parametrize("data", [
+    # Declined: the full path names the problem (or reads the value differently).
+    b'{"events": [], "x": 1}',
+    b'{"events": []}',
+    json.dumps({"events": [trace_event(tenant="acme")]}).encode(),  # a tenant in the body
+    json.dumps({"events": [{**trace_event(), "tenant": "acme"}]}).encode(),
+    json.dumps({"events": [trace_event(sample_rate=float("nan"))]}).encode(),  # bare NaN
+    json.dumps({"events": [trace_event(intent="\ud800")]}).encode(),  # a lone surrogate
+    json.dumps({"events": [trace_event(sample_rate="0.5")]}).encode(),  # pydantic coerces it
+    _batch(trace_event(), {**trace_event(), "timestamp": "2001-01-01T00:00:00Z"}),  # out of the window
+    _batch({**trace_event(), "id": "6F9619FF-8B86-D011-B42D-00C04FC964FF"}),  # not canonical
+    _batch({**trace_event(), "timestamp": now_iso()[:19]}),  # no offset
+])
+def test_what_the_plain_path_declines(data: bytes) -> None:
+    assert not _agree(data)
+
+
+def test_a_repeated_id_and_a_big_integer_are_declined() -> None:
+    ev = trace_event()
+    assert not _agree(_batch(ev, ev))
+    big = trace_event()
+    big["body"]["retrieval"]["documents"][0]["metadata"]["n"] = 2**64  # orjson reads it as a float
+    assert not _agree(_batch(big))
+    for long in (-(2**63) - 1, 2**63, 2**64 - 1):  # past int64: the full path decides
+        big["body"]["retrieval"]["documents"][0]["metadata"]["n"] = long
+        assert not _agree(_batch(big))
+    for where in ("predicate", "list", "candidate"):
+        ev = trace_event()
+        retrieval = ev["body"]["retrieval"]
+        if where == "candidate":
+            retrieval["exclusion_sample"] = {"candidates": [{"id": "kb-1", "metadata": {"n": 2**64}}]}
+        else:
+            retrieval["filters"]["relevance"][0] = {"field": "n", "op": "in" if where == "list" else "lt",
+                                                    "value": [1, 2**64] if where == "list" else 2**64}
+        assert _full(_preparer(), _batch(ev)) is not None
+        assert not _agree(_batch(ev)), where
+    near = trace_event()
+    near["body"]["retrieval"]["documents"][0]["metadata"]["n"] = -(2**63)
+    near["body"]["retrieval"]["filters"]["relevance"][0] = {"field": "n", "op": "lt", "value": 2**63 - 1}
+    near["body"].update(trace_id="ffe77439401201328418436c2c6ae865", request_id="1823749823749823749823")
+    near["body"]["query"].update(embedding=[0.00012345678901234567, -1.2345678901234567e-07, 3.0],
+                                 embedding_model="m")  # a fraction's many digits are no integer
+    assert _agree(_batch(near))
+
+
+def test_duplicate_keys_and_any_spacing_read_as_the_full_path_reads_them() -> None:
+    ev = trace_event()
+    text = json.dumps({"events": [ev]}, indent=3)
+    assert _agree(text.encode())
+    dup = text.replace('"intent": "billing"', '"intent": "sales", "intent": "billing"')
+    assert dup != text and _agree(dup.encode())
+
+
+# Any JSON value, including what strict JSON forbids, put anywhere in a valid batch.
+any_text = st.text(st.characters(exclude_categories=()), max_size=20)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**62, max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True) | any_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _paths(doc: Any, prefix: list[Any]) -> list[list[Any]]:
+    out = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.extend(_paths(v, [*prefix, k]))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out.extend(_paths(v, [*prefix, i]))
+    return out
+
+
+def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -> None:
+    taken: Counter[bool] = Counter()
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(data=st.data())
+    def mutate(data: st.DataObject) -> None:
+        events = [trace_event(), feedback_event(), label_event(), release_event()]
+        path = data.draw(st.sampled_from(_paths(events, [])))
+        if isinstance(path[-1], str) and data.draw(st.booleans()):
+            path = [*path[:-1], data.draw(any_text.filter(bool))]
+        holder: Any = events
+        for step in path[:-1]:
+            holder = holder[step]
+        holder[path[-1]] = data.draw(json_values)
+        taken[_agree(json.dumps({"events": events}, allow_nan=True).encode())] += 1
+
+    mutate()
+    assert taken[True] and taken[False], taken  # both ways were exercised
