@@ -32,9 +32,8 @@ from service.contracts.fast import (
     CANONICAL_UUID,
     RFC3339,
     PlainEnvelope,
-    body_ids,
     check_body,
-    ids_match,
+    names_match,
     plain_batch_decoder,
 )
 from service.contracts.topics import Topics, record_key
@@ -253,7 +252,7 @@ class BatchPreparer:
                 body = self._decode_body(etype, env.body)
             except (ValueError, msgspec.DecodeError):  # ValidationError included
                 return None
-            if ts < oldest or ts > newest or not ids_match(body_ids(etype, body)):
+            if ts < oldest or ts > newest or not names_match(etype, body):
                 return None
             raw = self._redacted(etype, body, env.body, batch.redactions) if self.redactor is not None else env.body
             stored = b"".join((b'{"schema_version":1,"id":"', event_id.encode(), b'","type":"', etype.encode(),

@@ -38,16 +38,16 @@ from service.contracts.views import (
     Predicate,
     QueryEmbedding,
     SampleRate,
-    Timings,
+    StageMillis,
     TokenKind,
     Usage,
     View,
 )
 
-__all__ = ["BODIES", "body_ids", "ids_match", "Candidate", "ExclusionSample", "Filters", "PlainEnvelope", "Usage", "check_body",
+__all__ = ["BODIES", "body_ids", "names_match", "Candidate", "ExclusionSample", "Filters", "PlainEnvelope", "Usage", "check_body",
            "plain_batch_decoder"]
 
-# Identifiers: lengths checked by msgspec, ID_PATTERN by ids_match over all of a body's identifiers
+# Identifiers: lengths checked by msgspec, ID_PATTERN by names_match over all of a body's identifiers
 # at once after the decode. msgspec checks a pattern by one call into Python's re per string, about
 # 2.5 µs an identifier here, which was half of a trace's decode (docs/throughput.md).
 IdText = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]
@@ -55,6 +55,10 @@ Ids = Annotated[list[IdText], Meta(max_length=L.MAX_GOLD_IDS)]
 Note = Annotated[str, Meta(max_length=L.MAX_NOTE_CHARS)]
 _ = Identifier  # the rule these structs apply in two steps
 
+
+# Stage names: lengths here, STAGE_PATTERN by names_match (as identifiers).
+StageText = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN)]
+FastTimings = Annotated[dict[StageText, StageMillis], Meta(max_length=L.MAX_TIMING_STAGES)]
 
 # Metadata integers within int64: orjson, which reads a body on the full path, reads an integer
 # past 64 bits as a float, so a body holding one is not stored as the client wrote it (the full
@@ -120,7 +124,7 @@ class TraceBody(View, forbid_unknown_fields=True):
     intent: Name | None = None
     retrieval: Retrieval = msgspec.field(default_factory=Retrieval)
     answer: Answer = msgspec.field(default_factory=Answer)
-    timings: Timings = {}
+    timings: FastTimings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
 
 
@@ -162,6 +166,8 @@ _ = (ModelName, TokenKind)  # the Usage and Query structs reuse them: every rule
 
 # ID_PATTERN's characters; any other character (a line break included) in an identifier breaks it.
 _NOT_ID = re.compile(r"[^A-Za-z0-9._:/@#+=-]")
+# STAGE_PATTERN, for names joined by line breaks (a name holding one is caught by the count).
+_STAGES = re.compile(r"[a-z][a-z0-9_]*(?:\n[a-z][a-z0-9_]*)*")
 
 
 def body_ids(event_type: str, body: Any) -> list[str]:
@@ -183,9 +189,16 @@ def body_ids(event_type: str, body: Any) -> list[str]:
     return [body.trace_id, *(body.gold_ids or ()), *([body.reviewer] if body.reviewer is not None else ())]
 
 
-def ids_match(ids: list[str]) -> bool:
-    """True when every identifier matches ID_PATTERN (lengths are the structs' own check)."""
-    return _NOT_ID.search("".join(ids)) is None
+def names_match(event_type: str, body: Any) -> bool:
+    """True when a body read by these structs has every identifier matching ID_PATTERN and (a
+    trace) every stage name matching STAGE_PATTERN: the pattern rules the structs leave out, checked
+    in two calls instead of one per string."""
+    if _NOT_ID.search("".join(body_ids(event_type, body))) is not None:
+        return False
+    if event_type != "trace" or not body.timings:
+        return True
+    stages = "\n".join(body.timings)
+    return _STAGES.fullmatch(stages) is not None and stages.count("\n") == len(body.timings) - 1
 
 
 def check_body(event_type: str, body: Any) -> bool:
@@ -194,7 +207,7 @@ def check_body(event_type: str, body: Any) -> bool:
         read = msgspec.convert(body, BODIES[event_type])
     except (msgspec.ValidationError, KeyError):
         return False
-    return ids_match(body_ids(event_type, read))
+    return names_match(event_type, read)
 
 
 # The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an

@@ -40,7 +40,7 @@ HANDLER_STAGES = [
     ("body check (msgspec `check_body`, pydantic only for refusals)", "check_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "_decode_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "body_ids ("),
-    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "ids_match ("),
+    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "names_match ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "EventEnvelope"),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "plain_envelope ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "BaseModel.model_validate ("),
