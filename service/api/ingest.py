@@ -181,6 +181,26 @@ def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, A
     return etype, event_id, when, body
 
 
+# CANONICAL_UUID for ids joined by line breaks; RFC3339 in parts (ASCII digits only: stricter).
+_CANONICAL_UUIDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+                              r"(?:\n[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*")
+_TIMESTAMP_PARTS = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?"
+                              r"(Z|[+-][0-9]{2}:[0-9]{2})\Z")
+
+
+def canonical_timestamp(text: str) -> str | None:
+    """`datetime.fromisoformat(text).isoformat()` for an RFC 3339 timestamp, from its text (about a
+    quarter of the time); None for any other form. A text fromisoformat refuses (month 13) gets a
+    value here: the caller parses it too."""
+    m = _TIMESTAMP_PARTS.match(text)
+    if m is None:
+        return None
+    head, fraction, offset = m.groups()
+    if fraction and fraction.strip("0"):
+        head = f"{head}.{fraction.ljust(6, '0')}"
+    return head + ("+00:00" if offset in ("Z", "-00:00") else offset)
+
+
 def _key_part(etype: str, body: Any) -> str:
     """record_key's part of a body read by the fast structs."""
     if etype == "trace":
@@ -241,12 +261,18 @@ class BatchPreparer:
         received_at = now.isoformat().encode()
         tenant_json = orjson.dumps(tenant)
         batch = PreparedBatch([], [])
+        ids = "\n".join(env.id for env in events)
+        if len(ids) != 37 * len(events) - 1 or _CANONICAL_UUIDS.fullmatch(ids) is None:
+            return None  # an id not in the canonical form (36 characters each, so none holds a line break)
         seen: set[str] = set()
         for i, env in enumerate(events):
             etype, event_id = env.type, env.id
             if event_id in seen:
                 return None
             seen.add(event_id)
+            timestamp = canonical_timestamp(env.timestamp)
+            if timestamp is None:
+                return None
             try:
                 ts = datetime.fromisoformat(env.timestamp)
                 body = self._decode_body(etype, env.body)
@@ -256,7 +282,7 @@ class BatchPreparer:
                 return None
             raw = self._redacted(etype, body, env.body, batch.redactions) if self.redactor is not None else env.body
             stored = b"".join((b'{"schema_version":1,"id":"', event_id.encode(), b'","type":"', etype.encode(),
-                               b'","tenant":', tenant_json, b',"timestamp":"', ts.isoformat().encode(),
+                               b'","tenant":', tenant_json, b',"timestamp":"', timestamp.encode(),
                                b'","received_at":"', received_at, b'","body":', raw, b"}"))
             headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()),
                        (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]

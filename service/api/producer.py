@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
@@ -32,8 +32,9 @@ from service.contracts.settings import CommonSettings
 log = logging.getLogger("ragmon.api.producer")
 
 
-@dataclass(frozen=True)
-class OutgoingRecord:
+class OutgoingRecord(NamedTuple):
+    """One record to produce; a tuple, as kafka_private.append_records takes it (no copy per record)."""
+
     topic: str
     key: bytes
     value: bytes
@@ -193,7 +194,7 @@ class EventProducer:
         producer = self._producer
         if producer is None or not partitions_known(producer, {r.topic for r in records}):
             return None
-        return append_records(producer, ((r.topic, r.key, r.value, r.headers) for r in records))
+        return append_records(producer, records)
 
     def _send_all(self, records: list[OutgoingRecord]) -> list[object]:
         producer = self._producer

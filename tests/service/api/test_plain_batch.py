@@ -174,3 +174,28 @@ def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -
 
     mutate()
     assert taken[True] and taken[False], taken  # both ways were exercised
+
+
+@settings(max_examples=500, deadline=None, derandomize=True)
+@given(text=st.from_regex(r"\A[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9](\.[0-9]{1,6})?"
+                          r"(Z|[+-][0-2][0-9]:[0-5][0-9])\Z") | st.datetimes(timezones=st.timezones()).map(
+    lambda d: d.isoformat()) | st.text(max_size=40))
+def test_the_canonical_timestamp_is_what_isoformat_writes(text: str) -> None:
+    from service.api.ingest import canonical_timestamp
+
+    got = canonical_timestamp(text)
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return  # the plain path parses it too and declines
+    if got is not None:
+        assert got == parsed.isoformat()
+
+
+def test_ids_in_one_string_are_each_checked() -> None:
+    a, b = trace_event(), trace_event()
+    b["id"] = a["id"] + "\n" + b["id"]  # two canonical lines in one id
+    assert not _agree(_batch(b))
+    assert not _agree(_batch(b, {**trace_event(), "id": ""}))
+    assert not _agree(_batch({**a, "id": a["id"] + "\n"}))
+    assert _agree(_batch(a, trace_event()))
