@@ -6,6 +6,13 @@ Every refusal names the field and the rule. A body is checked first by the
 contract's msgspec structs (service/contracts/fast.py) and validated by the
 pydantic models only when they refuse it, so every error still comes from
 the models.
+
+A batch in the plain form (nearly every batch) takes a shorter path with the
+same outcome: decode_plain reads its envelopes in one msgspec pass with each
+body kept as the client's bytes, prepare_plain decodes each body into the
+fast structs and stores those bytes as they are (re-encoded only where
+redaction changed a text). At the first event that path would not accept as
+written it gives up and the full path above judges the whole batch.
 """
 
 from __future__ import annotations

@@ -1,14 +1,18 @@
 """The whole v1 body contract as msgspec structs: the API's fast check of an event body.
 
 pydantic (events.py) stays the contract's definition and the only source of
-error messages. The API first checks each body with these structs, which
-apply the same rules to every field in one pass without building models
-(about a quarter of pydantic's time on a trace, docs/throughput.md); only a
-body they refuse is validated by pydantic, which then names the field and
-the rule, or accepts what msgspec is stricter about (pydantic's coercions of
-"0.5" or "yes"). So these structs may be stricter than the models, never
-looser: tests/service/contracts/test_fast.py checks both on valid and broken
-bodies.
+error messages. The API reads a batch in the plain form straight from its
+bytes with these structs (PlainEnvelope, then each body), and checks any
+other parsed body with them (check_body); the structs apply the rules to
+every field in one pass without building models, except the identifier and
+stage-name patterns, which names_match checks for all of a body at once
+after the decode (a msgspec pattern is one call into Python's re per string).
+Only a body they refuse is validated by pydantic, which then names the field
+and the rule, or accepts what msgspec is stricter about (pydantic's coercions
+of "0.5" or "yes", metadata integers past int64). So these structs may be
+stricter than the models, never looser: tests/service/contracts/test_fast.py
+checks both on valid and broken bodies, tests/service/api/test_plain_batch.py
+the plain path against the full one.
 """
 
 from __future__ import annotations

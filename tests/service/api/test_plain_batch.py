@@ -24,25 +24,24 @@ from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
 
 TENANT = "acme"
-NOW = datetime.now(UTC)
 
 
 def _preparer(redact: bool = True) -> BatchPreparer:
     return BatchPreparer(Topics("t"), Redactor() if redact else None, MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
 
 
-def _full(preparer: BatchPreparer, data: bytes) -> PreparedBatch | None:
+def _full(preparer: BatchPreparer, data: bytes, now: datetime | None = None) -> PreparedBatch | None:
     try:
         events = parse_envelope(data, 20)
         check_tenant_fields(events, TENANT)
     except IngestError:
         return None
-    return preparer.prepare(events, TENANT, b"00-tp", now=NOW)
+    return preparer.prepare(events, TENANT, b"00-tp", now=now)
 
 
-def _plain(preparer: BatchPreparer, data: bytes) -> PreparedBatch | None:
+def _plain(preparer: BatchPreparer, data: bytes, now: datetime | None = None) -> PreparedBatch | None:
     events = preparer.decode_plain(data)
-    return None if events is None else preparer.prepare_plain(events, TENANT, b"00-tp", now=NOW)
+    return None if events is None else preparer.prepare_plain(events, TENANT, b"00-tp", now=now)
 
 
 def _records(batch: PreparedBatch) -> list[tuple[str, bytes, list[tuple[str, bytes]], Any]]:
@@ -51,10 +50,11 @@ def _records(batch: PreparedBatch) -> list[tuple[str, bytes, list[tuple[str, byt
 
 def _agree(data: bytes, redact: bool = True) -> bool:
     """True when the plain path took the batch (and then it agrees with the full path)."""
-    plain = _plain(_preparer(redact), data)
+    now = datetime.now(UTC)  # both paths judge the time window (and write received_at) at one instant
+    plain = _plain(_preparer(redact), data, now)
     if plain is None:
         return False
-    full = _full(_preparer(redact), data)
+    full = _full(_preparer(redact), data, now)
     assert full is not None and not full.rejected, "the plain path took a batch the full path refuses"
     assert [r.as_dict() for r in plain.results] == [r.as_dict() for r in full.results]
     assert _records(plain) == _records(full)
