@@ -3,9 +3,6 @@ PY ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Test processes (pytest-xdist): most tests wait on servers (broker, Prometheus, a browser), so
-# three overlap well on two cores; TEST_PROCESSES=1 runs the suite in one process.
-TEST_PROCESSES ?= 3
 # Every dependency pinned; the Dockerfile installs with the same file.
 CONSTRAINTS := constraints.txt
 
@@ -44,7 +41,7 @@ run: install host-run
 ## The test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
 ## RAGMON_SETUP_DONE=1 turns a missing tool into a failure: the set-up above installs every one.
 test: install host-test
-	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadgroup
+	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q
 	$(MAKE) --no-print-directory test-alibi
 
 ## Parity of our MMD² with alibi-detect's, in alibi's own virtual environment (BSL 1.1, numpy<2).

@@ -26,20 +26,6 @@ collect_ignore = [] if importlib.util.find_spec("alibi_detect") else ["alibi"]
 
 LOG_DIR = Path(os.environ.get("RAGMON_TEST_LOGS", tempfile.gettempdir())) / "ragmon-test-logs"
 
-# `make test` runs the suite in parallel processes (pytest-xdist, --dist loadgroup): a file's tests
-# stay together (its module fixtures start once), and so do these folders', whose session fixtures
-# are expensive (a Phoenix server, the sentence encoder, a trained model) or which start whole
-# stacks on default ports (e2e).
-TESTS = Path(__file__).parent
-SHARED_FIXTURE_DIRS = ("e2e", "workers/phoenix", "workers/drift", "workers/faithfulness")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        rel = item.path.relative_to(TESTS).as_posix()
-        group = next((d for d in SHARED_FIXTURE_DIRS if rel.startswith(d + "/")), rel)
-        item.add_marker(pytest.mark.xdist_group(group))
-
 
 @pytest.fixture(scope="session")
 def broker() -> Iterator[ChildProcess]:

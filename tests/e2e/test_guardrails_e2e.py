@@ -37,7 +37,10 @@ from service.simulate.scenario import load_scenario
 from tests.e2e.stack import UpStack, start_up, wait_workers_ready
 from tests.e2e.trained_hhem import build as build_hhem
 
-pytestmark = pytest.mark.slow
+# The module's fixture trains a tiny HHEM, starts the whole stack and sends a 24-minute scenario at
+# 6x (4 minutes at the least): more than the suite's 300 s per test on a slow machine. The limit
+# here covers its own subprocess timeout (900 s), not an endless wait.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SPEED = 6
 KEYS = {"acme": "e2e-acme-key", "globex": "e2e-globex-key"}

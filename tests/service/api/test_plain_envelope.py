@@ -30,7 +30,7 @@ TIMESTAMPS = [
     "2026-12-03", "1733227956", "", " 2026-12-03T12:12:36Z", "2026-12-03T12:12:36Z\n", "２０２６-12-03T12:12:36Z",
 ]
 IDS = [
-    ID, str(uuid.uuid4()), "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
+    ID, "3c9d2f4e-8a1b-4c7d-9e2f-5a6b7c8d9e0f", "00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff",
     ID.upper(), ID.replace("-", ""), "{" + ID + "}", "urn:uuid:" + ID, ID + "\n", ID[:-1], ID[:-1] + "g", "",
     "０b7f9a52-6c0e-4c8e-9a51-2f1f7f0f3e11",
 ]
