@@ -211,10 +211,10 @@ def canonical_timestamp(text: str) -> str | None:
 def _key_part(etype: str, body: Any) -> str:
     """record_key's part of a body read by the fast structs."""
     if etype == "trace":
-        return body.request_id  # type: ignore[no-any-return]
+        return body.request_id
     if etype in ("feedback", "label"):
-        return body.trace_id  # type: ignore[no-any-return]
-    return body.variant  # type: ignore[no-any-return]
+        return body.trace_id
+    return body.variant
 
 
 def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str]) -> None:
@@ -247,7 +247,7 @@ class BatchPreparer:
         exactly type, canonical id, RFC 3339 timestamp and an object body), bodies not yet read;
         None for any other body, which the full path (parse_envelope, prepare) then judges."""
         try:
-            return self._plain_batch.decode(data).events  # type: ignore[no-any-return]
+            return self._plain_batch.decode(data).events
         except msgspec.DecodeError:  # ValidationError included
             return None
 

@@ -34,7 +34,6 @@ from service.contracts.views import (
     FeedbackValue,
     Filters,
     FiniteFloat,
-    Identifier,
     MetaKey,
     MetaString,
     ModelName,
@@ -57,7 +56,6 @@ __all__ = ["BODIES", "body_ids", "names_match", "Candidate", "ExclusionSample", 
 IdText = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]
 Ids = Annotated[list[IdText], Meta(max_length=L.MAX_GOLD_IDS)]
 Note = Annotated[str, Meta(max_length=L.MAX_NOTE_CHARS)]
-_ = Identifier  # the rule these structs apply in two steps
 
 
 # Stage names: lengths here, STAGE_PATTERN by names_match (as identifiers).
@@ -80,9 +78,10 @@ class FastPredicate(Predicate, forbid_unknown_fields=True):
 FastPredicates = Annotated[list[FastPredicate], Meta(max_length=L.MAX_PREDICATES)]
 
 
+# The subclasses below narrow an inherited field's element type (mypy's lists are invariant).
 class FastFilters(Filters, forbid_unknown_fields=True):
-    entitlement: FastPredicates = []
-    relevance: FastPredicates = []
+    entitlement: FastPredicates = []  # type: ignore[assignment]
+    relevance: FastPredicates = []  # type: ignore[assignment]
 
 
 class FastCandidate(Candidate, forbid_unknown_fields=True):
@@ -91,7 +90,7 @@ class FastCandidate(Candidate, forbid_unknown_fields=True):
 
 
 class FastExclusionSample(ExclusionSample, forbid_unknown_fields=True):
-    candidates: Annotated[list[FastCandidate], Meta(max_length=L.MAX_CANDIDATES)]
+    candidates: Annotated[list[FastCandidate], Meta(max_length=L.MAX_CANDIDATES)]  # type: ignore[assignment]
     gold_ids: Ids | None = None
 
 
@@ -234,6 +233,6 @@ class PlainEnvelope(msgspec.Struct, gc=False, forbid_unknown_fields=True):
 
 def plain_batch_decoder(max_events: int) -> msgspec.json.Decoder[Any]:
     """A decoder of `{"events": [...]}` holding 1 to `max_events` plain envelopes, nothing else."""
-    events = Annotated[list[PlainEnvelope], Meta(min_length=1, max_length=max_events)]  # type: ignore[valid-type]
+    events = Annotated[list[PlainEnvelope], Meta(min_length=1, max_length=max_events)]
     batch = msgspec.defstruct("PlainBatch", [("events", events)], gc=False, forbid_unknown_fields=True)
     return msgspec.json.Decoder(batch)
