@@ -28,6 +28,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.service.api.api_events import ACME_KEY, feedback_event, now_iso, trace_event
 from tests.service.api.api_harness import KafkaReader, RunningApi
+from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
 FUZZ = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), print_blob=True)
 CHECKS = [status_code_conformance, content_type_conformance, response_headers_conformance,
@@ -127,34 +128,6 @@ def test_the_openapi_operations_never_fail_with_a_server_error(api: RunningApi, 
     ledger.check_kafka(api, kafka)
 
 
-# A JSON value of any shape, including what strict JSON forbids: NaN, Infinity, lone surrogates,
-# integers past 64 bits.
-any_text = st.text(st.characters(exclude_categories=()), max_size=40)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63, max_value=2**80)
-    | st.floats(allow_nan=True, allow_infinity=True) | any_text,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
-    max_leaves=12,
-)
-
-
-def _set_path(doc: Any, path: list[Any], value: Any) -> None:
-    for step in path[:-1]:
-        doc = doc[step]
-    doc[path[-1]] = value
-
-
-def _paths(doc: Any, prefix: list[Any]) -> list[list[Any]]:
-    out = [prefix] if prefix else []
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out.extend(_paths(v, [*prefix, k]))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            out.extend(_paths(v, [*prefix, i]))
-    return out
-
-
 def test_mutated_events_never_fail_with_a_server_error(api: RunningApi, kafka: KafkaReader) -> None:
     """Take valid events, replace one value anywhere (or add one) with an arbitrary JSON value."""
     ledger = Ledger()
@@ -163,14 +136,14 @@ def test_mutated_events_never_fail_with_a_server_error(api: RunningApi, kafka: K
     @given(data=st.data(), gzip_it=st.booleans())
     def mutate(data: st.DataObject, gzip_it: bool) -> None:
         events = [trace_event(), feedback_event()]
-        paths = _paths(events, [])
+        paths = value_paths(events)
         path = data.draw(st.sampled_from(paths), label="path")
         if data.draw(st.booleans(), label="add a sibling field"):
             path = [*path[:-1], data.draw(any_text.filter(bool), label="new key")] \
                 if isinstance(path[-1], str) else path
         value = data.draw(json_values, label="value")
         try:
-            _set_path(events, path, value)
+            set_path(events, path, value)
         except (TypeError, KeyError, IndexError):
             return
         content = _dumps_as_a_careless_client(events)

@@ -22,6 +22,7 @@ from service.api.redaction import Redactor
 from service.contracts import Topics
 from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
+from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
 TENANT = "acme"
 
@@ -135,27 +136,6 @@ def test_duplicate_keys_and_any_spacing_read_as_the_full_path_reads_them() -> No
     assert dup != text and _agree(dup.encode())
 
 
-# Any JSON value, including what strict JSON forbids, put anywhere in a valid batch.
-any_text = st.text(st.characters(exclude_categories=()), max_size=20)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**62, max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | any_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
-    max_leaves=8,
-)
-
-
-def _paths(doc: Any, prefix: list[Any]) -> list[list[Any]]:
-    out = [prefix] if prefix else []
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            out.extend(_paths(v, [*prefix, k]))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            out.extend(_paths(v, [*prefix, i]))
-    return out
-
-
 def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -> None:
     taken: Counter[bool] = Counter()
 
@@ -163,13 +143,10 @@ def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -
     @given(data=st.data())
     def mutate(data: st.DataObject) -> None:
         events = [trace_event(), feedback_event(), label_event(), release_event()]
-        path = data.draw(st.sampled_from(_paths(events, [])))
+        path = data.draw(st.sampled_from(value_paths(events)))
         if isinstance(path[-1], str) and data.draw(st.booleans()):
             path = [*path[:-1], data.draw(any_text.filter(bool))]
-        holder: Any = events
-        for step in path[:-1]:
-            holder = holder[step]
-        holder[path[-1]] = data.draw(json_values)
+        set_path(events, path, data.draw(json_values))
         taken[_agree(json.dumps({"events": events}, allow_nan=True).encode())] += 1
 
     mutate()
