@@ -40,7 +40,7 @@ from service.contracts.fast import (
     RFC3339,
     PlainEnvelope,
     check_body,
-    names_match,
+    rules_hold,
     plain_batch_decoder,
 )
 from service.contracts.topics import Topics, record_key
@@ -135,7 +135,7 @@ def check_tenant_fields(events: list[Any], tenant: str) -> None:
                 del holder["tenant"]
 
 
-@dataclass
+@dataclass(slots=True)
 class EventResult:
     index: int
     id: str | None
@@ -160,6 +160,7 @@ class PreparedBatch:
 
 
 _TEXT_KEYS = ("text", "note", "description")
+_SCHEMA_HEADER = (T.H_SCHEMA, b"1")
 
 # The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an
 # RFC 3339 timestamp. Such an envelope is read directly; pydantic's EventEnvelope, which would give
@@ -241,6 +242,9 @@ class BatchPreparer:
         self.max_skew = timedelta(seconds=max_skew_s)
         self._plain_batch = plain_batch_decoder(max_events)
         self._body_decoders = {etype: msgspec.json.Decoder(view) for etype, view in BODIES.items()}
+        # Header tuples are shared between records: kafka-python only reads them.
+        self._type_header = {etype: (T.H_EVENT_TYPE, etype.encode()) for etype in BODY_MODELS}
+        self._type_part = {etype: b'","type":"' + etype.encode() for etype in BODY_MODELS}
 
     def decode_plain(self, data: bytes) -> list[PlainEnvelope] | None:
         """The events of a batch in the plain form (only `events`, 1 to max_events envelopes of
@@ -265,12 +269,18 @@ class BatchPreparer:
         """
         now = now or datetime.now(UTC)
         oldest, newest = now - self.max_age, now + self.max_skew
-        received_at = now.isoformat().encode()
-        tenant_json = orjson.dumps(tenant)
         batch = PreparedBatch([], [])
-        ids = "\n".join(env.id for env in events)
+        ids = "\n".join([env.id for env in events])
         if len(ids) != 37 * len(events) - 1 or _CANONICAL_UUIDS.fullmatch(ids) is None:
             return None  # an id not in the canonical form (36 characters each, so none holds a line break)
+        # What every stored record and header list of this batch shares, built once.
+        tenant_part = b'","tenant":' + orjson.dumps(tenant) + b',"timestamp":"'
+        received_part = b'","received_at":"' + now.isoformat().encode() + b'","body":'
+        shared_headers = [(T.H_TENANT, tenant.encode()), _SCHEMA_HEADER]
+        if traceparent:
+            shared_headers.append(("traceparent", traceparent))
+        key_prefix = tenant + "/"
+        records, results, counts = batch.records, batch.results, batch.redactions
         seen: set[str] = set()
         for i, env in enumerate(events):
             etype, event_id = env.type, env.id
@@ -285,19 +295,16 @@ class BatchPreparer:
                 body = self._decode_body(etype, env.body)
             except (ValueError, msgspec.DecodeError):  # ValidationError included
                 return None
-            if ts < oldest or ts > newest or not names_match(etype, body):
+            if ts < oldest or ts > newest or not rules_hold(etype, body):
                 return None
-            raw = self._redacted(etype, body, env.body, batch.redactions) if self.redactor is not None else env.body
-            stored = b"".join((b'{"schema_version":1,"id":"', event_id.encode(), b'","type":"', etype.encode(),
-                               b'","tenant":', tenant_json, b',"timestamp":"', timestamp.encode(),
-                               b'","received_at":"', received_at, b'","body":', raw, b"}"))
-            headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()),
-                       (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
-            if traceparent:
-                headers.append(("traceparent", traceparent))
-            key = f"{tenant}/{_key_part(etype, body)}".encode()
-            batch.records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
-            batch.results.append(EventResult(i, event_id, etype))
+            raw = self._redacted(etype, body, env.body, counts) if self.redactor is not None else env.body
+            id_bytes = event_id.encode()
+            stored = b"".join((b'{"schema_version":1,"id":"', id_bytes, self._type_part[etype], tenant_part,
+                               timestamp.encode(), received_part, raw, b"}"))
+            headers = [(T.H_EVENT_ID, id_bytes), self._type_header[etype], *shared_headers]
+            key = (key_prefix + _key_part(etype, body)).encode()
+            records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
+            results.append(EventResult(i, event_id, etype))
         return batch
 
     def _decode_body(self, etype: str, raw: msgspec.Raw) -> Any:

@@ -5,7 +5,7 @@ the producer already has a topic's partitions, nor to stop a producer while
 dropping the records it still holds, nor to hand it a list of records without
 paying `send`'s per-record checks and wake-ups (a third of the API's producer
 time). These are needed (see producer.py), so they are reached through
-`KafkaProducer._metadata`, `_accumulator` and `_sender` in this one module, and tests/service/api/test_kafka_private.py breaks on an
+`KafkaProducer._metadata`, `_accumulator` and `_sender` (and a future's `_add_cb_eb`) in this one module, and tests/service/api/test_kafka_private.py breaks on an
 upgrade that moves them: then re-check these two functions against the new
 release (and a public replacement, if there is one).
 """
@@ -13,7 +13,7 @@ release (and a public replacement, if there is one).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from kafka import KafkaProducer
 from kafka import errors as KafkaErrors
@@ -42,6 +42,17 @@ def drop_pending(producer: KafkaProducer) -> None:
     are pending, leaving the sender running).
     """
     producer._sender.force_close()
+
+
+def on_completion(futures: Iterable[FutureRecordMetadata], ack: Callable[[object], None],
+                  fail: Callable[[BaseException], None]) -> None:
+    """`ack` or `fail` called once per record future when it resolves (at once if it already has).
+
+    What add_callback + add_errback do, with one lock round trip per future instead of two
+    (kafka-python's own pairing, Future._add_cb_eb, which its record futures use).
+    """
+    for future in futures:
+        future._add_cb_eb(ack, fail)
 
 
 _HEADROOM = 64 * 1024  # more than a record's batch and record overhead plus the API's few small headers

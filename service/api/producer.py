@@ -15,6 +15,7 @@ producer state belong to the broker that went away.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import socket
 import threading
@@ -25,7 +26,7 @@ from typing import NamedTuple
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
 
-from service.api.kafka_private import append_records, drop_pending, partitions_known
+from service.api.kafka_private import append_records, drop_pending, on_completion, partitions_known
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
@@ -60,36 +61,33 @@ class _AckTracker:
     """Counts acknowledgements in the sender thread; wakes the event loop once.
 
     One wake-up per batch instead of one per record keeps the event loop free
-    for requests at thousands of records a second.
+    for requests at thousands of records a second. The count is an
+    itertools.count, whose next() is one indivisible step under the GIL, so
+    no lock is taken per record; a second wake-up (an error racing the last
+    acknowledgement) finds the future already settled.
     """
 
     def __init__(self, pending: int, loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
         self._pending = pending
+        self._acked = itertools.count(1)
         self._loop = loop
         self._done = done
-        self._lock = threading.Lock()
-        self._woken = False
         self.error: BaseException | None = None
 
     def _wake(self) -> None:
-        if not self._woken:
-            self._woken = True
-            self._loop.call_soon_threadsafe(self._settle)
+        self._loop.call_soon_threadsafe(self._settle)
 
     def _settle(self) -> None:
         if not self._done.done():
             self._done.set_result(None)
 
     def ack(self, _metadata: object) -> None:
-        with self._lock:
-            self._pending -= 1
-            if self._pending == 0:
-                self._wake()
+        if next(self._acked) == self._pending:
+            self._wake()
 
     def fail(self, exc: BaseException) -> None:
-        with self._lock:
-            if self.error is None:
-                self.error = exc
+        if self.error is None:
+            self.error = exc
             self._wake()
 
 
@@ -218,9 +216,7 @@ class EventProducer:
             return
         done = loop.create_future()
         tracker = _AckTracker(len(futures), loop, done)
-        for fut in futures:
-            fut.add_callback(tracker.ack)  # type: ignore[attr-defined]
-            fut.add_errback(tracker.fail)  # type: ignore[attr-defined]
+        on_completion(futures, tracker.ack, tracker.fail)  # type: ignore[arg-type]
         waiter = asyncio.ensure_future(self._down.wait()) if self._down is not None else None
         waiting = {done} if waiter is None else {done, waiter}
         try:

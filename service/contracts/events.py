@@ -7,7 +7,8 @@ names the field instead of a silently missing signal. Floats must be finite.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -157,7 +158,7 @@ def predicate_value_problem(op: str, v: Any) -> str | None:
     elif op in ("gt", "gte", "lt", "lte"):
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             return f"op '{op}' needs a number or an RFC 3339 date value"
-        if isinstance(v, str) and parse_instant(v) is None:
+        if isinstance(v, str) and not _is_instant(v):
             return f"op '{op}' value {v!r} is neither a number nor an RFC 3339 date"
     elif op == "exists":
         if v is not None and not isinstance(v, bool):
@@ -179,10 +180,15 @@ def parse_instant(value: str) -> datetime | None:
     except ValueError:
         return None
     if parsed.tzinfo is None:
-        from datetime import UTC
-
         parsed = parsed.replace(tzinfo=UTC)
     return parsed
+
+
+@lru_cache(maxsize=1024)
+def _is_instant(value: str) -> bool:
+    """parse_instant(value) is not None, remembered: a filter's date bounds repeat from request to
+    request (at most 1,024 values of at most MAX_METADATA_STR_LEN characters are kept)."""
+    return parse_instant(value) is not None
 
 
 class Filters(Strict):

@@ -33,7 +33,7 @@ from service.contracts.events import (
 )
 
 
-def _whole(pattern: str) -> str:
+def whole_pattern(pattern: str) -> str:
     # pydantic matches with Rust's regex, where `$` is the end of the text; in
     # Python's re `$` also matches before a final newline, `\Z` does not.
     return pattern.removesuffix("$") + r"\Z"
@@ -41,9 +41,9 @@ def _whole(pattern: str) -> str:
 
 _LARGEST = 1.7976931348623157e308  # JSON numbers beyond it decode as inf: rejected by the bounds
 
-Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=_whole(ID_PATTERN))]
-Name = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=_whole(NAME_PATTERN))]
-StageName = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=_whole(STAGE_PATTERN))]
+Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=whole_pattern(ID_PATTERN))]
+Name = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(NAME_PATTERN))]
+StageName = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(STAGE_PATTERN))]
 FiniteFloat = Annotated[float, Meta(ge=-_LARGEST, le=_LARGEST)]
 AwareDatetime = Annotated[datetime, Meta(tz=True)]
 ModelName = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]

@@ -9,7 +9,7 @@ request, and writes the raw collapsed stacks next to the bench's work files.
 py-spy is not a dependency: `pip install py-spy` into any environment and pass
 `--py-spy PATH` (or have it on PATH).
 
-    python tests/bench/profile_ingest.py [--reference REV] [--seconds 12] [--py-spy PATH]
+    python tests/bench/profile_ingest.py [--reference REV] [--seconds 12] [--py-spy PATH] [--gil]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ HANDLER_STAGES = [
     ("body check (msgspec `check_body`, pydantic only for refusals)", "check_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "_decode_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "body_ids ("),
-    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "names_match ("),
+    ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "rules_hold ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "EventEnvelope"),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "plain_envelope ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "BaseModel.model_validate ("),
@@ -97,9 +97,12 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--api-workers", type=int, default=2)
     ap.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    ap.add_argument("--gil", action="store_true",
+                    help="sample only the thread holding the GIL: Python's own CPU time, without threads waiting "
+                         "for the GIL (which py-spy otherwise counts as busy)")
     args = ap.parse_args()
     tree = reference_tree(args.reference) if args.reference else ROOT
-    name = f"profile-{args.reference or 'change'}"
+    name = f"profile-{args.reference or 'change'}{'-gil' if args.gil else ''}"
     envelopes = trace_envelopes(5000)
     bodies = [orjson.dumps({"events": envelopes[i:i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
     broker, redis = start_broker(), start_redis()
@@ -117,7 +120,7 @@ def main() -> int:
 
         def record() -> None:
             spy.append(subprocess.run([args.py_spy, "record", "--pid", str(api.pid), "--subprocesses", "--format",
-                                       "raw", "-d", str(args.seconds), "-r", "200", "-o", str(out)],
+                                       "raw", "-d", str(args.seconds), "-r", "200", "-o", str(out)] + (["--gil"] if args.gil else []),
                                       capture_output=True, check=False))
 
         recorder = threading.Timer(3.0, record)  # after the load's warm-up

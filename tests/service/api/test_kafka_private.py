@@ -13,10 +13,18 @@ from collections.abc import Iterator
 import kafka
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from service.api.kafka_private import TESTED_MAJOR, append_records, drop_pending, murmur2, partitions_known
+from service.api.kafka_private import (
+    TESTED_MAJOR,
+    append_records,
+    drop_pending,
+    murmur2,
+    on_completion,
+    partitions_known,
+)
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
@@ -97,3 +105,24 @@ def test_append_records_refuses_a_topic_without_metadata(topic_and_producer: tup
     topic, producer = topic_and_producer
     with pytest.raises(ValueError, match="no metadata"):
         append_records(producer, [(topic + ".absent", b"k", b"v", [])])
+
+
+def test_on_completion_reports_each_record_once_acknowledged_or_failed(
+        topic_and_producer: tuple[str, KafkaProducer]) -> None:
+    topic, producer = topic_and_producer
+    producer.partitions_for(topic)
+    futures = append_records(producer, [(topic, f"k{i}".encode(), b"v", []) for i in range(5)])
+    acked: list[object] = []
+    failed: list[BaseException] = []
+    on_completion(futures[:3], acked.append, failed.append)  # registered while pending
+    assert acked == [] and failed == []
+    producer.flush(timeout=10)
+    assert [m.offset for m in acked] == [f.get(0).offset for f in futures[:3]]  # type: ignore[attr-defined]
+    on_completion(futures[3:], acked.append, failed.append)  # already resolved: called at once
+    assert len(acked) == 5 and failed == []
+
+    pending = append_records(producer, [(topic, b"k", b"v", [])])[0]
+    on_completion([pending], acked.append, failed.append)
+    error = KafkaTimeoutError("delivery timed out")
+    pending.failure(error)  # what the sender does to a record it could not deliver
+    assert failed == [error] and len(acked) == 5
