@@ -54,6 +54,19 @@ def test_broken_traces_fail_the_fast_check(worker: str, mutate: Any) -> None:
         ("feedback", {"trace_id": "t", "kind": "copy", "reason": "bored"}),
         ("label", {"trace_id": "t"}),
         ("label", {"trace_id": "t", "faithful": True, "note": "x" * 5000}),
+        # Rules checked after the decode (fast.rules_hold): names, predicate values.
+        ("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "variant": "Canary"}),
+        ("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "intent": "two words"}),
+        *[("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"},
+                     "retrieval": {"filters": {where: [{"field": "f", "op": "eq", "value": "ok"}, predicate]}}})
+          for where in ("entitlement", "relevance")
+          for predicate in ({"field": "f", "op": "gt", "value": "not a date"},
+                            {"field": "f", "op": "lte", "value": "2025-13-01"},
+                            {"field": "f", "op": "gte", "value": True},
+                            {"field": "f", "op": "eq"}, {"field": "f", "op": "neq", "value": [1]},
+                            {"field": "f", "op": "in", "value": "a"}, {"field": "f", "op": "not_in", "value": 1},
+                            {"field": "f", "op": "exists", "value": "yes"})],
+        ("release", {"release": "v1", "variant": "UPPER"}),
         ("release", {"release": "v 1"}),
         ("release", {"release": "v1", "extra": 1}),
     ],
@@ -105,3 +118,15 @@ def test_the_fast_check_never_admits_what_the_models_refuse() -> None:
             else:
                 refused += 1
     assert admitted > 100 and refused > 1000  # both sides of the property were exercised
+
+
+@pytest.mark.parametrize("predicate", [
+    {"field": "f", "op": "gt", "value": 3}, {"field": "f", "op": "gte", "value": "2025-01-01"},
+    {"field": "f", "op": "lt", "value": "2025-01-01T10:00:00Z"}, {"field": "f", "op": "eq", "value": False},
+    {"field": "f", "op": "in", "value": []}, {"field": "f", "op": "exists"}, {"field": "f", "op": "exists", "value": False},
+])
+def test_predicates_the_models_accept_pass_the_fast_check(predicate: dict[str, Any]) -> None:
+    body = {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "variant": "canary-2", "intent": "billing",
+            "retrieval": {"filters": {"relevance": [predicate]}}}
+    assert _accepted_by_models("trace", body)
+    assert check_body("trace", body)
