@@ -24,10 +24,16 @@ from typing import Any
 import orjson
 
 
-def cpu_per_event(run: Callable[[], object], events: int, repeats: int = 5) -> float:
+def cpu_per_event(run: Callable[[], object], events: int, repeats: int = 5,
+                  setup: Callable[[], None] | None = None) -> float:
+    """CPU µs per event of `run`, best of `repeats`; `setup` runs before each, outside the timing."""
+    if setup is not None:
+        setup()
     run()
     best = []
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         started = time.process_time()
         run()
         best.append(time.process_time() - started)
@@ -48,14 +54,20 @@ def main() -> int:
     parsed = [ingest.parse_envelope(b, 1000) for b in bodies]
     tune_gc()
 
+    # prepare changes the events it is given (redaction, tenant fields): each run gets fresh
+    # copies, made before the clock starts.
+    fresh: list[list[Any]] = []
+
+    def copies() -> None:
+        fresh[:] = [copy.deepcopy(batch) for batch in parsed]
+
     def prepare() -> None:
-        for batch in parsed:
-            preparer.prepare(copy.deepcopy(batch), "bench", None)
+        for batch in fresh:
+            preparer.prepare(batch, "bench", None)
 
     out: dict[str, Any] = {
         "parse": cpu_per_event(lambda: [ingest.parse_envelope(b, 1000) for b in bodies], events),
-        "copy": cpu_per_event(lambda: [copy.deepcopy(batch) for batch in parsed], events),
-        "prepare": cpu_per_event(prepare, events),
+        "prepare": cpu_per_event(prepare, events, setup=copies),
     }
 
     if hasattr(preparer, "decode_plain"):  # the path a batch in the plain form takes (not on the reference)
@@ -75,7 +87,7 @@ def main() -> int:
     ingest.BODY_MODELS = free
     if hasattr(ingest, "check_body"):
         setattr(ingest, "check_body", lambda _type, _body: True)  # noqa: B010 - the reference tree has none
-    out["prepare_without_body_check"] = cpu_per_event(prepare, events)
+    out["prepare_without_body_check"] = cpu_per_event(prepare, events, setup=copies)
     print(json.dumps(out))
     return 0
 
