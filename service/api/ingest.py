@@ -40,8 +40,8 @@ from service.contracts.fast import (
     RFC3339,
     PlainEnvelope,
     check_body,
-    rules_hold,
     plain_batch_decoder,
+    rules_hold,
 )
 from service.contracts.topics import Topics, record_key
 

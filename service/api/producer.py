@@ -216,7 +216,7 @@ class EventProducer:
             return
         done = loop.create_future()
         tracker = _AckTracker(len(futures), loop, done)
-        on_completion(futures, tracker.ack, tracker.fail)  # type: ignore[arg-type]
+        on_completion(futures, tracker.ack, tracker.fail)
         waiter = asyncio.ensure_future(self._down.wait()) if self._down is not None else None
         waiting = {done} if waiter is None else {done, waiter}
         try:

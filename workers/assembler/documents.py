@@ -26,19 +26,17 @@ TRUNCATED_KEY = "ragmon_truncated"
 def identifier(value: Any) -> str | None:
     """`value` as a contract identifier, or None when it cannot be one."""
     if type(value) is str:  # the same chunks come back trace after trace: their ids are checked once
-        known = _KNOWN_IDS.get(value, _UNKNOWN)
-        if known is not _UNKNOWN:
-            return known
+        if value in _KNOWN_IDS:
+            return _KNOWN_IDS[value]
         if len(_KNOWN_IDS) >= _MAX_KNOWN_IDS:
             _KNOWN_IDS.clear()
-        known = _KNOWN_IDS[value] = _identifier(value)
+        _KNOWN_IDS[value] = known = _identifier(value)
         return known
     return _identifier(value)
 
 
 _KNOWN_IDS: dict[str, str | None] = {}
 _MAX_KNOWN_IDS = 20_000
-_UNKNOWN = object()
 
 
 def _identifier(value: Any) -> str | None:
