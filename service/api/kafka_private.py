@@ -6,7 +6,7 @@ dropping the records it still holds, nor to hand it a list of records without
 paying `send`'s per-record checks and wake-ups (a third of the API's producer
 time). These are needed (see producer.py), so they are reached through
 `KafkaProducer._metadata`, `_accumulator` and `_sender` (and a future's `_add_cb_eb`) in this one module, and tests/service/api/test_kafka_private.py breaks on an
-upgrade that moves them: then re-check these two functions against the new
+upgrade that moves them: then re-check these functions against the new
 release (and a public replacement, if there is one).
 """
 

@@ -207,19 +207,9 @@ def body_ids(event_type: str, body: Any) -> list[str]:
 
 
 def predicates_fit(predicates: list[FastPredicate]) -> bool:
-    """Every predicate's value fits its operator (events.predicate_value_problem), the common
-    operators decided here without a call."""
-    for p in predicates:
-        op, value = p.op, p.value
-        if op == "eq" or op == "neq":
-            if value is None or type(value) is list:
-                return False
-        elif op == "in" or op == "not_in":
-            if type(value) is not list:
-                return False
-        elif predicate_value_problem(op, value) is not None:
-            return False
-    return True
+    """Every predicate's value fits its operator (events.predicate_value_problem, the rule the
+    models and the workers' views apply)."""
+    return all(predicate_value_problem(p.op, p.value) is None for p in predicates)
 
 
 def rules_hold(event_type: str, body: Any) -> bool:
