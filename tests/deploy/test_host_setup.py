@@ -60,6 +60,11 @@ def test_an_unknown_profile_is_refused() -> None:
     assert out.returncode == 2 and "usage:" in out.stderr
 
 
+# The commands that stop processes by name, spelled in parts so that this scanner (and a reviewer's
+# grep for them) does not report the test that forbids them as a use.
+_BY_NAME = ("p" + "kill", "kill" + "all")
+
+
 def test_no_process_is_ever_stopped_by_name() -> None:
     """A user's own Prometheus or Redis may run beside ours: we stop only what we started, by PID."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
@@ -69,5 +74,5 @@ def test_no_process_is_ever_stopped_by_name() -> None:
         if path.resolve() == Path(__file__).resolve() or not path.is_file():
             continue
         text = path.read_bytes().decode(errors="ignore")
-        offenders += [f"{name}: {word}" for word in ("pkill", "killall") if word in text]
+        offenders += [f"{name}: {word}" for word in _BY_NAME if word in text]
     assert offenders == []
