@@ -24,6 +24,10 @@ from tests.support.leaks import pytest_configure, pytest_sessionfinish  # noqa: 
 # see tests/alibi/setup_venv.sh): in the main venv it is not collected rather than skipped.
 collect_ignore = [] if importlib.util.find_spec("alibi_detect") else ["alibi"]
 
+# Every stack a test starts (`ragmon up`, Prometheus) takes free ports, never its preferred fixed ones:
+# tests and sessions running side by side would otherwise race for 8000, 9090, 9101...
+os.environ["RAGMON_FREE_PORTS"] = "1"
+
 LOG_DIR = Path(os.environ.get("RAGMON_TEST_LOGS", tempfile.gettempdir())) / "ragmon-test-logs"
 
 

@@ -27,6 +27,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def preferred_or_free(preferred: int, host: str = "127.0.0.1") -> int:
+    """`preferred` when it is free, else any free port. With RAGMON_FREE_PORTS=1 (the test session sets it)
+    always any free port: stacks started side by side then never race for the same fixed port."""
+    if os.environ.get("RAGMON_FREE_PORTS") != "1":
+        with socket.socket() as s:
+            try:
+                s.bind((host, preferred))
+            except OSError:
+                pass
+            else:
+                return preferred
+    return free_port(host)
+
+
 def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

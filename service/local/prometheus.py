@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from service.local.embedded import ChildProcess, free_port, wait_for_port
+from service.local.embedded import ChildProcess, free_port, preferred_or_free, wait_for_port
 from service.rules.cli import rendered_text
 
 if TYPE_CHECKING:
@@ -64,23 +64,12 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
     config_path = workdir / "prometheus.yml"
     config_path.write_text(yaml.safe_dump(prometheus_config(api_port, worker_ports, [str(rules_path)], am_port,
                                                             interval, extra_jobs)))
-    port = 9090 if _free(9090) else free_port()
+    port = preferred_or_free(9090)
     argv = [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.tsdb.path={workdir / 'prometheus-data'}", "--storage.tsdb.retention.time=1d"]
     child = stack.add(_spawn(argv, "prometheus", logs, port))
     wait_for_port("127.0.0.1", port, 30, child.proc)
     return f"http://127.0.0.1:{port}"
-
-
-def _free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _spawn(argv: list[str], name: str, logs: Path, port: int) -> ChildProcess:

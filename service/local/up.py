@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from service.local.embedded import (
     ChildProcess,
     EmbeddedError,
     free_port,
+    preferred_or_free,
     start_broker,
     start_redis,
     wait_for_port,
@@ -78,15 +78,6 @@ class Stack:
             child.stop(timeout=30 if child.name.startswith("worker") else 10)
 
 
-def _port_or_free(preferred: int) -> int:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", preferred))
-        except OSError:
-            return free_port()
-    return preferred
-
-
 def _spawn_ragmon(name: str, argv: list[str], env: dict[str, str], logs: Path, port: int) -> ChildProcess:
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{name}.log"
@@ -119,7 +110,7 @@ def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Pat
     wanted = opts.workers.split(",") if opts.workers else default_workers(env)
     ports: dict[str, int] = {}
     for i, name in enumerate(wanted):
-        port = _port_or_free(9101 + i)
+        port = preferred_or_free(9101 + i)
         wenv = {**env, "RAGMON_WORKER_METRICS_PORT": str(port)}
         stack.add(_spawn_ragmon(f"worker-{name}", ["worker", name], wenv, logs, port))
         ports[name] = port
@@ -172,7 +163,7 @@ def _start_kafka(stack: Stack, supervisor: Supervisor, logs: Path) -> str:
     if external:
         print(f"Kafka: {DURABLE_KAFKA_SETTING}={external} (not started or stopped by ragmon up)", flush=True)
         return external
-    broker = stack.add(start_broker(_port_or_free(19092), log_dir=logs))
+    broker = stack.add(start_broker(preferred_or_free(19092), log_dir=logs))
     supervisor.watch(broker, None, restart=False)
     print(f"Kafka: embedded Tansu broker on 127.0.0.1:{broker.port}, memory-only: every event in it is lost when "
           f"it stops; set {DURABLE_KAFKA_SETTING}=host:port to use a durable Kafka", flush=True)
@@ -229,7 +220,7 @@ def _start_postgres(stack: Stack, supervisor: Supervisor, workdir: Path, logs: P
 
 
 def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: Supervisor, logs: Path) -> int:
-    api_port = _port_or_free(opts.api_port)
+    api_port = preferred_or_free(opts.api_port)
     api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
                                   api_port))
     supervisor.watch(api, env)
@@ -243,7 +234,7 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     workdir = opts.workdir.resolve()
     logs = workdir / "logs"
     kafka = _start_kafka(stack, supervisor, logs)
-    redis = stack.add(start_redis(_port_or_free(16379), log_dir=logs))
+    redis = stack.add(start_redis(preferred_or_free(16379), log_dir=logs))
     supervisor.watch(redis, None)
     keys = _Keys(os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
                  os.environ.get("RAGMON_DEV_TENANT", "demo"),
