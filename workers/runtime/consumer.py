@@ -26,14 +26,16 @@ from kafka.structs import OffsetAndMetadata
 
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.dedupe import Dedupe
-from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
+from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers, emit_dead_letter
 from workers.runtime.labels import Children
 from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.periodic import PeriodicWork
+from workers.runtime.poison import is_poison, poison_detail, poison_reason
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.records import SubscriptionDecoder
 from workers.runtime.settings import WorkerSettings
-from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection
+from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection, SourceRecord
 
 log = logging.getLogger("ragmon.worker")
 
@@ -186,7 +188,7 @@ class ConsumerRuntime:
             expected = self.type_by_topic.get(tp.topic)
             decoder = self.decoders.get(tp.topic)
             for rec in records:
-                decoded = decoder(rec) if decoder else self.decoder.decode(rec, expected)
+                decoded = self._decode(rec, expected, decoder)
                 (dead if isinstance(decoded, Undecodable) else events).append(decoded)  # type: ignore[arg-type]
             offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "", -1)
         try:
@@ -199,16 +201,27 @@ class ConsumerRuntime:
             self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
         return done
 
+    def _decode(self, rec: Any, expected: str | None, decoder: SubscriptionDecoder | None) -> Event | Undecodable:
+        """Decoding is pure: whatever it raises is about this record alone, so the record is a dead letter."""
+        try:
+            return decoder(rec) if decoder else self.decoder.decode(rec, expected)
+        except Exception as exc:
+            log.warning("%s could not decode %s[%d]@%d", self.name, rec.topic, rec.partition, rec.offset,
+                        exc_info=True)
+            source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
+            return Undecodable(source, rec.value, list(rec.headers or []), DeadLetterReason.UNDECODABLE,
+                               poison_detail(exc))
+
     def _apply(self, events: list[Event], dead: list[Undecodable],
                offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         fresh, duplicates = self.dedupe.split_new(events)
-        rejections: list[Rejection] = self.processor.process(fresh) if fresh else []
+        rejections: list[Rejection] = self._process_isolating(fresh) if fresh else []
         for u in dead:
-            self.emitter.emit(self.dlq_topic, u.source.key, u.value or b"",
-                              dlq_headers(u.source, u.headers, u.reason, u.detail, self.name))
+            emit_dead_letter(self.emitter, self.dlq_topic, u.source.key, u.value or b"",
+                             dlq_headers(u.source, u.headers, u.reason, u.detail, self.name))
         for r in rejections:
-            self.emitter.emit(self.dlq_topic, r.event.source.key, r.event.raw or b"",
-                              dlq_headers(r.event.source, r.event.headers, r.reason, r.detail, self.name))
+            emit_dead_letter(self.emitter, self.dlq_topic, r.event.source.key, r.event.raw or b"",
+                             dlq_headers(r.event.source, r.event.headers, r.reason, r.detail, self.name))
         self.emitter.wait()
         self.dedupe.mark_done(fresh)
         try:
@@ -218,6 +231,30 @@ class ConsumerRuntime:
             # their done-keys make that a no-op.
             log.warning("%s commit refused after a rebalance: %s", self.name, exc)
         self._account(fresh, duplicates, dead, rejections)
+
+    def _process_isolating(self, events: list[Event]) -> list[Rejection]:
+        """process() and the acknowledgement of what it emitted; a poison record found by halving, rejected alone.
+
+        An outage raised anywhere propagates (the whole batch is retried). A poison exception
+        (workers/runtime/poison.py) splits the events in halves, each processed again, down to the one
+        record that raises by itself: it is dead-lettered with its reason, the others are processed.
+        Re-running a part is what a retry through an outage does too: effects are idempotent by event id.
+        """
+        try:
+            rejections = self.processor.process(events)
+            self.emitter.wait()
+            return rejections
+        except Exception as exc:
+            if not is_poison(exc):
+                raise
+            if len(events) > 1:
+                mid = len(events) // 2
+                return self._process_isolating(events[:mid]) + self._process_isolating(events[mid:])
+            event = events[0]
+            log.warning("%s dead-letters %s[%d]@%d (tenant %s): processing it raised %s", self.name,
+                        event.source.topic, event.source.partition, event.source.offset, event.tenant,
+                        type(exc).__name__, exc_info=True)
+            return [Rejection(event, poison_reason(exc), poison_detail(exc))]
 
     def _account(self, fresh: list[Event], duplicates: list[Event], dead: list[Undecodable],
                  rejections: list[Rejection]) -> None:

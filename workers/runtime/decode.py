@@ -156,6 +156,9 @@ class RecordDecoder:
             stored = _RECORD.validate_json(value) if view is None else view.decode(value)
         except ValidationError:
             return Undecodable(source, value, headers, *_explain(value, expected_type))
+        except RecursionError:  # msgspec recurses once per level: a deep value must not escape as an outage
+            return Undecodable(source, value, headers, DeadLetterReason.UNDECODABLE,
+                               "record: JSON nested deeper than the decoder's recursion limit")
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             assert view is not None
             stored = _canonical(value, view)

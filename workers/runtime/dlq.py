@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections import deque
 
 from service.contracts import topics as T
-from workers.runtime.types import SourceRecord
+from workers.runtime.emitter import MAX_RECORD_BYTES
+from workers.runtime.types import Emitter, SourceRecord
+
+H_DLQ_TRUNCATED = "ragmon-dlq-truncated"  # on a dead letter cut to fit the broker: the original length in bytes
+# Room kept for the record's framing when a dead letter is cut to fit.
+_DLQ_MARGIN = 16 * 1024
 
 
 def dlq_headers(source: SourceRecord, headers: list[tuple[str, bytes]], reason: str, detail: str,
@@ -24,6 +29,26 @@ def dlq_headers(source: SourceRecord, headers: list[tuple[str, bytes]], reason: 
         (T.H_DLQ_OFFSET, str(source.offset).encode()),
         (T.H_DLQ_WORKER, worker.encode()),
     ]
+
+
+def fit_dead_letter(value: bytes, headers: list[tuple[str, bytes]], limit: int = MAX_RECORD_BYTES,
+                    ) -> tuple[bytes, list[tuple[str, bytes]]]:
+    """A dead letter cut to fit the broker (the record it stands for may be what was too large).
+
+    The cut record says so: `ragmon-dlq-truncated` holds its original length in bytes.
+    """
+    room = max(0, limit - _DLQ_MARGIN - sum(len(k) + len(v) for k, v in headers))
+    if len(value) <= room:
+        return value, headers
+    return value[:room], [*headers, (H_DLQ_TRUNCATED, str(len(value)).encode())]
+
+
+def emit_dead_letter(emitter: Emitter, topic: str, key: bytes | None, value: bytes,
+                     headers: list[tuple[str, bytes]]) -> None:
+    """Emit one dead letter, cut to fit the emitter's per-record size (a dead letter must never be refused)."""
+    limit = getattr(emitter, "max_record_bytes", MAX_RECORD_BYTES) - len(key or b"")
+    value, headers = fit_dead_letter(value, headers, limit)
+    emitter.emit(topic, key, value, headers)
 
 
 class DlqLimitExceeded(Exception):

@@ -18,3 +18,5 @@ class DeadLetterReason(StrEnum):
     INVALID_PREDICATE = "invalid_predicate"  # a retrieval filter the exclusion worker cannot evaluate
     INVALID_SCORE = "invalid_score"  # a score event on the scores topic that breaks its contract
     INVALID_SPANS = "invalid_spans"  # a spans-topic record that is not a TracesData protobuf
+    PROCESSING_FAILED = "processing_failed"  # handling this one record raised (e.g. RecursionError): a poison record
+    DERIVED_TOO_LARGE = "derived_record_too_large"  # what this record yields can never fit the broker's record size

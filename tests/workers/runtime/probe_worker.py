@@ -4,7 +4,9 @@
   landed first (HSETNX: the idempotent effect a real worker would keep);
 - `ragmon:probe:attempts` (hash): event id -> how many times process() saw it
   (the non-idempotent view, to measure redelivery);
-- a trace whose query text is "reject me" is returned as a Rejection.
+- a trace whose query text is "reject me" is returned as a Rejection;
+- one whose query text is "raise me" makes process() raise RecursionError (a poison record), and one
+  whose text is "too large" makes it emit a derived record over the broker's per-record size.
 PROBE_DELAY_S slows every batch so a test can kill a process mid-stream;
 PROBE_TICK_REDIS=1 makes tick() call Redis (INCR ragmon:probe:ticks), as
 periodic work of a real worker does.
@@ -26,6 +28,8 @@ class ProbeProcessor:
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.redis = ctx.redis
+        self.emitter = ctx.emitter
+        self.derived_topic = ctx.settings.topics.scores
         self.delay = float(os.environ.get("PROBE_DELAY_S", "0"))
         self.pid = str(os.getpid())
         self.tick_redis = os.environ.get("PROBE_TICK_REDIS") == "1"
@@ -38,7 +42,12 @@ class ProbeProcessor:
         pipe = self.redis.pipeline(transaction=False)
         for e in events:
             pipe.hincrby("ragmon:probe:attempts", e.id, 1)
-            if e.type == "trace" and e.body.query.text == "reject me":
+            text = e.body.query.text if e.type == "trace" else ""
+            if text == "raise me":
+                raise RecursionError("maximum recursion depth exceeded (probe rule)")
+            if text == "too large":
+                self.emitter.emit(self.derived_topic, None, b"x" * (2 * 1024 * 1024))
+            if text == "reject me":
                 rejected.append(Rejection(e, DeadLetterReason.INVALID_BODY, "query.text: 'reject me' (probe rule)"))
             else:
                 pipe.hsetnx("ragmon:probe:effect", e.id, self.pid)
