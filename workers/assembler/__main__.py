@@ -50,9 +50,11 @@ def main() -> int:
     ensure_topics(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
     emitter = KafkaEmitter(settings, client_id=f"ragmon-{WORKER}-{settings.worker_instance}", linger_ms=EMIT_LINGER_MS,
-                           batch_size=EMIT_BATCH_BYTES)
-    assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry))
-    loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, WORKER))
+                           batch_size=EMIT_BATCH_BYTES, max_record_bytes=settings.worker_max_record_bytes)
+    runtime_metrics = RuntimeMetrics(registry, WORKER)
+    assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry),
+                          runtime_metrics)
+    loop = AssemblerLoop(assembler, settings, runtime_metrics)
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, loop.readiness)
     print(f"ragmon worker {WORKER}: metrics on http://{settings.worker_metrics_host}:{server.server_address[1]}"
           "/metrics", flush=True)

@@ -17,12 +17,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from service.contracts import StoredEvent, record_key
 from service.contracts import topics as T
-from service.contracts.spans import SpanRecord, SpanRecordError, decode_span_record, trace_event_id
+from service.contracts.spans import (
+    SpanRecord,
+    SpanRecordError,
+    decode_span_record,
+    encode_span_record,
+    trace_event_id,
+)
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events
@@ -31,7 +38,11 @@ from workers.assembler.metrics import AssemblerMetrics
 from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
 from workers.assembler.usage import STAGE_OF_KIND
 from workers.assembler.view import SpanView, attribute_map
-from workers.runtime.dlq import dlq_headers
+from workers.runtime.dlq import dlq_headers, emit_dead_letter
+from workers.runtime.emitter import RecordTooLarge
+from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.poison import is_poison, poison_detail, poison_reason
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Emitter, SourceRecord
 
 log = logging.getLogger("ragmon.worker.assembler")
@@ -99,8 +110,9 @@ def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]
 
 class Assembler:
     def __init__(self, config: AssemblerConfig, store: TraceStore, emitter: Emitter, topics: Topics,
-                 metrics: AssemblerMetrics) -> None:
+                 metrics: AssemblerMetrics, runtime_metrics: RuntimeMetrics | None = None) -> None:
         self.config = config
+        self.runtime_metrics = runtime_metrics  # ragmon_worker_dead_letters_total, which the alerts read
         self.store = store
         self.emitter = emitter
         self.topics = topics
@@ -189,13 +201,16 @@ class Assembler:
             if trace is None:
                 self.store.forget(tenant, trace_id)
             elif trace.root is not None:
-                finished.append((trace, self._emit_trace(trace)))
+                finished.append((trace, self._emit_guarded(trace)))
             elif now - trace.last_seen >= self.config.root_wait_s:
                 finished.append((trace, "no_root"))
             else:
                 self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
+        try:
+            self.emitter.wait()
+        except RecordTooLarge:  # a broker whose limit is below ours refused one event: find it, trace by trace
+            finished = self._emit_each(finished)
         kind_counts = self._kind_counts
-        self.emitter.wait()
         for kind, n in kind_counts.items():
             self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
         late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
@@ -214,19 +229,66 @@ class Assembler:
             self.m.pending.set(self.store.pending())
         return emitted
 
+    def _emit_each(self, finished: list[tuple[OpenTrace, str | None]]) -> list[tuple[OpenTrace, str | None]]:
+        """Emit and acknowledge the tick's events one by one (ids are deterministic: a repeat is deduped)."""
+        counts = self._kind_counts
+        out: list[tuple[OpenTrace, str | None]] = []
+        for trace, drop_reason in finished:
+            if drop_reason is None:
+                try:
+                    drop_reason = self._emit_trace(trace)
+                    self.emitter.wait()
+                except RecordTooLarge as exc:
+                    drop_reason = self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
+            out.append((trace, drop_reason))
+        self._kind_counts = counts  # counted once, by the first pass
+        return out
+
+    def _emit_guarded(self, trace: OpenTrace) -> str | None:
+        """_emit_trace; a trace whose handling raises a poison exception is dead-lettered alone, never retried.
+
+        Retrying it would fail every tick that claims it, and with it the other traces of the tick, whatever
+        their tenant. An outage (Redis, the broker) still raises: the tick is retried.
+        """
+        try:
+            return self._emit_trace(trace)
+        except Exception as exc:
+            if not (is_poison(exc) or isinstance(exc, DecodeError)):
+                raise
+            log.warning("trace %s/%s dead-lettered: handling it raised %s", trace.tenant, trace.trace_id,
+                        type(exc).__name__, exc_info=True)
+            return self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
+
+    def _dead_letter_trace(self, trace: OpenTrace, reason: DeadLetterReason, detail: str) -> str:
+        """The trace's stored spans as one spans record on the dead-letter topic; returns the drop reason.
+
+        Assembled from several records, it has no single source offset: partition and offset are -1.
+        """
+        data = TracesData()
+        rs = data.resource_spans.add()
+        if trace.resource:
+            rs.resource.ParseFromString(trace.resource)
+        scope = rs.scope_spans.add()
+        for payload in trace.spans:
+            scope.spans.add().ParseFromString(payload)
+        key, value, headers = encode_span_record(trace.tenant, trace.trace_id, data)
+        source = SourceRecord(self.topics.spans, -1, -1, key, 0)
+        emit_dead_letter(self.emitter, self.topics.dlq, key, value, dlq_headers(source, headers, reason, detail, WORKER))
+        if self.runtime_metrics is not None:
+            self.runtime_metrics.dead_letters.labels(WORKER, reason).inc()
+        return "invalid_trace" if reason is DeadLetterReason.INVALID_BODY else str(reason)
+
     def _emit_trace(self, trace: OpenTrace) -> str | None:
         """Produce the trace's event; returns the drop reason instead when it has none."""
         spans = [SpanView.of(Span.FromString(payload)) for payload in trace.spans]
         resource = attribute_map(Resource.FromString(trace.resource).attributes) if trace.resource else {}
-        try:
-            result = assemble(TraceSpans(trace.trace_id, spans, resource))
-        except (ValueError, TypeError, KeyError):  # a mapping bug must not wedge the loop on one trace
-            log.exception("trace %s/%s could not be mapped", trace.tenant, trace.trace_id)
-            return "invalid_trace"
+        result = assemble(TraceSpans(trace.trace_id, spans, resource))  # what it raises: _emit_guarded
         for kind, n in result.counts.items():  # counted per tick: one metric update per kind, not per trace
             self._kind_counts[kind] = self._kind_counts.get(kind, 0) + n
         if result.body is None:
             log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
+            if result.drop_reason == "invalid_trace":  # the client's data breaks the contract: kept, with the rule
+                return self._dead_letter_trace(trace, DeadLetterReason.INVALID_BODY, result.detail)
             return result.drop_reason
         event_id = trace_event_id(trace.tenant, trace.trace_id)
         at = datetime.fromtimestamp(result.start_ns / 1e9, UTC)

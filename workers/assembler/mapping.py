@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,9 +15,11 @@ from service.contracts.fast import check_body
 from workers.assembler.documents import context_documents, identifier
 from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage
 from workers.assembler.view import SpanView
+from workers.runtime import boundedjson
 
 # Closed set of reasons a trace is dropped (metric label of ragmon_assembler_traces_dropped_total).
-DROP_REASONS = ("not_openinference", "no_retriever_or_llm", "no_query", "invalid_trace", "no_root")
+DROP_REASONS = ("not_openinference", "no_retriever_or_llm", "no_query", "invalid_trace", "no_root",
+                "processing_failed", "derived_record_too_large")  # the last two: dead-lettered (assembler.py)
 RAGMON_FIELDS = {"variant": "ragmon.variant", "release": "ragmon.release", "request_id": "ragmon.request_id",
                  "intent": "ragmon.intent", "sample_rate": "ragmon.sample_rate"}
 FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
@@ -108,8 +109,8 @@ def _json_attribute(trace: TraceSpans, root: SpanView, key: str) -> Any:
     value = trace.lookup(key, root)
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except ValueError:
+            return boundedjson.loads(value)
+        except ValueError:  # not JSON, or nested past the bound (never RecursionError: boundedjson.py)
             return value  # left for the contract validation to refuse by name
     return value
 

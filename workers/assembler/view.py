@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+from workers.runtime import boundedjson
 
 _SCALARS = frozenset({"string_value", "bool_value", "int_value", "double_value"})
 # An array of doubles (an embedding vector) on the wire: per item the tag of `values` (0x0a), the item's length (9),
@@ -141,11 +141,8 @@ def json_object(value: Any) -> dict[str, Any]:
         return value
     if not isinstance(value, str) or not value.startswith("{"):
         return {}
-    try:
-        parsed = orjson.loads(value)  # several per trace (each document's metadata): the fast parser first
-    except orjson.JSONDecodeError:
-        try:  # what orjson refuses and json takes (NaN, integers beyond 64 bits) is read the same as before
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
+    try:  # several per trace (each document's metadata): orjson first, then json for NaN and big integers
+        parsed = boundedjson.loads(value)
+    except ValueError:  # not JSON, or nested past the bound: no object here
+        return {}
     return parsed if isinstance(parsed, dict) else {}

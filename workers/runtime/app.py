@@ -49,7 +49,8 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
     metrics = RuntimeMetrics(registry, name)
     ensure_topics(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    emitter = KafkaEmitter(settings, client_id=f"ragmon-{name}-{settings.worker_instance}")
+    emitter = KafkaEmitter(settings, client_id=f"ragmon-{name}-{settings.worker_instance}",
+                           max_record_bytes=settings.worker_max_record_bytes)
     try:
         processor = build(WorkerContext(name, settings, registry, emitter, client))
     except ConfigError as exc:

@@ -17,6 +17,9 @@ class WorkerSettings(CommonSettings):
     worker_instance: str = Field(default_factory=lambda: f"{socket.gethostname()}-{os.getpid()}")
     worker_max_batch: int = Field(500, ge=1, le=10_000)
     worker_poll_timeout_ms: int = Field(500, ge=10, le=10_000)
+    worker_max_record_bytes: int = Field(
+        1024 * 1024, ge=64 * 1024, description="the broker's per-record size (Kafka's max.message.bytes); a derived "
+        "record over it is dead-lettered with its source (derived_record_too_large), never retried")
     worker_dedupe_ttl_s: int = Field(7 * 24 * 3600, ge=60, description="how long an event id stays 'done'")
     worker_dlq_max_ratio: float = Field(0.5, gt=0, le=1, description="halt when dead letters exceed this share")
     worker_dlq_window: int = Field(1000, ge=10, description="messages the dead-letter ratio is measured over")
