@@ -69,15 +69,21 @@ class SpanForwarder:
         return []
 
     def value_of(self, event: Event) -> bytes:
-        """The record's TracesData bytes, with the tenant's Phoenix project named when configured."""
+        """The record's TracesData bytes, every resource in the tenant's own Phoenix project.
+
+        A project the client named is replaced: spans of one tenant never land in another's project
+        (workers/phoenix/projects.py).
+        """
         record: SpanRecord = event.body
-        project = self._settings.tenant_projects.get(record.tenant)
-        if project is None:
-            return event.raw or b""
+        project = self._settings.project_for(record.tenant)
         data = record.data
         for rs in data.resource_spans:
-            if not any(a.key == PROJECT_ATTRIBUTE for a in rs.resource.attributes):
-                rs.resource.attributes.append(KeyValue(key=PROJECT_ATTRIBUTE, value=AnyValue(string_value=project)))
+            attributes = rs.resource.attributes
+            kept = [a for a in attributes if a.key != PROJECT_ATTRIBUTE]
+            if len(kept) != len(attributes):
+                del attributes[:]
+                attributes.extend(kept)
+            attributes.append(KeyValue(key=PROJECT_ATTRIBUTE, value=AnyValue(string_value=project)))
         return data.SerializeToString()
 
     def _chunks(self, events: list[Event]) -> Iterator[list[Event]]:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
+from workers.phoenix.projects import check_one_tenant_per_project, tenant_project
 
 ENDPOINT_ENV = "RAGMON_FORWARD_ENDPOINT"
 
@@ -18,9 +19,15 @@ class ForwarderSettings(BaseSettings):
     endpoint: str = Field("", description="OTLP/HTTP traces URL, e.g. http://phoenix:6006/v1/traces; empty = off")
     headers: SecretStr = Field(SecretStr(""), description="'k=v,k2=v2' like OTEL_EXPORTER_OTLP_HEADERS "
                                                           "(values URL-encoded), e.g. Authorization=Bearer%20<key>")
+    project_prefix: str = Field("", description="a tenant not in tenant_projects has the project <prefix><tenant>")
     tenant_projects: dict[str, str] = Field(
-        default_factory=dict, description="tenant -> Phoenix project, set as openinference.project.name on "
-                                          "resources that name none (JSON object)")
+        default_factory=dict, description="tenant -> Phoenix project (JSON object), set as openinference.project.name "
+                                          "on every resource of the tenant's spans; one tenant per project")
+
+    _one_tenant_per_project = field_validator("tenant_projects")(check_one_tenant_per_project)
+
+    def project_for(self, tenant: str) -> str:
+        return tenant_project(tenant, self.tenant_projects, self.project_prefix)
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_spans_per_request: int = Field(2000, ge=1, le=100_000)
     max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")

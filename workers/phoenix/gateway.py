@@ -10,7 +10,6 @@ would not help: counted and logged).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,6 +22,7 @@ from phoenix.client.exceptions import PhoenixException
 from workers.phoenix.annotations import TraceSpans
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.settings import PhoenixSettings
+from workers.runtime import boundedjson
 
 T = TypeVar("T")
 _DOC_FIELD = re.compile(r"^retrieval\.documents\.(\d+)\.document\.(id|content|metadata)$")
@@ -50,8 +50,8 @@ def document_id(document: Mapping[str, Any]) -> str | None:
     metadata = document.get("metadata")
     if isinstance(metadata, str):
         try:
-            metadata = json.loads(metadata)
-        except ValueError:
+            metadata = boundedjson.loads(metadata)
+        except ValueError:  # not JSON, or nested past the bound (never RecursionError)
             metadata = None
     if isinstance(metadata, Mapping):
         for key in ("id", "doc_id", "document_id"):

@@ -52,6 +52,14 @@ class Done:
     documents_not_found: int = 0
 
 
+def waiting_id(score: ScoreEvent) -> str:
+    """A waiting score's member: score event ids derive from the client's event id, so the tenant is part of it.
+
+    Entries parked by the version before (the bare event id) are still read and retried (_retry_waiting).
+    """
+    return f"{score.tenant}/{score.event_id}"
+
+
 def _kind(score: ScoreEvent) -> str:
     return "faithfulness" if isinstance(score, FaithfulnessScoreEvent) else "false_exclusion"
 
@@ -81,7 +89,7 @@ class PhoenixExporter:
         done = self.export([e.body for e in events])
         missing = done.missing
         if self._settings.span_wait_s > 0:
-            waiting = [Waiting(str(s.event_id), now, s.model_dump_json()) for s in missing]
+            waiting = [Waiting(waiting_id(s), now, s.model_dump_json()) for s in missing]
             done.skipped += [(s, "waiting_full") for s in missing[len(missing) - self._waiting.park(waiting, now):]]
         else:
             done.skipped += [(s, "trace_not_found") for s in missing]
@@ -105,16 +113,20 @@ class PhoenixExporter:
         if not entries:
             return
         scores: list[ScoreEvent] = []
-        first_seen: dict[str, float] = {}
+        entry_of: dict[str, Waiting] = {}  # by (tenant, event id); the entry's member may be of the old format
         for w in entries:
             try:
-                scores.append(SCORE_EVENT.validate_json(w.score_json))
-                first_seen[w.event_id] = w.first_seen
+                score = SCORE_EVENT.validate_json(w.score_json)
             except ValidationError:
                 log.error("dropping waiting score %s: it no longer validates", w.event_id)
+                continue
+            scores.append(score)
+            entry_of[waiting_id(score)] = w
         done = self.export(scores)
-        expired = [s for s in done.missing if now - first_seen[str(s.event_id)] >= self._settings.span_wait_s]
-        still = {str(s.event_id) for s in done.missing} - {str(s.event_id) for s in expired}
+        expired = [s for s in done.missing
+                   if now - entry_of[waiting_id(s)].first_seen >= self._settings.span_wait_s]
+        still = {entry_of[waiting_id(s)].event_id for s in done.missing} - {
+            entry_of[waiting_id(s)].event_id for s in expired}
         self._waiting.done([w.event_id for w in entries if w.event_id not in still])
         done.skipped += [(s, "trace_not_found") for s in expired]
         self._record(done)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
+from workers.phoenix.projects import check_one_tenant_per_project, tenant_project
 
 URL_ENV = "RAGMON_PHOENIX_URL"
 
@@ -15,9 +16,9 @@ class PhoenixSettings(BaseSettings):
 
     url: str = Field("", description="Phoenix base URL, e.g. http://phoenix:6006; empty = exporter off")
     api_key: SecretStr | None = Field(None, description="sent as 'Authorization: Bearer <key>'")
-    project: str = Field("default", min_length=1, description="Phoenix project the traces are in")
+    project_prefix: str = Field("", description="a tenant not in tenant_projects has the project <prefix><tenant>")
     tenant_projects: dict[str, str] = Field(
-        default_factory=dict, description="per-tenant project, JSON object; tenants not listed use `project`")
+        default_factory=dict, description="per-tenant project, JSON object; one tenant per project")
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_annotations_per_request: int = Field(500, ge=1, le=10_000)
     max_traces_per_lookup: int = Field(100, ge=1, le=1000, description="trace ids per span lookup request")
@@ -26,8 +27,11 @@ class PhoenixSettings(BaseSettings):
     retry_interval_s: float = Field(10.0, gt=0, description="how often waiting scores look for their trace again")
     max_waiting: int = Field(100_000, ge=0, description="waiting scores kept in Redis; beyond that, counted, dropped")
 
+    _one_tenant_per_project = field_validator("tenant_projects")(check_one_tenant_per_project)
+
     def project_for(self, tenant: str) -> str:
-        return self.tenant_projects.get(tenant, self.project)
+        """The tenant's own Phoenix project (workers/phoenix/projects.py): scores are matched to traces there."""
+        return tenant_project(tenant, self.tenant_projects, self.project_prefix)
 
 
 def load_settings() -> PhoenixSettings:

@@ -117,7 +117,7 @@ def test_settings_fail_fast_and_say_how_to_fix(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("RAGMON_PHOENIX_URL", "http://127.0.0.1:6006")
     monkeypatch.setenv("RAGMON_PHOENIX_TENANT_PROJECTS", '{"acme": "acme-rag"}')
     settings = load_settings()
-    assert (settings.project_for("acme"), settings.project_for("globex")) == ("acme-rag", "default")
+    assert (settings.project_for("acme"), settings.project_for("globex")) == ("acme-rag", "globex")
     monkeypatch.setenv("RAGMON_PHOENIX_TIMEOUT_S", "0")
     with pytest.raises(ConfigError, match="RAGMON_PHOENIX_TIMEOUT_S"):
         load_settings()

@@ -99,7 +99,7 @@ def test_forwarded_spans_carry_ragmon_annotations(rig: Rig, phoenix: PhoenixServ
 def _spans(phoenix: PhoenixServer, trace_id: str) -> list[dict[str, object]]:
     import httpx
 
-    answer = httpx.get(f"{phoenix.base_url}/v1/projects/default/spans", headers=phoenix.headers,
+    answer = httpx.get(f"{phoenix.base_url}/v1/projects/acme/spans", headers=phoenix.headers,
                        params={"trace_id": [trace_id]}, timeout=5)
     return list(answer.json()["data"])
 

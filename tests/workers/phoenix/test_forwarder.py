@@ -138,10 +138,10 @@ def test_an_unreachable_collector_is_an_outage() -> None:
     assert value(registry, "ragmon_forwarder_requests_total", outcome="unavailable") == 1
 
 
-def test_tenant_projects_name_the_phoenix_project_when_the_app_did_not(collector: Collector) -> None:
+def test_tenant_projects_name_each_tenants_phoenix_project(collector: Collector) -> None:
     fwd, _ = forwarder(collector, tenant_projects={"acme": "acme-rag"})
     fwd.process([spans_event(rag_trace(["d"]), tenant="acme"), spans_event(rag_trace(["d"]), tenant="globex")])
     (_, request), = collector.requests
     projects = [{a.key: a.value.string_value for a in rs.resource.attributes}.get(PROJECT_ATTRIBUTE)
                 for rs in request.resource_spans]
-    assert projects == ["acme-rag", None]
+    assert projects == ["acme-rag", "globex"]

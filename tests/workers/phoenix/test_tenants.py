@@ -1,0 +1,99 @@
+"""Phoenix per tenant: one project per tenant on both sides, scores matched by (tenant, trace), bounded JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import pytest
+import redis
+from prometheus_client import CollectorRegistry
+from pydantic import SecretStr, ValidationError
+
+from tests.workers.phoenix.phoenix_data import faithfulness_score, rag_trace, score_event, spans_event
+from tests.workers.phoenix.test_forwarder import Collector, collector, forwarder  # noqa: F401 - the fixture
+from workers.forwarder.processor import PROJECT_ATTRIBUTE
+from workers.forwarder.settings import ForwarderSettings
+from workers.phoenix.annotations import TraceSpans
+from workers.phoenix.gateway import document_id
+from workers.phoenix.metrics import PhoenixMetrics
+from workers.phoenix.processor import PhoenixExporter
+from workers.phoenix.settings import PhoenixSettings
+from workers.phoenix.waiting import WaitingRoom
+
+
+def test_each_tenant_has_its_own_project_on_both_sides() -> None:
+    exporter = PhoenixSettings(url="http://p", tenant_projects={"acme": "acme-rag"}, project_prefix="rg-")
+    forward = ForwarderSettings(endpoint="http://p/v1/traces", tenant_projects={"acme": "acme-rag"},
+                                project_prefix="rg-")
+    for settings in (exporter, forward):
+        assert [settings.project_for(t) for t in ("acme", "globex", "initech")] == ["acme-rag", "rg-globex",
+                                                                                      "rg-initech"]
+
+
+@pytest.mark.parametrize("model", [PhoenixSettings, ForwarderSettings])
+def test_two_tenants_may_not_share_a_project(model: type) -> None:
+    with pytest.raises(ValidationError, match="each tenant needs its own"):
+        model(tenant_projects={"acme": "shared", "globex": "shared"})
+
+
+def test_the_forwarder_puts_a_tenants_spans_in_its_own_project_whatever_the_app_named(
+        collector: Collector) -> None:  # noqa: F811 - the fixture
+    fwd, _ = forwarder(collector, tenant_projects={"acme": "acme-rag"})
+    named = rag_trace(["d"])
+    for rs in named.data.resource_spans:
+        rs.resource.attributes.add(key=PROJECT_ATTRIBUTE).value.string_value = "acme-rag"  # another tenant's
+    fwd.process([spans_event(named, tenant="globex"), spans_event(rag_trace(["d"]), tenant="acme")])
+    (_, request), = collector.requests
+    projects = [[a.value.string_value for a in rs.resource.attributes if a.key == PROJECT_ATTRIBUTE]
+                for rs in request.resource_spans]
+    assert projects == [["globex"], ["acme-rag"]]
+
+
+class NoTraces:
+    """A gateway whose Phoenix has no trace yet (so every score waits)."""
+
+    def find_traces(self, project: str, trace_ids: Sequence[str], with_documents: Iterable[str] = ()
+                    ) -> dict[str, TraceSpans]:
+        self.projects = [*getattr(self, "projects", []), project]
+        return {}
+
+    def write_span_annotations(self, payloads: list[dict[str, object]]) -> None:
+        raise AssertionError("nothing to write: no trace was found")
+
+    write_document_annotations = write_span_annotations
+
+    def close(self) -> None:
+        return None
+
+
+def test_scores_of_two_tenants_with_the_same_event_id_wait_apart(redis_client: redis.Redis) -> None:
+    settings = PhoenixSettings(url="http://p", api_key=SecretStr("k"))
+    waiting = WaitingRoom(redis_client, "test-tenants", settings.retry_interval_s, settings.max_waiting)
+    gateway = NoTraces()
+    exporter = PhoenixExporter(settings, gateway, waiting, PhoenixMetrics(CollectorRegistry()))  # type: ignore[arg-type]
+    trace_id = rag_trace([]).trace_id
+    a = faithfulness_score(trace_id, tenant="tenant-a")
+    b = a.model_copy(update={"tenant": "tenant-b"})  # the same client event id, so the same score event id
+    exporter.process([score_event(a), score_event(b)])
+    assert waiting.size() == 2, "B's score is not taken for A's"
+    assert sorted(gateway.projects) == ["tenant-a", "tenant-b"], "each looked up in its tenant's project"
+    due = waiting.take_due(time.time() + 3600, 10)
+    assert sorted(w.event_id for w in due) == [f"tenant-a/{a.event_id}", f"tenant-b/{a.event_id}"]
+
+
+def test_an_entry_parked_by_the_old_version_is_still_retried(redis_client: redis.Redis) -> None:
+    from workers.phoenix.waiting import Waiting
+
+    settings = PhoenixSettings(url="http://p", api_key=SecretStr("k"), span_wait_s=1.0)
+    waiting = WaitingRoom(redis_client, "test-old", settings.retry_interval_s, settings.max_waiting)
+    score = faithfulness_score(rag_trace([]).trace_id)
+    waiting.park([Waiting(str(score.event_id), time.time() - 60, score.model_dump_json())], time.time() - 60)
+    exporter = PhoenixExporter(settings, NoTraces(), waiting, PhoenixMetrics(CollectorRegistry()))  # type: ignore[arg-type]
+    exporter.tick(time.time())
+    assert waiting.size() == 0, "retried, past span_wait_s, and closed"
+
+
+def test_a_deeply_nested_metadata_string_has_no_id_and_raises_nothing() -> None:
+    deep = '{"id":' * 100_000 + '"x"' + "}" * 100_000
+    assert document_id({"metadata": deep, "content": "text"}) is not None  # the content hash, not a crash
