@@ -157,6 +157,12 @@ def _cards_in_segment(chain: str, groups: list[tuple[int, int]], offset: int) ->
     return spans
 
 
+def identifier_key(key: str) -> bool:
+    """A metadata key whose value is an identifier (joined on, taken as a document id), or one of
+    ragmon's own settings: such values are kept as sent, and so is a predicate on such a field."""
+    return key in ("id", "doc_id", "document_id") or key.endswith(("_id", ".id")) or key.startswith("ragmon.")
+
+
 class Pseudonymizer:
     """Keyed hashes (HMAC-SHA256) of identifiers of people and of values compared downstream.
 
