@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -22,13 +23,15 @@ from service.api.metrics import ApiMetrics
 from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
-from service.api.redaction import Redactor
+from service.api.redaction import Pseudonymizer, Redactor
 from service.api.review_state import build_review
 from service.api.schemas import batch_schema_components
 from service.api.settings import ApiSettings
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import setup_tracing
 from service.contracts.process import tune_gc
+
+log = logging.getLogger(__name__)
 
 
 class RequestMetricsMiddleware:
@@ -71,7 +74,12 @@ def _require_keys(settings: ApiSettings) -> KeyStore:
 
 
 def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, client: aioredis.Redis) -> ApiState:
-    redactor = Redactor(settings.redaction.kinds) if settings.redaction.enabled else None
+    key = settings.pseudonym_key.get_secret_value().encode() if settings.pseudonym_key else None
+    if key is None:
+        log.warning("RAGMON_PSEUDONYM_KEY is not set: this process hashes session and user ids with a random key "
+                    "of its own, so their pseudonyms differ between API processes and restarts")
+    pseudonyms = Pseudonymizer(key)
+    redactor = Redactor(settings.redaction.kinds, pseudonyms) if settings.redaction.enabled else None
     state = ApiState(
         settings=settings,
         keys=keys,
@@ -83,7 +91,7 @@ def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, clie
         limiter=RateLimiter(client),
         preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s,
                                settings.max_events_per_batch),
-        span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars),
+        span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars, pseudonyms),
     )
     state.review = build_review(settings, state.keys, metrics, state.producer, redactor)
     return state

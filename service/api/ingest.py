@@ -30,8 +30,9 @@ import orjson
 from pydantic import ValidationError
 
 from service.api.producer import OutgoingRecord
-from service.api.redaction import Redactor
+from service.api.redaction import Redactor, identifier_key
 from service.contracts import BODY_MODELS, EventEnvelope
+from service.contracts import limits as L
 from service.contracts import topics as T
 from service.contracts.errors import describe_errors
 from service.contracts.fast import (
@@ -218,18 +219,54 @@ def _key_part(etype: str, body: Any) -> str:
     return body.variant
 
 
-def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str]) -> None:
+def _capped(text: str, limit: int) -> str:
+    # A mark is longer than what it replaces: a text at its field's limit must still fit it once
+    # redacted, or the workers' views would refuse the stored record (accepted, then lost).
+    return text if len(text) <= limit else text[:limit]
+
+
+def redact_value(value: Any, redactor: Redactor, counts: Counter[str], tenant: str) -> Any:
+    """A metadata or predicate value with keyed marks in its strings (also inside a list)."""
+    if isinstance(value, str):
+        return _capped(redactor.redact_value(value, counts, tenant), L.MAX_METADATA_STR_LEN)
+    if isinstance(value, list):
+        return [redact_value(v, redactor, counts, tenant) if isinstance(v, str) else v for v in value]
+    return value
+
+
+def redact_metadata(holder: Any, redactor: Redactor, counts: Counter[str], tenant: str) -> None:
+    metadata = holder.get("metadata") if isinstance(holder, dict) else None
+    if isinstance(metadata, dict):
+        for key, value in metadata.items():
+            if not identifier_key(key):
+                metadata[key] = redact_value(value, redactor, counts, tenant)
+
+
+def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str],
+                tenant: str) -> None:
+    """Redact a validated body in place: its free texts, metadata and predicate values, session id.
+    _redacted (the plain path) changes the same fields in the same way."""
     if event_type == "trace":
-        for holder in (body.get("query"), body.get("answer")):
+        for holder, limit in ((body.get("query"), L.MAX_QUERY_CHARS), (body.get("answer"), L.MAX_ANSWER_CHARS)):
             if isinstance(holder, dict) and isinstance(holder.get("text"), str):
-                holder["text"] = redactor.redact(holder["text"], counts)
-        for doc in (body.get("retrieval") or {}).get("documents") or []:
+                holder["text"] = _capped(redactor.redact(holder["text"], counts), limit)
+        retrieval = body.get("retrieval") or {}
+        for doc in retrieval.get("documents") or []:
             if isinstance(doc, dict) and isinstance(doc.get("text"), str):
-                doc["text"] = redactor.redact_document(doc["text"], counts)
+                doc["text"] = _capped(redactor.redact_document(doc["text"], counts), L.MAX_DOCUMENT_CHARS)
+            redact_metadata(doc, redactor, counts, tenant)
+        for side in ("entitlement", "relevance"):
+            for predicate in (retrieval.get("filters") or {}).get(side) or []:
+                if isinstance(predicate, dict) and "value" in predicate and not identifier_key(predicate["field"]):
+                    predicate["value"] = redact_value(predicate["value"], redactor, counts, tenant)
+        for candidate in (retrieval.get("exclusion_sample") or {}).get("candidates") or []:
+            redact_metadata(candidate, redactor, counts, tenant)
+        if isinstance(body.get("session_id"), str):
+            body["session_id"] = redactor.pseudonyms.identifier(tenant, body["session_id"])
     elif event_type in ("label", "release"):
         for k in _TEXT_KEYS:
             if isinstance(body.get(k), str):
-                body[k] = redactor.redact(body[k], counts)
+                body[k] = _capped(redactor.redact(body[k], counts), L.MAX_NOTE_CHARS)
 
 
 class BatchPreparer:
@@ -297,7 +334,7 @@ class BatchPreparer:
                 return None
             if ts < oldest or ts > newest or not rules_hold(etype, body):
                 return None
-            raw = self._redacted(etype, body, env.body, counts) if self.redactor is not None else env.body
+            raw = self._redacted(etype, body, env.body, counts, tenant) if self.redactor is not None else env.body
             id_bytes = event_id.encode()
             stored = b"".join((b'{"schema_version":1,"id":"', id_bytes, self._type_part[etype], tenant_part,
                                timestamp.encode(), received_part, raw, b"}"))
@@ -310,33 +347,55 @@ class BatchPreparer:
     def _decode_body(self, etype: str, raw: msgspec.Raw) -> Any:
         return self._body_decoders[etype].decode(raw)
 
-    def _redacted(self, etype: str, body: Any, raw: msgspec.Raw, counts: Counter[str]) -> Any:
-        """The body's bytes with its free texts redacted: the client's bytes when nothing changed."""
-        assert self.redactor is not None
-        redact = self.redactor.redact
-        changed: list[tuple[tuple[Any, ...], str]] = []
+    def _redacted(self, etype: str, body: Any, raw: msgspec.Raw, counts: Counter[str], tenant: str) -> Any:
+        """The body's bytes redacted as redact_body redacts them: the client's bytes when nothing changed."""
+        redactor = self.redactor
+        assert redactor is not None
+        changed: list[tuple[tuple[Any, ...], Any]] = []
+
+        def value(path: tuple[Any, ...], old: Any) -> None:
+            new = redact_value(old, redactor, counts, tenant)
+            if new != old:
+                changed.append((path, new))
+
         if etype == "trace":
-            for where, holder in (("query", body.query), ("answer", body.answer)):
-                text = redact(holder.text, counts)
+            for where, holder, limit in (("query", body.query, L.MAX_QUERY_CHARS),
+                                         ("answer", body.answer, L.MAX_ANSWER_CHARS)):
+                text = _capped(redactor.redact(holder.text, counts), limit)
                 if text != holder.text:
                     changed.append(((where, "text"), text))
-            for j, doc in enumerate(body.retrieval.documents):
-                text = self.redactor.redact_document(doc.text, counts)
+            retrieval = body.retrieval
+            for j, doc in enumerate(retrieval.documents):
+                text = _capped(redactor.redact_document(doc.text, counts), L.MAX_DOCUMENT_CHARS)
                 if text != doc.text:
                     changed.append((("retrieval", "documents", j, "text"), text))
+                for key, old in doc.metadata.items():
+                    if not identifier_key(key):
+                        value(("retrieval", "documents", j, "metadata", key), old)
+            for side in ("entitlement", "relevance"):
+                for k, predicate in enumerate(getattr(retrieval.filters, side)):
+                    if not identifier_key(predicate.field):
+                        value(("retrieval", "filters", side, k, "value"), predicate.value)
+            if retrieval.exclusion_sample is not None:
+                for c, candidate in enumerate(retrieval.exclusion_sample.candidates):
+                    for key, old in candidate.metadata.items():
+                        if not identifier_key(key):
+                            value(("retrieval", "exclusion_sample", "candidates", c, "metadata", key), old)
+            if body.session_id is not None:
+                changed.append((("session_id",), redactor.pseudonyms.identifier(tenant, body.session_id)))
         elif etype in ("label", "release"):
             key = "note" if etype == "label" else "description"
-            value = getattr(body, key)
-            if value is not None and (text := redact(value, counts)) != value:
+            old = getattr(body, key)
+            if old is not None and (text := _capped(redactor.redact(old, counts), L.MAX_NOTE_CHARS)) != old:
                 changed.append(((key,), text))
         if not changed:
             return raw
         doc = orjson.loads(memoryview(raw))
-        for path, text in changed:
+        for path, new in changed:
             holder = doc
             for step in path[:-1]:
                 holder = holder[step]
-            holder[path[-1]] = text
+            holder[path[-1]] = new
         return orjson.dumps(doc)
 
     def prepare(self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None) -> PreparedBatch:
@@ -383,7 +442,7 @@ class BatchPreparer:
             return EventResult(i, event_id, label, "rejected", msg, "duplicate_id"), None
         seen[event_id] = i
         if self.redactor is not None:
-            redact_body(etype, body, self.redactor, redactions)
+            redact_body(etype, body, self.redactor, redactions, tenant)
         stored = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant,
                   "timestamp": ts.isoformat(), "received_at": received_at, "body": body}
         headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()),

@@ -10,7 +10,6 @@ The wire rules are in docs/otlp.md.
 from __future__ import annotations
 
 import base64
-import hashlib
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,12 +19,12 @@ import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
 
-from service.api.ingest import IngestError, decompress
+from service.api.ingest import IngestError, decompress, redact_metadata, redact_value
 from service.api.producer import OutgoingRecord
-from service.api.redaction import Redactor
+from service.api.redaction import Pseudonymizer, Redactor, identifier_key
 from service.contracts.spans import encode_span_record, split_by_trace
 from service.contracts.topics import Topics
 
@@ -37,7 +36,15 @@ JSON = "application/json"
 _KEEP_SUFFIXES = (".id", "_id", "metadata", ".mime_type", ".model_name", ".name", "span.kind", ".provider",
                   ".system", ".role")
 _DOCUMENT_CONTENT = ".document.content"
-USER_ID = "user.id"
+# Identifiers of people: replaced whole by a keyed hash (OpenInference user.id, session.id; OTel enduser.id).
+_PSEUDONYMIZED = ("user.id", "session.id")
+# Attributes holding JSON whose values are compared downstream (metadata, filters, exclusion samples).
+_DOCUMENT_METADATA = ".document.metadata"
+FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
+EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
+_JSON_ATTRIBUTES = frozenset({"metadata", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
+# Keys for a span's (or span event's) name and its status message: prose, no keep suffix.
+SPAN_NAME, STATUS_MESSAGE = "(span name)", "(status message)"
 _BAD_HEX = b"\xff" * 3  # marks an id that was not hex in JSON: no valid id is 3 bytes long
 
 
@@ -171,18 +178,21 @@ def span_problem(span: Span) -> str | None:
     return next((problem for failed, problem in checks if failed), None)
 
 
-def pseudonymous_user(tenant: str, user_id: str) -> str:
-    """`user.id` is never stored in clear: a per-tenant hash still groups one user's traces."""
-    return "sha256:" + hashlib.sha256(f"{tenant}/{user_id}".encode()).hexdigest()[:32]
+def pseudonymous_user(tenant: str, user_id: str, pseudonyms: Pseudonymizer) -> str:
+    """`user.id` (and `session.id`) is never stored in clear: a keyed per-tenant hash still groups one
+    user's traces, and is the native `session_id`'s pseudonym for the same session."""
+    return pseudonyms.identifier(tenant, user_id)
 
 
 class SpanPreparer:
     """Turns a decoded export into spans-topic records (one per trace id)."""
 
-    def __init__(self, topics: Topics, redactor: Redactor | None, max_value_chars: int) -> None:
+    def __init__(self, topics: Topics, redactor: Redactor | None, max_value_chars: int,
+                 pseudonyms: Pseudonymizer | None = None) -> None:
         self.topics = topics
         self.redactor = redactor
         self.max_value_chars = max_value_chars
+        self.pseudonyms = pseudonyms or (redactor.pseudonyms if redactor is not None else Pseudonymizer())
 
     def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
         batch = OtlpBatch([], 0, tenant=tenant)
@@ -190,6 +200,7 @@ class SpanPreparer:
         for rs in request.resource_spans:
             self._clean_attributes(rs.resource.attributes, batch)
             for ss in rs.scope_spans:
+                self._clean_attributes(ss.scope.attributes, batch)
                 valid = []
                 for span in ss.spans:
                     problem = span_problem(span)
@@ -210,8 +221,13 @@ class SpanPreparer:
         return batch
 
     def _clean_span(self, span: Span, batch: OtlpBatch) -> None:
+        # A span's name and status message are client text too ("GET /users/jane@example.com").
+        span.name = self._clean_text(SPAN_NAME, span.name, batch)
+        if span.status.message:
+            span.status.message = self._clean_text(STATUS_MESSAGE, span.status.message, batch)
         self._clean_attributes(span.attributes, batch)
         for event in span.events:
+            event.name = self._clean_text(SPAN_NAME, event.name, batch)
             self._clean_attributes(event.attributes, batch)
         for link in span.links:
             self._clean_attributes(link.attributes, batch)
@@ -219,20 +235,71 @@ class SpanPreparer:
     def _clean_attributes(self, attributes: Any, batch: OtlpBatch) -> None:
         kv: KeyValue
         for kv in attributes:
-            if kv.value.WhichOneof("value") != "string_value":
-                continue
-            original = text = kv.value.string_value
-            if kv.key == USER_ID:
-                kv.value.string_value = pseudonymous_user(batch.tenant, text)
-                continue
-            if len(text) > self.max_value_chars:
-                text = text[: self.max_value_chars]
-                batch.truncated_values += 1
-            if self.redactor is not None and not kv.key.endswith(_KEEP_SUFFIXES) and not kv.key.startswith("ragmon."):
-                if kv.key.endswith(_DOCUMENT_CONTENT):
-                    text = self.redactor.redact_document(text, batch.redactions)
-                else:
-                    text = self.redactor.redact(text, batch.redactions)
-            if text != original:
-                kv.value.string_value = text
+            self._clean_value(kv.key, kv.value, batch)
 
+    def _clean_value(self, key: str, value: AnyValue, batch: OtlpBatch) -> None:
+        """One attribute value: strings in arrays and key-value lists (under `key.inner`) alike."""
+        which = value.WhichOneof("value")
+        if which == "string_value":
+            text = self._clean_text(key, value.string_value, batch)
+            if text != value.string_value:
+                value.string_value = text
+        elif which == "array_value":
+            for item in value.array_value.values:
+                self._clean_value(key, item, batch)
+        elif which == "kvlist_value":
+            for kv in value.kvlist_value.values:
+                self._clean_value(f"{key}.{kv.key}", kv.value, batch)
+
+    def _clean_text(self, key: str, text: str, batch: OtlpBatch) -> str:
+        if key.endswith(_PSEUDONYMIZED):
+            return pseudonymous_user(batch.tenant, text, self.pseudonyms)
+        if len(text) > self.max_value_chars:
+            text = text[: self.max_value_chars]
+            batch.truncated_values += 1
+        redactor = self.redactor
+        if redactor is None:
+            return text
+        if key.endswith(_DOCUMENT_METADATA) or key in _JSON_ATTRIBUTES:
+            return self._redact_json(key, text, batch)
+        if key.endswith(_KEEP_SUFFIXES) or key.startswith("ragmon."):
+            return text
+        if key.endswith(_DOCUMENT_CONTENT):
+            return redactor.redact_document(text, batch.redactions)
+        return redactor.redact(text, batch.redactions)
+
+    def _redact_json(self, key: str, text: str, batch: OtlpBatch) -> str:
+        """Metadata, filters and exclusion samples sent as JSON text: their values get the keyed marks
+        of native metadata and predicates (so the assembled trace matches a native one); text that is
+        not a JSON object is one value."""
+        assert self.redactor is not None
+        redactor, counts, tenant = self.redactor, batch.redactions, batch.tenant
+        try:
+            doc = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            doc = None
+        if not isinstance(doc, dict):
+            return redactor.redact_value(text, counts, tenant)
+        before = orjson.dumps(doc)
+        if key == FILTERS_ATTRIBUTE:
+            _redact_filters(doc, redactor, counts, tenant)
+        elif key == EXCLUSION_ATTRIBUTE:
+            for candidate in doc.get("candidates") or []:
+                redact_metadata(candidate, redactor, counts, tenant)
+        else:
+            redact_metadata({"metadata": doc}, redactor, counts, tenant)
+            if isinstance(doc.get(FILTERS_ATTRIBUTE), dict):
+                _redact_filters(doc[FILTERS_ATTRIBUTE], redactor, counts, tenant)
+            sample = doc.get(EXCLUSION_ATTRIBUTE)
+            for candidate in (sample.get("candidates") or []) if isinstance(sample, dict) else []:
+                redact_metadata(candidate, redactor, counts, tenant)
+        after = orjson.dumps(doc)
+        return text if after == before else after.decode()
+
+
+def _redact_filters(filters: dict[str, Any], redactor: Redactor, counts: Counter[str], tenant: str) -> None:
+    for side in ("entitlement", "relevance"):
+        predicates = filters.get(side)
+        for predicate in predicates if isinstance(predicates, list) else []:
+            if isinstance(predicate, dict) and "value" in predicate and not identifier_key(str(predicate.get("field"))):
+                predicate["value"] = redact_value(predicate["value"], redactor, counts, tenant)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from service.contracts import limits as L
 from service.contracts.errors import describe_errors
@@ -89,6 +89,10 @@ class ApiSettings(CommonSettings):
     )
     kafka_compression: str = Field("lz4", pattern=r"^(none|gzip|lz4|zstd)$")
     redaction: RedactionSettings = Field(default_factory=RedactionSettings)
+    pseudonym_key: SecretStr | None = Field(
+        None, min_length=16, description="RAGMON_PSEUDONYM_KEY: HMAC key of session and user id pseudonyms and of the "
+        "marks in metadata values; the same in every API process. Unset: each process draws a random key "
+        "(nothing stored in clear, but pseudonyms differ between processes and restarts)")
     review_secret: str | None = Field(None, description="signs review sessions and CSRF tokens; default: "
                                       "derived from the configured key digests (same in every API process)")
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")

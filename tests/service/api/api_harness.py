@@ -46,6 +46,10 @@ TEST_LIMITS: dict[str, Any] = {
 }
 
 
+# The pseudonym key of test APIs: tests compute the pseudonyms they expect with it.
+PSEUDONYM_KEY = "test-pseudonym-key-0123456789"
+
+
 def api_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, /, **overrides: Any) -> ApiSettings:
     fields: dict[str, Any] = {
         "kafka_bootstrap_servers": kafka_bootstrap,
@@ -53,6 +57,7 @@ def api_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, /, **o
         "kafka_topic_prefix": topic_prefix,
         "kafka_partitions": 2,
         "api_keys": DEFAULT_KEYS,
+        "pseudonym_key": PSEUDONYM_KEY,
         **TEST_LIMITS,
     }
     fields.update(overrides)

@@ -21,10 +21,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from service.api.otlp import pseudonymous_user
+from service.api.redaction import Pseudonymizer
 from service.contracts import topics as T
 from service.contracts.spans import H_SPAN_COUNT, SPANS_EVENT_TYPE
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, READONLY_KEY
-from tests.service.api.api_harness import KafkaReader, RunningApi
+from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi
 from tests.service.api.otlp_builders import (
     attributes,
     export_of,
@@ -73,8 +74,9 @@ def test_sdk_exporter_spans_land_one_record_per_trace_redacted(api: RunningApi, 
         root = next(s for _, _, s in rec.spans() if not s.parent_span_id)
         attrs = attributes(root)
         assert "@example.com" not in attrs["input.value"] and "[REDACTED_EMAIL]" in attrs["input.value"]
-        assert attrs["session.id"] == "123e4567-e89b-12d3-a456-426614174000"  # identifiers are never redacted
-        assert attrs["user.id"] == pseudonymous_user("acme", "ann@example.com")  # users never in clear
+        pseudonyms = Pseudonymizer(PSEUDONYM_KEY.encode())  # sessions and users never in clear
+        assert attrs["session.id"] == pseudonymous_user("acme", "123e4567-e89b-12d3-a456-426614174000", pseudonyms)
+        assert attrs["user.id"] == pseudonymous_user("acme", "ann@example.com", pseudonyms)
     assert api.metric("ragmon_api_otlp_spans_accepted_total", {"tenant": "acme"}) == 4
     assert api.metric("ragmon_api_redactions_total", {"kind": "email"}) == 2
 

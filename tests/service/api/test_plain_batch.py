@@ -18,17 +18,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from service.api.ingest import BatchPreparer, IngestError, PreparedBatch, check_tenant_fields, parse_envelope
-from service.api.redaction import Redactor
+from service.api.redaction import Pseudonymizer, Redactor
 from service.contracts import Topics
 from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
 from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
 TENANT = "acme"
+PSEUDONYM_KEY = b"plain-batch-test-key-0123456789"
 
 
 def _preparer(redact: bool = True) -> BatchPreparer:
-    return BatchPreparer(Topics("t"), Redactor() if redact else None, MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
+    # One pseudonym key for both paths: without one each preparer would draw its own.
+    redactor = Redactor(pseudonyms=Pseudonymizer(PSEUDONYM_KEY)) if redact else None
+    return BatchPreparer(Topics("t"), redactor, MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
 
 
 def _full(preparer: BatchPreparer, data: bytes, now: datetime | None = None) -> PreparedBatch | None:

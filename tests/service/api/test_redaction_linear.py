@@ -1,0 +1,81 @@
+"""Redaction time grows linearly with the text on adversarial shapes, one shape per pattern.
+
+A client chooses the text; a pattern that backtracks quadratically lets one trace spend seconds
+of the API's CPU. Each shape below is a run that a pattern can start on but never match. Linear
+growth doubles the time when the text doubles; quadratic growth quadruples it. The test fails
+when the median time for 2n characters is 3x that for n or more (measured in the same run,
+interleaved, so a busy machine slows both sizes alike).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from service.api.redaction import Redactor
+
+# Shape -> text of about n characters. Names say which pattern the shape is aimed at.
+SHAPES: dict[str, Callable[[int], str]] = {
+    "email_at_run": lambda n: "@" * n,
+    "email_local_run_then_at": lambda n: "a" * (n - 1) + "@",
+    "email_local_run_no_at": lambda n: "a" * n + " @",
+    "email_dotted_local_run": lambda n: "a." * (n // 2) + "@",
+    "email_label_run_after_at": lambda n: "a@" + "a." * (n // 2),
+    "email_escaped_at_run": lambda n: "a" * (n - 6) + "\\u0040",
+    "email_at_pairs": lambda n: "a@" * (n // 2),
+    "digit_run": lambda n: "1" * n,
+    "digit_space_run": lambda n: "1 " * (n // 2),
+    "digit_dash_run": lambda n: "4-" * (n // 2),
+    "digit_dot_run": lambda n: "1." * (n // 2),
+    "digit_paren_run": lambda n: "1(" * (n // 2),
+    "digits_then_separators": lambda n: "11111" + "(" * n,
+    "dot_run": lambda n: "." * n,
+    "ipv6_colon_run": lambda n: ":" * n,
+    "ipv6_hex_colon_run": lambda n: "a:" * (n // 2),
+    "ipv6_colon_then_hex": lambda n: ":" + "a" * n,
+    "ipv6_spaced_candidates": lambda n: " a:b" * (n // 4),
+    "mixed": lambda n: "a.1@b:2 " * (n // 8),
+}
+
+N = 16_384
+
+
+def _median_time(redactor: Redactor, text: str, repeat: int) -> float:
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(repeat):
+            redactor.redact(text, Counter())
+        samples.append((time.perf_counter() - started) / repeat)
+    return statistics.median(samples)
+
+
+def growth(shape: Callable[[int], str], n: int = N) -> float:
+    """t(2n) / t(n), the medians of interleaved rounds."""
+    redactor = Redactor()
+    small, large = shape(n), shape(2 * n)
+    once = _median_time(redactor, small, 1)
+    repeat = max(1, int(0.002 / max(once, 1e-7)))  # a sample of at least ~2 ms: timer noise stays small
+    ratios = []
+    for _ in range(3):
+        ratios.append(_median_time(redactor, large, repeat) / _median_time(redactor, small, repeat))
+    return statistics.median(ratios)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_redaction_time_grows_linearly(name: str) -> None:
+    ratio = growth(SHAPES[name])
+    assert ratio < 3.0, f"{name}: doubling the text multiplied the time by {ratio:.2f} (linear: 2, quadratic: 4)"
+
+
+def test_the_shapes_are_long_runs_of_one_document() -> None:
+    from service.contracts.limits import MAX_DOCUMENT_CHARS
+
+    # 2N is the document limit: the shapes are what one document may hold.
+    assert 2 * N == MAX_DOCUMENT_CHARS
+    for name, shape in SHAPES.items():
+        assert N * 0.99 <= len(shape(N)) <= N + 8, name
