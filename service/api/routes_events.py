@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -14,14 +16,30 @@ from redis.exceptions import RedisError
 
 from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
-from service.api.producer import BrokerUnavailable
+from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState, ApiStateDep
 from service.api.telemetry import current_traceparent, extract_context
+from service.contracts import limits as L
 
 log = logging.getLogger("ragmon.api.events")
 router = APIRouter()
 tracer = trace.get_tracer("ragmon.api")
+T = TypeVar("T")
+
+# Decoding, validating and redacting a body costs about 10 µs per kilobyte of CPU; above this size
+# the work runs in a worker thread, so the event loop keeps serving /healthz and other tenants.
+OFF_LOOP_ABOVE_BYTES = 256 * 1024
+# A compressed body may inflate a thousandfold: above this size its inflating is off the loop too.
+OFF_LOOP_COMPRESSED_ABOVE_BYTES = 4 * 1024
+
+
+async def off_loop(size: int, compressed: bool, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a worker thread when the body is big enough to hold the loop, else inline
+    (a thread hop costs more than a small body's whole decode)."""
+    if size > OFF_LOOP_ABOVE_BYTES or (compressed and size > OFF_LOOP_COMPRESSED_ABOVE_BYTES):
+        return await asyncio.to_thread(work, *args)
+    return work(*args)
 
 
 def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
@@ -46,6 +64,25 @@ def _full_parse(state: ApiState, data: bytes, tenant: str) -> list[Any]:
     events = parse_envelope(data, state.settings.max_events_per_batch)
     check_tenant_fields(events, tenant)
     return events
+
+
+def _decode(state: ApiState, raw: bytes, encoding: str | None, tenant: str) -> tuple[bytes, list[Any] | None, list[Any]]:
+    """(decompressed body, its plain-form events or None, the events): no HTTP, no await."""
+    data = decompress(raw, encoding, state.settings.max_decompressed_bytes)
+    # The plain form (nearly every batch) is read in one pass; anything else, and a plain
+    # batch with one event not accepted as written, goes the full way, which names the problem.
+    plain = state.preparer.decode_plain(data)
+    return data, plain, _full_parse(state, data, tenant) if plain is None else plain
+
+
+def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list[Any], tenant: str,
+             traceparent: bytes | None) -> PreparedBatch:
+    batch = state.preparer.prepare_plain(plain, tenant, traceparent) if plain is not None else None
+    if batch is None:
+        if plain is not None:
+            events = _full_parse(state, data, tenant)
+        batch = state.preparer.prepare(events, tenant, traceparent)
+    return batch
 
 
 def _check_content_type(request: Request) -> None:
@@ -74,6 +111,28 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSO
                   {"Retry-After": str(decision.retry_after_s)})
 
 
+def refuse_records(batch: PreparedBatch, indexes: set[int], why: Callable[[int, int], str], reason: str) -> None:
+    """The events of batch.records[i] for i in `indexes` rejected alone; the rest of the batch goes on.
+
+    batch.records holds one record per accepted result, in the same order."""
+    if not indexes:
+        return
+    accepted = [r for r in batch.results if r.status == "accepted"]
+    for i in indexes:
+        result = accepted[i]
+        result.status, result.error, result.reason = "rejected", why(result.index, i), reason
+    batch.records = [r for i, r in enumerate(batch.records) if i not in indexes]
+
+
+def _too_big(records: list[OutgoingRecord]) -> Callable[[int, int], str]:
+    return lambda index, i: (f"events[{index}]: the stored event is {record_bytes(records[i])} bytes; at most "
+                             f"{L.MAX_RECORD_BYTES} per event (max_record_bytes)")
+
+
+def _refused_by_broker(index: int, _i: int) -> str:
+    return f"events[{index}]: the broker refused this event as too large or invalid (record_refused)"
+
+
 def _count_rejections(state: ApiState, batch: PreparedBatch) -> None:
     for r in batch.rejected:
         state.metrics.events_rejected.labels(r.type, r.reason or "invalid").inc()
@@ -98,7 +157,11 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     started = time.perf_counter()
     try:
         with tracer.start_as_current_span("kafka.produce", attributes={"messaging.batch.message_count": n}):
-            await state.producer.produce(batch.records, s.produce_timeout_s)
+            refused = await state.producer.produce(batch.records, s.produce_timeout_s)
+        refuse_records(batch, refused, _refused_by_broker, "record_refused")
+        for r in batch.results:
+            if r.reason == "record_refused":
+                state.metrics.events_rejected.labels(r.type, "record_refused").inc()
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
         return _error(503, {"error": f"broker did not acknowledge ({exc}); retry the whole batch: "
@@ -123,11 +186,9 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             span.set_attribute("ragmon.tenant", principal.tenant)
             _check_content_type(request)
             raw = await _read_body(request, state.settings.max_body_bytes)
-            data = decompress(raw, request.headers.get("content-encoding"), state.settings.max_decompressed_bytes)
-            # The plain form (nearly every batch) is read in one pass; anything else, and a plain
-            # batch with one event not accepted as written, goes the full way, which names the problem.
-            plain = state.preparer.decode_plain(data)
-            events = _full_parse(state, data, principal.tenant) if plain is None else plain
+            encoding = request.headers.get("content-encoding")
+            data, plain, events = await off_loop(len(raw), bool(encoding), _decode, state, raw, encoding,
+                                                 principal.tenant)
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
@@ -137,15 +198,12 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         limited = await _rate_limit(state, principal, len(events))
         if limited is not None:
             return limited
-        traceparent = current_traceparent()
-        batch = state.preparer.prepare_plain(plain, principal.tenant, traceparent) if plain is not None else None
-        if batch is None:
-            if plain is not None:
-                try:
-                    events = _full_parse(state, data, principal.tenant)
-                except IngestError as exc:
-                    return _error(exc.status, exc.body())
-            batch = state.preparer.prepare(events, principal.tenant, traceparent)
+        try:
+            batch = await off_loop(len(data), False, _prepare, state, data, plain, events, principal.tenant,
+                                   current_traceparent())
+        except IngestError as exc:
+            return _error(exc.status, exc.body())
+        refuse_records(batch, oversized(batch.records), _too_big(batch.records), "max_record_bytes")
         _count_rejections(state, batch)
         if not batch.records:
             results = [r.as_dict() for r in batch.results]
