@@ -46,17 +46,23 @@ def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = N
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise IngestError(413, f"body of {declared} bytes exceeds {limit} bytes", field="body", rule="max_body_bytes")
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > limit:
+                    raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise IngestError(408, f"the body did not arrive within {timeout_s:g}s ({total} bytes came)", field="body",
+                          rule="body_timeout") from None
     return b"".join(chunks)
 
 
@@ -185,7 +191,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             principal = state.keys.authenticate(request.headers.get("authorization"))
             span.set_attribute("ragmon.tenant", principal.tenant)
             _check_content_type(request)
-            raw = await _read_body(request, state.settings.max_body_bytes)
+            raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
             encoding = request.headers.get("content-encoding")
             data, plain, events = await off_loop(len(raw), bool(encoding), _decode, state, raw, encoding,
                                                  principal.tenant)

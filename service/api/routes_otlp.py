@@ -36,7 +36,7 @@ router = APIRouter()
 tracer = trace.get_tracer("ragmon.api")
 
 # google.rpc.Code of each HTTP status we answer with.
-_RPC_CODE = {400: 3, 401: 16, 403: 7, 413: 3, 415: 3, 429: 8, 503: 14}
+_RPC_CODE = {400: 3, 401: 16, 403: 7, 408: 4, 413: 3, 415: 3, 429: 8, 503: 14}
 _CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
 # The rate limiter charges one token per this many decompressed bytes, besides one per span and
 # per resource or scope entry: an export of no spans still costs what it took to read.
@@ -162,7 +162,7 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
     encoding = _content_type(request)
-    raw = await _read_body(request, s.max_body_bytes)
+    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
     content_encoding = request.headers.get("content-encoding")
     data = await off_loop(len(raw), bool(content_encoding), decompress_body, raw, content_encoding,
                           s.max_decompressed_bytes)
