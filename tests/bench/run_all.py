@@ -28,6 +28,7 @@ BENCHES = {
     "review": "tests.bench.bench_review",
     "phoenix": "tests.bench.bench_phoenix",
     "shadow": "tests.bench.bench_shadow",
+    "fairness": "tests.bench.bench_fairness",
 }
 
 END_TO_END = ("ingest", "otlp", "metrics_worker", "exclusion", "drift_worker", "faithfulness", "review",
