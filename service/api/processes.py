@@ -36,6 +36,7 @@ from typing import Any
 import uvicorn
 
 from service.api.connections import config as api_config
+from service.api.connections import tune_process
 from service.api.settings import ApiSettings
 
 log = logging.getLogger("ragmon.api.processes")
@@ -120,6 +121,7 @@ def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.P
 def serve_handed_connections(app: Any, channel_fd: int, log_level: str, settings: ApiSettings | None = None) -> int:
     """Child: serve the connections the parent hands over on `channel_fd` with uvicorn's protocol
     and the API's connection limits (service/api/connections.py)."""
+    tune_process()
     config = api_config(app, settings or ApiSettings(), log_level=log_level)
     HandoffServer(config, socket.socket(fileno=channel_fd)).run(sockets=[])
     return 0

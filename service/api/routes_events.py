@@ -32,6 +32,9 @@ T = TypeVar("T")
 OFF_LOOP_ABOVE_BYTES = 256 * 1024
 # A compressed body may inflate a thousandfold: above this size its inflating is off the loop too.
 OFF_LOOP_COMPRESSED_ABOVE_BYTES = 4 * 1024
+# A body off the loop pays the rate limiter one token per this many decompressed bytes before it
+# is parsed (see prepaid_tokens).
+BYTES_PER_TOKEN = 4096
 
 
 async def off_loop(size: int, compressed: bool, work: Callable[..., T], *args: Any) -> T:
@@ -72,13 +75,19 @@ def _full_parse(state: ApiState, data: bytes, tenant: str) -> list[Any]:
     return events
 
 
-def _decode(state: ApiState, raw: bytes, encoding: str | None, tenant: str) -> tuple[bytes, list[Any] | None, list[Any]]:
-    """(decompressed body, its plain-form events or None, the events): no HTTP, no await."""
-    data = decompress(raw, encoding, state.settings.max_decompressed_bytes)
+def prepaid_tokens(decompressed_bytes: int) -> int:
+    """Tokens a big body pays before it is parsed, one per BYTES_PER_TOKEN: a body that is refused
+    after costing a parse (too deep, too many elements) still costs its sender, and only its sender.
+    Bodies small enough for the loop pay by their events alone."""
+    return decompressed_bytes // BYTES_PER_TOKEN if decompressed_bytes > OFF_LOOP_ABOVE_BYTES else 0
+
+
+def _decode(state: ApiState, data: bytes, tenant: str) -> tuple[list[Any] | None, list[Any]]:
+    """(the decompressed body's plain-form events or None, the events): no HTTP, no await."""
     # The plain form (nearly every batch) is read in one pass; anything else, and a plain
     # batch with one event not accepted as written, goes the full way, which names the problem.
     plain = state.preparer.decode_plain(data)
-    return data, plain, _full_parse(state, data, tenant) if plain is None else plain
+    return plain, _full_parse(state, data, tenant) if plain is None else plain
 
 
 def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list[Any], tenant: str,
@@ -102,8 +111,11 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSO
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
     burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    if events <= 0:
+        return None
     try:
-        decision = await state.limiter.take(principal.tenant, events, rate, burst)
+        # A cost over the bucket (a big body's bytes) takes a full bucket: it can pass, not often.
+        decision = await state.limiter.take(principal.tenant, min(events, burst), rate, burst)
     except (RedisError, OSError) as exc:
         # Fail open: losing the limiter must not lose the tenant's data; /readyz reports Redis down.
         log.warning("rate limiter unavailable, admitting: %s", exc)
@@ -193,15 +205,20 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             _check_content_type(request)
             raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
             encoding = request.headers.get("content-encoding")
-            data, plain, events = await off_loop(len(raw), bool(encoding), _decode, state, raw, encoding,
-                                                 principal.tenant)
+            data = await off_loop(len(raw), bool(encoding), decompress, raw, encoding,
+                                  state.settings.max_decompressed_bytes)
+            prepaid = prepaid_tokens(len(data))
+            limited = await _rate_limit(state, principal, prepaid)
+            if limited is not None:
+                return limited
+            plain, events = await off_loop(len(data), False, _decode, state, data, principal.tenant)
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
             return _error(exc.status, {"error": exc.message, "rule": "api_key"}, challenge)
         except IngestError as exc:
             return _error(exc.status, exc.body())
-        limited = await _rate_limit(state, principal, len(events))
+        limited = await _rate_limit(state, principal, len(events) - prepaid)
         if limited is not None:
             return limited
         try:

@@ -26,7 +26,7 @@ from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
-from service.api.routes_events import _read_body, off_loop
+from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import limits as L
@@ -38,9 +38,14 @@ tracer = trace.get_tracer("ragmon.api")
 # google.rpc.Code of each HTTP status we answer with.
 _RPC_CODE = {400: 3, 401: 16, 403: 7, 408: 4, 413: 3, 415: 3, 429: 8, 503: 14}
 _CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
-# The rate limiter charges one token per this many decompressed bytes, besides one per span and
-# per resource or scope entry: an export of no spans still costs what it took to read.
-BYTES_PER_TOKEN = 4096
+# The rate limiter charges one token per BYTES_PER_TOKEN decompressed bytes, besides one per span
+# and per resource or scope entry: an export of no spans still costs what it took to read.
+
+
+class _Limited(Exception):
+    def __init__(self, response: Response) -> None:
+        super().__init__("rate limited")
+        self.response = response
 
 
 def _encode(message: Message, encoding: str, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -113,6 +118,8 @@ async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding
     # A request of the largest allowed span count must fit in the bucket, or it could never pass;
     # one that costs more than the bucket (its entries and bytes on top) takes a full bucket.
     burst = max(principal.burst or s.rate_limit_burst, s.otlp_max_spans_per_request)
+    if cost <= 0:
+        return None
     try:
         decision = await state.limiter.take(principal.tenant, min(cost, burst), rate, burst)
     except (RedisError, OSError) as exc:
@@ -166,8 +173,12 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     content_encoding = request.headers.get("content-encoding")
     data = await off_loop(len(raw), bool(content_encoding), decompress_body, raw, content_encoding,
                           s.max_decompressed_bytes)
+    prepaid = prepaid_tokens(len(data))  # paid before the parse, so a refused big body costs its sender
+    limited = await _rate_limit(state, principal, prepaid, encoding)
+    if limited is not None:
+        raise _Limited(limited)
     export, counts = await off_loop(len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request)
-    return principal, encoding, export, rate_cost(counts, len(data)), len(data)
+    return principal, encoding, export, rate_cost(counts, len(data)) - prepaid, len(data)
 
 
 @router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference spans), protobuf or JSON")
@@ -181,6 +192,8 @@ async def export_traces(request: Request) -> Response:
         except AuthError as exc:
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
             return _refuse(exc.status, exc.message, encoding, challenge)
+        except _Limited as limited_early:
+            return limited_early.response
         except IngestError as exc:
             where = f" ({exc.field}: {exc.rule})" if exc.field else ""
             return _refuse(exc.status, exc.message + where, encoding)

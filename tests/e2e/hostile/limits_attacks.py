@@ -1,5 +1,6 @@
 """The attacks of issue 23 on the API's limits, each one request (or one set of connections) as an
-attacker sends it, and the refusal each must get. Shared by tests/e2e/hostile/test_limits.py and
+attacker sends it, and the refusal each must get (or 429: a big body pays the rate limiter by its
+decompressed bytes before it is parsed, so a repeated attack is soon over its rate). Shared by tests/e2e/hostile/test_limits.py and
 the fairness benchmark (tests/bench/bench_fairness.py)."""
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ _EMPTY_RESOURCES = _gz(b"\x0a\x00" * 10_000_000)  # ten million empty ResourceSp
 
 def empty_resource_spans(attacker: Tenant) -> int:
     r = attacker.post("/v1/traces", _EMPTY_RESOURCES, PB, **{"Content-Encoding": "gzip"})
-    assert r.status_code == 413, r.content[:300]
+    assert r.status_code in (413, 429), r.content[:300]  # 429: its 20 MB inflated are paid before the count
     return r.status_code
 
 
@@ -62,7 +63,7 @@ _EMPTY_EVENTS = _gz(b'{"events":[' + b",".join([b"{}"] * 6_900_000) + b"]}")
 
 def huge_events_array(attacker: Tenant) -> int:
     r = attacker.post("/v1/events", _EMPTY_EVENTS, **{"Content-Encoding": "gzip"})
-    assert r.status_code == 413 and r.json()["rule"] == "max_length", r.text[:300]
+    assert (r.status_code, r.json()["rule"]) in ((413, "max_length"), (429, "rate_limit")), r.text[:300]
     return r.status_code
 
 
@@ -71,7 +72,7 @@ _DEEP = _gz(b'{"events":[{"type":"trace","body":{"m":' + b"[" * 1_000_000 + b"]"
 
 def deep_nesting(attacker: Tenant) -> int:
     r = attacker.post("/v1/events", _DEEP, **{"Content-Encoding": "gzip"})
-    assert r.status_code == 400 and r.json()["rule"] == "max_json_depth", r.text[:300]
+    assert (r.status_code, r.json()["rule"]) in ((400, "max_json_depth"), (429, "rate_limit")), r.text[:300]
     return r.status_code
 
 

@@ -159,3 +159,15 @@ def test_one_model_with_two_dimensions_in_a_batch_rejects_the_later_trace(start_
     results = r.json()["results"]
     assert [x["status"] for x in results] == ["accepted", "accepted", "rejected"]
     assert "embedding_dims" in results[2]["error"] and "events[0]" in results[2]["error"]
+
+
+def test_a_big_body_pays_by_its_bytes_before_it_is_parsed(start_api: Callable[..., RunningApi],
+                                                          redis_client: object) -> None:
+    """A big body refused after a parse's worth of work (here: too deep) still costs its sender."""
+    api = start_api(rate_limit_eps=1, rate_limit_burst=1000, **BIG)
+    deep = b'{"events":[{"body":{"m":' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}}]}"  # 2 MB: 488 tokens
+    assert api.post(content=deep).json()["rule"] == "max_json_depth"
+    assert api.post(content=deep).json()["rule"] == "max_json_depth"
+    third = api.post(content=deep)
+    assert third.status_code == 429 and third.json()["rule"] == "rate_limit"
+    assert api.post([trace_event()], key=GLOBEX_KEY).status_code == 202  # another tenant's bucket
