@@ -18,6 +18,8 @@ def _cmd_api(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from service.api.app import create_app
+    from service.api.connections import config as api_config
+    from service.api.connections import tune_process
     from service.api.processes import run_api_processes, serve_handed_connections
     from service.api.settings import ApiSettings
     from service.contracts.settings import describe_settings_error
@@ -31,10 +33,11 @@ def _cmd_api(args: argparse.Namespace) -> int:
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
-        return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level)
+        return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level, settings)
     if args.workers > 1:
         return run_api_processes(args.workers, host, port, args.log_level)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, timeout_graceful_shutdown=10)
+    tune_process()
+    uvicorn.Server(api_config(create_app(settings), settings, host=host, port=port, log_level=args.log_level)).run()
     return 0
 
 

@@ -29,11 +29,13 @@ import msgspec
 import orjson
 from pydantic import ValidationError
 
+from service.api import wire  # module, not names: wire imports this module too
 from service.api.producer import OutgoingRecord
 from service.api.redaction import Redactor, identifier_key
 from service.contracts import BODY_MODELS, EventEnvelope
 from service.contracts import limits as L
 from service.contracts import topics as T
+from service.contracts.batchrules import EMBEDDING_DIMS_RULE, EmbeddingDimensions
 from service.contracts.errors import describe_errors
 from service.contracts.fast import (
     BODIES,
@@ -92,7 +94,20 @@ def _nan_tolerant_loads(data: bytes) -> Any:
     return json.loads(data, parse_constant=lambda c: float(c.replace("Infinity", "inf")))
 
 
+def check_shape(data: bytes, max_events: int) -> None:
+    """Depth and event count from the bytes, before the parser builds anything (a body of
+    millions of `{}` or nested arrays is refused in milliseconds instead of built)."""
+    shape = wire.json_shape(data, (2,))
+    if shape.max_depth > L.MAX_JSON_DEPTH:
+        raise IngestError(400, f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
+                          field="body", rule="max_json_depth")
+    if shape.items[2] > max_events:
+        raise IngestError(413, f"{shape.items[2]} events in one batch; at most {max_events}",
+                          field="events", rule="max_length")
+
+
 def parse_envelope(data: bytes, max_events: int) -> list[Any]:
+    check_shape(data, max_events)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -289,7 +304,7 @@ class BatchPreparer:
         None for any other body, which the full path (parse_envelope, prepare) then judges."""
         try:
             return self._plain_batch.decode(data).events
-        except msgspec.DecodeError:  # ValidationError included
+        except (msgspec.DecodeError, RecursionError):  # ValidationError included; too deep: the full path says so
             return None
 
     def prepare_plain(self, events: list[PlainEnvelope], tenant: str, traceparent: bytes | None,
@@ -319,6 +334,7 @@ class BatchPreparer:
         key_prefix = tenant + "/"
         records, results, counts = batch.records, batch.results, batch.redactions
         seen: set[str] = set()
+        dims = EmbeddingDimensions()
         for i, env in enumerate(events):
             etype, event_id = env.type, env.id
             if event_id in seen:
@@ -330,10 +346,15 @@ class BatchPreparer:
             try:
                 ts = datetime.fromisoformat(env.timestamp)
                 body = self._decode_body(etype, env.body)
-            except (ValueError, msgspec.DecodeError):  # ValidationError included
+            except (ValueError, msgspec.DecodeError, RecursionError):  # ValidationError included
                 return None
             if ts < oldest or ts > newest or not rules_hold(etype, body):
                 return None
+            if etype == "trace":
+                query = body.query
+                if dims.conflict(i, query.embedding_model, query.embedding) is not None:
+                    return None
+                dims.accept(i, query.embedding_model, query.embedding)
             raw = self._redacted(etype, body, env.body, counts, tenant) if self.redactor is not None else env.body
             id_bytes = event_id.encode()
             stored = b"".join((b'{"schema_version":1,"id":"', id_bytes, self._type_part[etype], tenant_part,
@@ -403,15 +424,19 @@ class BatchPreparer:
         received_at = now.isoformat()
         batch = PreparedBatch([], [])
         seen: dict[str, int] = {}
+        dims = EmbeddingDimensions()
         for i, raw in enumerate(events):
-            result, record = self._prepare_one(i, raw, tenant, now, received_at, seen, batch.redactions, traceparent)
+            result, record = self._prepare_one(i, raw, tenant, now, received_at, (seen, dims), batch.redactions,
+                                               traceparent)
             batch.results.append(result)
             if record is not None:
                 batch.records.append(record)
         return batch
 
-    def _prepare_one(self, i: int, raw: Any, tenant: str, now: datetime, received_at: str, seen: dict[str, int],
-                     redactions: Counter[str], traceparent: bytes | None) -> tuple[EventResult, OutgoingRecord | None]:
+    def _prepare_one(self, i: int, raw: Any, tenant: str, now: datetime, received_at: str,
+                     batch_state: tuple[dict[str, int], EmbeddingDimensions], redactions: Counter[str],
+                     traceparent: bytes | None) -> tuple[EventResult, OutgoingRecord | None]:
+        seen, dims = batch_state
         etype = raw.get("type") if isinstance(raw, dict) else None
         label = etype if isinstance(etype, str) and etype in BODY_MODELS else "unknown"  # [] or {} are unhashable
         if not isinstance(raw, dict):
@@ -440,6 +465,12 @@ class BatchPreparer:
         if event_id in seen:
             msg = f"events[{i}].id: duplicates events[{seen[event_id]}].id in this batch (unique_id)"
             return EventResult(i, event_id, label, "rejected", msg, "duplicate_id"), None
+        query = body.get("query") if etype == "trace" else None
+        model, vector = (query.get("embedding_model"), query.get("embedding")) if isinstance(query, dict) else (None, None)
+        conflict = dims.conflict(i, model, vector)
+        if conflict is not None:
+            return EventResult(i, event_id, label, "rejected", conflict, EMBEDDING_DIMS_RULE), None
+        dims.accept(i, model, vector)
         seen[event_id] = i
         if self.redactor is not None:
             redact_body(etype, body, self.redactor, redactions, tenant)

@@ -20,11 +20,12 @@ from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
 from service.api.ingest import IngestError, decompress, redact_metadata, redact_value
-from service.api.producer import OutgoingRecord
+from service.api.producer import OutgoingRecord, record_bytes
 from service.api.redaction import Pseudonymizer, Redactor, identifier_key
+from service.contracts import limits as L
 from service.contracts.spans import encode_span_record, split_by_trace
 from service.contracts.topics import Topics
 
@@ -56,6 +57,15 @@ class OtlpBatch:
     truncated_values: int = 0
     redactions: Counter[str] = field(default_factory=Counter)
     tenant: str = ""
+    record_spans: list[int] = field(default_factory=list)  # spans in each of `records`
+
+    def refuse_records(self, indexes: set[int], reason: str) -> None:
+        """The records at `indexes` (one trace's spans each) refused alone, their spans counted by reason."""
+        for i in indexes:
+            self.rejected[reason] += self.record_spans[i]
+            self.accepted_spans -= self.record_spans[i]
+        self.records = [r for i, r in enumerate(self.records) if i not in indexes]
+        self.record_spans = [n for i, n in enumerate(self.record_spans) if i not in indexes]
 
     @property
     def rejected_spans(self) -> int:
@@ -157,6 +167,9 @@ SPAN_PROBLEMS = {
     "span_id_zero": "span id is all zeros",
     "parent_span_id_invalid": "invalid parent span id (must be empty or 8 bytes, 16 hex digits)",
     "end_before_start": "endTimeUnixNano is before startTimeUnixNano",
+    "record_too_large": f"the spans of its trace in this export encode to more than {L.MAX_RECORD_BYTES} bytes "
+                        "(max_record_bytes): export them in smaller batches or with shorter attributes",
+    "record_refused": "the broker refused its trace's record as too large or invalid (record_refused)",
 }
 
 
@@ -184,6 +197,46 @@ def pseudonymous_user(tenant: str, user_id: str, pseudonyms: Pseudonymizer) -> s
     return pseudonyms.identifier(tenant, user_id)
 
 
+def _span_count(data: TracesData) -> int:
+    return sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
+
+
+# A record's value leaves room for its key and headers under MAX_RECORD_BYTES.
+_VALUE_BUDGET = L.MAX_RECORD_BYTES - 4096
+
+
+def _bounded_parts(data: TracesData, spans: int) -> list[TracesData]:
+    """One trace's spans of one export in parts that each fit one record (halved until they do).
+
+    The assembler joins a trace's records whatever their number, so a big trace is split rather than
+    refused; only a single span over the limit stays too big (and is refused alone)."""
+    if spans <= 1 or data.ByteSize() <= _VALUE_BUDGET:
+        return [data]
+    half = spans // 2
+    first, second = TracesData(), TracesData()
+    seen = 0
+    for rs in data.resource_spans:
+        for ss in rs.scope_spans:
+            n = len(ss.spans)
+            cut = min(max(half - seen, 0), n)
+            if cut:
+                _copy_scope(first, rs, ss, ss.spans[:cut])
+            if cut < n:
+                _copy_scope(second, rs, ss, ss.spans[cut:])
+            seen += n
+    return _bounded_parts(first, half) + _bounded_parts(second, spans - half)
+
+
+def _copy_scope(target: TracesData, rs: ResourceSpans, ss: ScopeSpans, spans: Any) -> None:
+    out_rs = target.resource_spans.add()
+    out_rs.resource.CopyFrom(rs.resource)
+    out_rs.schema_url = rs.schema_url
+    out_ss = out_rs.scope_spans.add()
+    out_ss.scope.CopyFrom(ss.scope)
+    out_ss.schema_url = ss.schema_url
+    out_ss.spans.extend(spans)
+
+
 class SpanPreparer:
     """Turns a decoded export into spans-topic records (one per trace id)."""
 
@@ -197,6 +250,7 @@ class SpanPreparer:
     def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
         batch = OtlpBatch([], 0, tenant=tenant)
         kept: list[ResourceSpans] = []
+        per_trace: Counter[bytes] = Counter()
         for rs in request.resource_spans:
             self._clean_attributes(rs.resource.attributes, batch)
             for ss in rs.scope_spans:
@@ -209,15 +263,24 @@ class SpanPreparer:
                         continue
                     self._clean_span(span, batch)
                     valid.append(span)
+                    per_trace[span.trace_id] += 1
                 del ss.spans[:]
                 ss.spans.extend(valid)
                 batch.accepted_spans += len(valid)
             kept.append(rs)
         for trace_id, data in split_by_trace(kept).items():
-            key, value, headers = encode_span_record(tenant, trace_id.hex(), data)
-            if traceparent:
-                headers.append(("traceparent", traceparent))
-            batch.records.append(OutgoingRecord(self.topics.spans, key, value, headers))
+            for part in _bounded_parts(data, per_trace[trace_id]):
+                key, value, headers = encode_span_record(tenant, trace_id.hex(), part)
+                if traceparent:
+                    headers.append(("traceparent", traceparent))
+                record = OutgoingRecord(self.topics.spans, key, value, headers)
+                spans = _span_count(part)
+                if record_bytes(record) > L.MAX_RECORD_BYTES:  # one span over the limit: that span alone
+                    batch.rejected["record_too_large"] += spans
+                    batch.accepted_spans -= spans
+                    continue
+                batch.records.append(record)
+                batch.record_spans.append(spans)
         return batch
 
     def _clean_span(self, span: Span, batch: OtlpBatch) -> None:

@@ -35,6 +35,10 @@ from typing import Any
 
 import uvicorn
 
+from service.api.connections import config as api_config
+from service.api.connections import tune_process
+from service.api.settings import ApiSettings
+
 log = logging.getLogger("ragmon.api.processes")
 
 
@@ -114,9 +118,11 @@ def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.P
         # Our copy of the descriptor is closed here; the child's copy keeps the connection open.
 
 
-def serve_handed_connections(app: Any, channel_fd: int, log_level: str) -> int:
-    """Child: serve the connections the parent hands over on `channel_fd` with uvicorn's protocol."""
-    config = uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=10)
+def serve_handed_connections(app: Any, channel_fd: int, log_level: str, settings: ApiSettings | None = None) -> int:
+    """Child: serve the connections the parent hands over on `channel_fd` with uvicorn's protocol
+    and the API's connection limits (service/api/connections.py)."""
+    tune_process()
+    config = api_config(app, settings or ApiSettings(), log_level=log_level)
     HandoffServer(config, socket.socket(fileno=channel_fd)).run(sockets=[])
     return 0
 

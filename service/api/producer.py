@@ -5,7 +5,10 @@ accumulator and a sender thread talks to the broker. Each batch's sends run
 in a worker thread (so a metadata wait never blocks the event loop), and the
 acknowledgement futures are bridged to asyncio.
 
-When a produce fails the producer is marked down and requests fail fast with
+A record the broker refuses for itself (over its size limit, invalid) is that
+record's failure only: it is reported by index and the producer stays up (see
+RECORD_ERRORS). A record over MAX_RECORD_BYTES is refused before it is sent.
+When the broker itself fails the producer is marked down and requests fail fast with
 503 until a probe sees the broker again; then topics are re-ensured (a
 memory-only broker comes back empty and would auto-create them with the wrong
 partition count) and a fresh producer replaces the old one, whose metadata and
@@ -24,9 +27,11 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from kafka import KafkaProducer
+from kafka import errors as kafka_errors
 from kafka.errors import KafkaError
 
 from service.api.kafka_private import append_records, drop_pending, on_completion, partitions_known
+from service.contracts import limits as L
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 
@@ -44,6 +49,22 @@ class OutgoingRecord(NamedTuple):
 
 class BrokerUnavailable(Exception):
     """The broker could not acknowledge; the client should retry later."""
+
+
+# Errors about one record, not the broker: retrying the record cannot help and the broker is fine.
+RECORD_ERRORS: tuple[type[KafkaError], ...] = (kafka_errors.MessageSizeTooLargeError,
+                                               kafka_errors.RecordListTooLargeError,
+                                               kafka_errors.InvalidRecordError, kafka_errors.CorruptRecordError)
+
+
+def record_bytes(record: OutgoingRecord) -> int:
+    """The bytes a record carries (key, value, headers): what MAX_RECORD_BYTES bounds."""
+    return len(record.key) + len(record.value) + sum(len(k) + len(v) for k, v in record.headers)
+
+
+def oversized(records: list[OutgoingRecord], limit: int = L.MAX_RECORD_BYTES) -> set[int]:
+    """Indexes of the records over the per-record limit (a cheap length check per record)."""
+    return {i for i, r in enumerate(records) if len(r.value) + len(r.key) > limit - 1024 and record_bytes(r) > limit}
 
 
 def broker_reachable(settings: CommonSettings, timeout_s: float = 1.0) -> bool:
@@ -69,10 +90,11 @@ class _AckTracker:
 
     def __init__(self, pending: int, loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
         self._pending = pending
-        self._acked = itertools.count(1)
+        self._settled = itertools.count(1)
         self._loop = loop
         self._done = done
         self.error: BaseException | None = None
+        self.record_failures = 0
 
     def _wake(self) -> None:
         self._loop.call_soon_threadsafe(self._settle)
@@ -82,11 +104,16 @@ class _AckTracker:
             self._done.set_result(None)
 
     def ack(self, _metadata: object) -> None:
-        if next(self._acked) == self._pending:
+        if next(self._settled) == self._pending:
             self._wake()
 
     def fail(self, exc: BaseException) -> None:
-        if self.error is None:
+        if isinstance(exc, RECORD_ERRORS):
+            # One record's problem: wait for the others, then the caller asks which failed.
+            self.record_failures += 1
+            if next(self._settled) == self._pending:
+                self._wake()
+        elif self.error is None:
             self.error = exc
             self._wake()
 
@@ -200,10 +227,20 @@ class EventProducer:
             raise BrokerUnavailable(self.last_error or "producer not started")
         return [producer.send(r.topic, key=r.key, value=r.value, headers=r.headers) for r in records]
 
-    async def produce(self, records: list[OutgoingRecord], timeout_s: float) -> None:
-        """Return once every record is acknowledged (acks=all); raise BrokerUnavailable otherwise."""
+    async def produce(self, records: list[OutgoingRecord], timeout_s: float) -> set[int]:
+        """Return once every record is acknowledged (acks=all) or refused for itself; raise
+        BrokerUnavailable when the broker could not acknowledge.
+
+        Returns the indexes of the records refused for themselves (over MAX_RECORD_BYTES, never
+        sent; or refused by the broker as too large or invalid): nothing else of the batch, and no
+        other request, is affected by them.
+        """
         if not self.up:
             raise BrokerUnavailable(self.last_error)
+        refused = oversized(records)
+        if refused:
+            kept = [i for i in range(len(records)) if i not in refused]
+            return refused | {kept[i] for i in await self.produce([records[i] for i in kept], timeout_s)}
         loop = asyncio.get_running_loop()
         try:
             futures = self._append_ready(records)
@@ -213,7 +250,7 @@ class EventProducer:
             self._mark_down(f"send failed: {exc}")
             raise BrokerUnavailable(str(exc)) from exc
         if not futures:
-            return
+            return set()
         done = loop.create_future()
         tracker = _AckTracker(len(futures), loop, done)
         on_completion(futures, tracker.ack, tracker.fail)
@@ -232,6 +269,12 @@ class EventProducer:
         if tracker.error is not None:
             self._mark_down(f"produce failed: {tracker.error}")
             raise BrokerUnavailable(str(tracker.error))
+        if not tracker.record_failures:
+            return set()
+        failed = {i for i, f in enumerate(futures) if isinstance(getattr(f, "exception", None), RECORD_ERRORS)}
+        log.warning("broker refused %d record(s) for themselves (size or validity); the producer stays up",
+                    len(failed))
+        return failed
 
     def close(self, timeout_s: float = 5.0) -> None:
         with self._lock:

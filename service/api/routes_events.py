@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
@@ -14,31 +16,56 @@ from redis.exceptions import RedisError
 
 from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
-from service.api.producer import BrokerUnavailable
+from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState, ApiStateDep
 from service.api.telemetry import current_traceparent, extract_context
+from service.contracts import limits as L
 
 log = logging.getLogger("ragmon.api.events")
 router = APIRouter()
 tracer = trace.get_tracer("ragmon.api")
+T = TypeVar("T")
+
+# Decoding, validating and redacting a body costs about 10 µs per kilobyte of CPU; above this size
+# the work runs in a worker thread, so the event loop keeps serving /healthz and other tenants.
+OFF_LOOP_ABOVE_BYTES = 256 * 1024
+# A compressed body may inflate a thousandfold: above this size its inflating is off the loop too.
+OFF_LOOP_COMPRESSED_ABOVE_BYTES = 4 * 1024
+# A body off the loop pays the rate limiter one token per this many decompressed bytes before it
+# is parsed (see prepaid_tokens).
+BYTES_PER_TOKEN = 4096
+
+
+async def off_loop(size: int, compressed: bool, work: Callable[..., T], *args: Any) -> T:
+    """`work(*args)` in a worker thread when the body is big enough to hold the loop, else inline
+    (a thread hop costs more than a small body's whole decode)."""
+    if size > OFF_LOOP_ABOVE_BYTES or (compressed and size > OFF_LOOP_COMPRESSED_ABOVE_BYTES):
+        return await asyncio.to_thread(work, *args)
+    return work(*args)
 
 
 def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
+    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise IngestError(413, f"body of {declared} bytes exceeds {limit} bytes", field="body", rule="max_body_bytes")
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > limit:
+                    raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise IngestError(408, f"the body did not arrive within {timeout_s:g}s ({total} bytes came)", field="body",
+                          rule="body_timeout") from None
     return b"".join(chunks)
 
 
@@ -46,6 +73,31 @@ def _full_parse(state: ApiState, data: bytes, tenant: str) -> list[Any]:
     events = parse_envelope(data, state.settings.max_events_per_batch)
     check_tenant_fields(events, tenant)
     return events
+
+
+def prepaid_tokens(decompressed_bytes: int) -> int:
+    """Tokens a big body pays before it is parsed, one per BYTES_PER_TOKEN: a body that is refused
+    after costing a parse (too deep, too many elements) still costs its sender, and only its sender.
+    Bodies small enough for the loop pay by their events alone."""
+    return decompressed_bytes // BYTES_PER_TOKEN if decompressed_bytes > OFF_LOOP_ABOVE_BYTES else 0
+
+
+def _decode(state: ApiState, data: bytes, tenant: str) -> tuple[list[Any] | None, list[Any]]:
+    """(the decompressed body's plain-form events or None, the events): no HTTP, no await."""
+    # The plain form (nearly every batch) is read in one pass; anything else, and a plain
+    # batch with one event not accepted as written, goes the full way, which names the problem.
+    plain = state.preparer.decode_plain(data)
+    return plain, _full_parse(state, data, tenant) if plain is None else plain
+
+
+def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list[Any], tenant: str,
+             traceparent: bytes | None) -> PreparedBatch:
+    batch = state.preparer.prepare_plain(plain, tenant, traceparent) if plain is not None else None
+    if batch is None:
+        if plain is not None:
+            events = _full_parse(state, data, tenant)
+        batch = state.preparer.prepare(events, tenant, traceparent)
+    return batch
 
 
 def _check_content_type(request: Request) -> None:
@@ -59,8 +111,11 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSO
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
     burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    if events <= 0:
+        return None
     try:
-        decision = await state.limiter.take(principal.tenant, events, rate, burst)
+        # A cost over the bucket (a big body's bytes) takes a full bucket: it can pass, not often.
+        decision = await state.limiter.take(principal.tenant, min(events, burst), rate, burst)
     except (RedisError, OSError) as exc:
         # Fail open: losing the limiter must not lose the tenant's data; /readyz reports Redis down.
         log.warning("rate limiter unavailable, admitting: %s", exc)
@@ -72,6 +127,28 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSO
     return _error(429, {"error": f"tenant '{principal.tenant}' is over its rate of {rate:g} events/s "
                         f"(burst {burst}); retry after {decision.retry_after_s}s", "rule": "rate_limit"},
                   {"Retry-After": str(decision.retry_after_s)})
+
+
+def refuse_records(batch: PreparedBatch, indexes: set[int], why: Callable[[int, int], str], reason: str) -> None:
+    """The events of batch.records[i] for i in `indexes` rejected alone; the rest of the batch goes on.
+
+    batch.records holds one record per accepted result, in the same order."""
+    if not indexes:
+        return
+    accepted = [r for r in batch.results if r.status == "accepted"]
+    for i in indexes:
+        result = accepted[i]
+        result.status, result.error, result.reason = "rejected", why(result.index, i), reason
+    batch.records = [r for i, r in enumerate(batch.records) if i not in indexes]
+
+
+def _too_big(records: list[OutgoingRecord]) -> Callable[[int, int], str]:
+    return lambda index, i: (f"events[{index}]: the stored event is {record_bytes(records[i])} bytes; at most "
+                             f"{L.MAX_RECORD_BYTES} per event (max_record_bytes)")
+
+
+def _refused_by_broker(index: int, _i: int) -> str:
+    return f"events[{index}]: the broker refused this event as too large or invalid (record_refused)"
 
 
 def _count_rejections(state: ApiState, batch: PreparedBatch) -> None:
@@ -98,7 +175,11 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     started = time.perf_counter()
     try:
         with tracer.start_as_current_span("kafka.produce", attributes={"messaging.batch.message_count": n}):
-            await state.producer.produce(batch.records, s.produce_timeout_s)
+            refused = await state.producer.produce(batch.records, s.produce_timeout_s)
+        refuse_records(batch, refused, _refused_by_broker, "record_refused")
+        for r in batch.results:
+            if r.reason == "record_refused":
+                state.metrics.events_rejected.labels(r.type, "record_refused").inc()
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
         return _error(503, {"error": f"broker did not acknowledge ({exc}); retry the whole batch: "
@@ -122,30 +203,30 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             principal = state.keys.authenticate(request.headers.get("authorization"))
             span.set_attribute("ragmon.tenant", principal.tenant)
             _check_content_type(request)
-            raw = await _read_body(request, state.settings.max_body_bytes)
-            data = decompress(raw, request.headers.get("content-encoding"), state.settings.max_decompressed_bytes)
-            # The plain form (nearly every batch) is read in one pass; anything else, and a plain
-            # batch with one event not accepted as written, goes the full way, which names the problem.
-            plain = state.preparer.decode_plain(data)
-            events = _full_parse(state, data, principal.tenant) if plain is None else plain
+            raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
+            encoding = request.headers.get("content-encoding")
+            data = await off_loop(len(raw), bool(encoding), decompress, raw, encoding,
+                                  state.settings.max_decompressed_bytes)
+            prepaid = prepaid_tokens(len(data))
+            limited = await _rate_limit(state, principal, prepaid)
+            if limited is not None:
+                return limited
+            plain, events = await off_loop(len(data), False, _decode, state, data, principal.tenant)
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
             return _error(exc.status, {"error": exc.message, "rule": "api_key"}, challenge)
         except IngestError as exc:
             return _error(exc.status, exc.body())
-        limited = await _rate_limit(state, principal, len(events))
+        limited = await _rate_limit(state, principal, len(events) - prepaid)
         if limited is not None:
             return limited
-        traceparent = current_traceparent()
-        batch = state.preparer.prepare_plain(plain, principal.tenant, traceparent) if plain is not None else None
-        if batch is None:
-            if plain is not None:
-                try:
-                    events = _full_parse(state, data, principal.tenant)
-                except IngestError as exc:
-                    return _error(exc.status, exc.body())
-            batch = state.preparer.prepare(events, principal.tenant, traceparent)
+        try:
+            batch = await off_loop(len(data), False, _prepare, state, data, plain, events, principal.tenant,
+                                   current_traceparent())
+        except IngestError as exc:
+            return _error(exc.status, exc.body())
+        refuse_records(batch, oversized(batch.records), _too_big(batch.records), "max_record_bytes")
         _count_rejections(state, batch)
         if not batch.records:
             results = [r.as_dict() for r in batch.results]

@@ -7,7 +7,6 @@ in the request's encoding; 200 only after Kafka acknowledged every record.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -22,23 +21,31 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from redis.exceptions import RedisError
 
+from service.api import wire
 from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
-from service.api.routes_events import _read_body
+from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
+from service.contracts import limits as L
 
 log = logging.getLogger("ragmon.api.otlp")
 router = APIRouter()
 tracer = trace.get_tracer("ragmon.api")
 
 # google.rpc.Code of each HTTP status we answer with.
-_RPC_CODE = {400: 3, 401: 16, 403: 7, 413: 3, 415: 3, 429: 8, 503: 14}
+_RPC_CODE = {400: 3, 401: 16, 403: 7, 408: 4, 413: 3, 415: 3, 429: 8, 503: 14}
 _CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
-# Decoding a big body holds the event loop for milliseconds; off-loop above this size.
-_THREAD_ABOVE_BYTES = 256 * 1024
+# The rate limiter charges one token per BYTES_PER_TOKEN decompressed bytes, besides one per span
+# and per resource or scope entry: an export of no spans still costs what it took to read.
+
+
+class _Limited(Exception):
+    def __init__(self, response: Response) -> None:
+        super().__init__("rate limited")
+        self.response = response
 
 
 def _encode(message: Message, encoding: str, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -61,17 +68,60 @@ def _content_type(request: Request) -> str:
     return encoding
 
 
-def _count_spans(request: ExportTraceServiceRequest) -> int:
-    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+def _count_entries(request: ExportTraceServiceRequest) -> wire.ExportCounts:
+    counts = wire.ExportCounts(resources=len(request.resource_spans))
+    for rs in request.resource_spans:
+        counts.scopes += len(rs.scope_spans)
+        counts.spans += sum(len(ss.spans) for ss in rs.scope_spans)
+    return counts
 
 
-async def _rate_limit(state: ApiState, principal: Principal, spans: int, encoding: str) -> Response | None:
+def _check_json_shape(data: bytes, max_resources: int, max_scopes: int) -> None:
+    """Depth, resource and scope entries of an OTLP JSON body from its bytes, before orjson builds it.
+
+    resourceSpans' entries are the values at depth 2; at depth 4 sit the scopeSpans entries and
+    the few members of each entry's resource object (at most 4 counted per entry)."""
+    shape = wire.json_shape(data, (2, 4))
+    if shape.max_depth > L.MAX_JSON_DEPTH:
+        raise IngestError(400, f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
+                          field="body", rule="max_json_depth")
+    if shape.items[2] > max_resources:
+        raise IngestError(413, f"{shape.items[2]} resourceSpans entries in one export; at most {max_resources}",
+                          field="resourceSpans", rule="otlp_max_resource_entries")
+    if shape.items[4] > max_scopes + 4 * shape.items[2]:
+        raise IngestError(413, f"more than {max_scopes} scopeSpans entries in one export; lower the exporter's "
+                          "batch size", field="resourceSpans", rule="otlp_max_scope_entries")
+
+
+def _parse(data: bytes, encoding: str, max_spans: int) -> tuple[ExportTraceServiceRequest, wire.ExportCounts]:
+    """Counted from the wire first (refused before anything is built), then parsed and counted."""
+    if encoding == PROTOBUF:
+        wire.count_export(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES, max_spans)
+    else:
+        _check_json_shape(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES)
+    export = parse_request(data, encoding)
+    counts = _count_entries(export)
+    if counts.spans > max_spans:
+        raise IngestError(413, f"{counts.spans} spans in one export; at most {max_spans}: lower the exporter's "
+                          "batch size", field="resourceSpans", rule="otlp_max_spans_per_request")
+    return export, counts
+
+
+def rate_cost(counts: wire.ExportCounts, decompressed_bytes: int) -> int:
+    """Tokens an export takes: one per span, per resource or scope entry, and per BYTES_PER_TOKEN read."""
+    return counts.spans + counts.entries + decompressed_bytes // BYTES_PER_TOKEN
+
+
+async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding: str) -> Response | None:
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
-    # A request of the largest allowed size must fit in the bucket, or it could never pass.
+    # A request of the largest allowed span count must fit in the bucket, or it could never pass;
+    # one that costs more than the bucket (its entries and bytes on top) takes a full bucket.
     burst = max(principal.burst or s.rate_limit_burst, s.otlp_max_spans_per_request)
+    if cost <= 0:
+        return None
     try:
-        decision = await state.limiter.take(principal.tenant, spans, rate, burst)
+        decision = await state.limiter.take(principal.tenant, min(cost, burst), rate, burst)
     except (RedisError, OSError) as exc:
         log.warning("rate limiter unavailable, admitting: %s", exc)  # fail open, as /v1/events
         state.metrics.redis_up.set(0)
@@ -99,7 +149,11 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
     state.metrics.inflight_events.set(state.inflight_events)
     started = time.perf_counter()
     try:
-        await state.producer.produce(batch.records, s.produce_timeout_s)
+        refused = await state.producer.produce(batch.records, s.produce_timeout_s)
+        before = batch.rejected["record_refused"]
+        batch.refuse_records(refused, "record_refused")
+        if refused:
+            state.metrics.otlp_spans_rejected.labels("record_refused").inc(batch.rejected["record_refused"] - before)
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
         return _refuse(503, f"broker did not acknowledge ({exc}); retry the export", encoding, retry)
@@ -110,21 +164,21 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
     return None
 
 
-async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, ExportTraceServiceRequest]:
+async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, ExportTraceServiceRequest, int, int]:
+    """The caller, the body's encoding, the export, its rate-limit cost and its decompressed size."""
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
     encoding = _content_type(request)
-    raw = await _read_body(request, s.max_body_bytes)
-    data = decompress_body(raw, request.headers.get("content-encoding"), s.max_decompressed_bytes)
-    if len(data) > _THREAD_ABOVE_BYTES:
-        export = await asyncio.to_thread(parse_request, data, encoding)
-    else:
-        export = parse_request(data, encoding)
-    spans = _count_spans(export)
-    if spans > s.otlp_max_spans_per_request:
-        raise IngestError(413, f"{spans} spans in one export; at most {s.otlp_max_spans_per_request}: "
-                          "lower the exporter's batch size", field="resourceSpans", rule="otlp_max_spans_per_request")
-    return principal, encoding, export
+    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
+    content_encoding = request.headers.get("content-encoding")
+    data = await off_loop(len(raw), bool(content_encoding), decompress_body, raw, content_encoding,
+                          s.max_decompressed_bytes)
+    prepaid = prepaid_tokens(len(data))  # paid before the parse, so a refused big body costs its sender
+    limited = await _rate_limit(state, principal, prepaid, encoding)
+    if limited is not None:
+        raise _Limited(limited)
+    export, counts = await off_loop(len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request)
+    return principal, encoding, export, rate_cost(counts, len(data)) - prepaid, len(data)
 
 
 @router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference spans), protobuf or JSON")
@@ -134,18 +188,21 @@ async def export_traces(request: Request) -> Response:
     encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
     with tracer.start_as_current_span("ingest.otlp", context=extract_context(dict(request.headers))) as span:
         try:
-            principal, encoding, export = await _decode(request, state)
+            principal, encoding, export, cost, size = await _decode(request, state)
         except AuthError as exc:
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
             return _refuse(exc.status, exc.message, encoding, challenge)
+        except _Limited as limited_early:
+            return limited_early.response
         except IngestError as exc:
             where = f" ({exc.field}: {exc.rule})" if exc.field else ""
             return _refuse(exc.status, exc.message + where, encoding)
         span.set_attribute("ragmon.tenant", principal.tenant)
-        limited = await _rate_limit(state, principal, _count_spans(export), encoding)
+        limited = await _rate_limit(state, principal, cost, encoding)
         if limited is not None:
             return limited
-        batch = state.span_preparer.prepare(export, principal.tenant, current_traceparent())
+        batch = await off_loop(size, False, state.span_preparer.prepare, export, principal.tenant,
+                               current_traceparent())
         _count(state, principal, batch)
         message = batch.message(state.settings.otlp_max_attribute_chars)
         if batch.rejected_spans and not batch.accepted_spans:
@@ -153,6 +210,9 @@ async def export_traces(request: Request) -> Response:
         failed = await _produce(state, batch, encoding)
         if failed is not None:
             return failed
+        message = batch.message(state.settings.otlp_max_attribute_chars)  # the broker may have refused some
+        if batch.rejected_spans and not batch.accepted_spans:  # not retryable (OTLP/HTTP: 400)
+            return _refuse(400, f"no span in the export was accepted: {message}", encoding)
         state.metrics.otlp_spans_accepted.labels(principal.tenant).inc(batch.accepted_spans)
         span.set_attribute("ragmon.spans.accepted", batch.accepted_spans)
         response = ExportTraceServiceResponse()

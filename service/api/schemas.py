@@ -55,6 +55,7 @@ INGEST_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: _resp("malformed envelope, or no event in the batch is valid"),
     401: _resp("missing or unknown API key"),
     403: _resp("the key lacks the scope, or the body names another tenant"),
+    408: _resp("the body did not arrive within body_timeout_s"),
     413: _resp("body, decompressed body or event count over the limit"),
     415: _resp("wrong Content-Type or Content-Encoding"),
     429: _resp("tenant over its rate", retry_after=True),

@@ -98,6 +98,11 @@ class ApiSettings(CommonSettings):
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")
     review_lease_s: int = Field(1800, ge=30, description="how long an offered item stays with its reviewer")
     otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")
+    header_timeout_s: float = Field(10.0, gt=0, description="a request's headers must be complete within this; "
+                                    "else the connection is closed (slow clients)")
+    body_timeout_s: float = Field(30.0, gt=0, description="a request's body must arrive within this; else 408")
+    limit_concurrency: int = Field(1_000, ge=16, description="connections and requests per API process; 503 beyond")
+    keep_alive_timeout_s: float = Field(5.0, gt=0, description="idle keep-alive connections are closed after this")
     otlp_max_attribute_chars: int = Field(
         65_536, ge=1024, description="POST /v1/traces: longer string attribute values are truncated (and reported)")
 

@@ -33,6 +33,16 @@ MAX_FEEDBACK_VALUE = 1e9
 MAX_EVENTS_PER_BATCH = 1_000
 MAX_BODY_BYTES = 10 * 1024 * 1024
 MAX_DECOMPRESSED_BYTES = 20 * 1024 * 1024
+# JSON nested deeper than this is refused whole (400, rule max_json_depth) on /v1/events and
+# /v1/traces, before it is parsed: a v1 event is at most 10 levels deep, an OTLP JSON span with
+# nested attribute values a few dozen.
+MAX_JSON_DEPTH = 64
+# One Kafka record (a stored event, or one trace's spans) is at most this many bytes: the API
+# refuses a bigger one alone, and ragmon creates its topics with max.message.bytes to match.
+MAX_RECORD_BYTES = 1_000_000
+# Entries of one OTLP export: each costs a parse and a step although it may hold no span.
+OTLP_MAX_RESOURCE_ENTRIES = 1_000
+OTLP_MAX_SCOPE_ENTRIES = 2_000
 
 # Timestamps outside [now - MAX_EVENT_AGE, now + MAX_CLOCK_SKEW] are rejected at
 # ingestion: older ones would land in windows that have already been alerted on.

@@ -29,6 +29,7 @@ BENCHES = {
     "phoenix": "tests.bench.bench_phoenix",
     "shadow": "tests.bench.bench_shadow",
     "redaction": "tests.bench.bench_redaction",
+    "fairness": "tests.bench.bench_fairness",
 }
 
 END_TO_END = ("ingest", "otlp", "metrics_worker", "exclusion", "drift_worker", "faithfulness", "review",

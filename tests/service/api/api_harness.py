@@ -21,6 +21,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from service.api.app import create_app
+from service.api.connections import config as api_config
 from service.api.settings import ApiKeyEntry, ApiSettings, hash_key
 from service.contracts.topics import Topics
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, READONLY_KEY
@@ -75,8 +76,8 @@ class RunningApi:
         self._sock.bind(("127.0.0.1", 0))
         self.port = int(self._sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="on",
-                                timeout_graceful_shutdown=5)
+        config = api_config(self.app, settings, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=5)  # the API's own connection limits
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
                                         name=f"ragmon-api-{self.port}", daemon=True)

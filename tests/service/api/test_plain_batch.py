@@ -179,3 +179,65 @@ def test_ids_in_one_string_are_each_checked() -> None:
     assert not _agree(_batch(b, {**trace_event(), "id": ""}))
     assert not _agree(_batch({**a, "id": a["id"] + "\n"}))
     assert _agree(_batch(a, trace_event()))
+
+
+def _verdict(preparer: BatchPreparer, data: bytes, path: str, now: datetime) -> Any:
+    """What one path says of a batch: the refusal's (status, rule), the per-event statuses and
+    rules, or None where the plain path declines (the full path then judges)."""
+    try:
+        batch = _plain(preparer, data, now) if path == "plain" else _full_or_raise(preparer, data, now)
+    except IngestError as exc:
+        return (exc.status, exc.rule)
+    if batch is None:
+        return None
+    return [(r.status, r.reason) for r in batch.results]
+
+
+def _full_or_raise(preparer: BatchPreparer, data: bytes, now: datetime) -> PreparedBatch:
+    events = parse_envelope(data, 20)
+    check_tenant_fields(events, TENANT)
+    return preparer.prepare(events, TENANT, b"00-tp", now=now)
+
+
+def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> None:
+    """Mutated batches with nesting at any depth anywhere and embeddings of one model in several
+    dimensions: the plain path never raises, and whatever it takes the full path takes alike;
+    past MAX_JSON_DEPTH the full path refuses the body, and a second dimension rejects that trace."""
+    from service.contracts.limits import MAX_JSON_DEPTH
+
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(data=st.data())
+    def mutate(data: st.DataObject) -> None:
+        dims = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=3))
+        events = [trace_event(query={"text": f"q{i}", "embedding": [0.5] * d, "embedding_model": "m"})
+                  for i, d in enumerate(dims)]
+        events.append(feedback_event())
+        depth = data.draw(st.sampled_from([0, 1, 3, MAX_JSON_DEPTH - 10, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 3_000]))
+        text = json.dumps({"events": events})
+        if depth:
+            path = data.draw(st.sampled_from(value_paths(events)))
+            set_path(events, path, "@@deep@@")
+            text = json.dumps({"events": events}).replace('"@@deep@@"', "[" * depth + "]" * depth)
+        now = datetime.now(UTC)
+        body = text.encode()
+        plain, full = _verdict(_preparer(), body, "plain", now), _verdict(_preparer(), body, "full", now)
+        assert plain is None or plain == full, (plain, full)
+        if plain is not None:
+            _agree(body)
+        # The value sits 3 to 9 levels down ({events[{body{...): its nesting adds to that.
+        if depth >= MAX_JSON_DEPTH - 2:
+            assert full == (400, "max_json_depth")
+        elif depth:
+            assert full != (400, "max_json_depth")
+        if not depth and len(set(dims)) > 1:
+            assert plain is None
+            expect = [("accepted", None) if d == dims[0] else ("rejected", "embedding_dims") for d in dims]
+            assert full[:len(dims)] == expect
+        seen["declined" if plain is None else "taken"] += 1
+        if isinstance(full, tuple):
+            seen[f"refused {full[1]}"] += 1
+
+    mutate()
+    assert seen["taken"] and seen["declined"] and seen["refused max_json_depth"], seen
