@@ -33,7 +33,8 @@ def _cmd_api(args: argparse.Namespace) -> int:
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
         return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level)
     if args.workers > 1:
-        return run_api_processes(args.workers, host, port, args.log_level)
+        return run_api_processes(args.workers, host, port, args.log_level,
+                                 (settings.api_metrics_host, settings.api_metrics_port))
     uvicorn.run(create_app(settings), host=host, port=port, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
 

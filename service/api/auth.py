@@ -16,6 +16,7 @@ class Principal:
     rate_limit_eps: float | None
     burst: int | None
     name: str = ""  # the key's name: the reviewer's identity on the review page
+    key_id: str = ""  # the first 16 hex digits of the key's digest: which key this is, never the key
 
 
 class AuthError(Exception):
@@ -54,9 +55,14 @@ class KeyStore:
             raise AuthError(401, "API key not recognised")
         if scope not in found.scopes:
             raise AuthError(403, f"API key of tenant '{found.tenant}' lacks the '{scope}' scope")
-        name = found.name or f"key-{found.key_sha256[:8]}"
-        return Principal(found.tenant, frozenset(found.scopes), found.rate_limit_eps, found.burst, name)
+        return Principal(found.tenant, frozenset(found.scopes), found.rate_limit_eps, found.burst,
+                         self.name_of(found), found.key_sha256[:16])
 
-    def secret(self) -> bytes:
-        """A secret every API process derives alike: the digest of all configured key digests."""
-        return hashlib.sha256(b"ragmon-review\0" + b"".join(d for d, _ in self._entries)).digest()
+    @staticmethod
+    def name_of(entry: ApiKeyEntry) -> str:
+        return entry.name or f"key-{entry.key_sha256[:8]}"
+
+    def entry_by_id(self, key_id: str) -> ApiKeyEntry | None:
+        """The configured key whose digest starts with `key_id` (None when it was removed or is ambiguous)."""
+        found = [e for _, e in self._entries if e.key_sha256.startswith(key_id)] if len(key_id) == 16 else []
+        return found[0] if len(found) == 1 else None

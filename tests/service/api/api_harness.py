@@ -53,6 +53,7 @@ def api_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, /, **o
         "kafka_topic_prefix": topic_prefix,
         "kafka_partitions": 2,
         "api_keys": DEFAULT_KEYS,
+        "api_metrics_port": 0,  # /metrics on its own port: any free one (RunningApi.scrape reads it)
         **TEST_LIMITS,
     }
     fields.update(overrides)
@@ -109,6 +110,14 @@ class RunningApi:
             sent["Authorization"] = f"Bearer {key}"
         sent.update(headers or {})
         return self.http.post("/v1/events", content=content, headers=sent)
+
+    @property
+    def metrics_url(self) -> str:
+        """Where this API serves /metrics (its own port, not the ingestion port)."""
+        return f"http://127.0.0.1:{self.app.state.metrics_port}/metrics"
+
+    def scrape(self) -> str:
+        return httpx.get(self.metrics_url, timeout=10).text
 
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
         value = self.registry.get_sample_value(name, labels or {})
