@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from redis.exceptions import RedisError
 
-from service.api.auth import AuthError, Principal
+from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
 from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
 from service.api.producer import BrokerUnavailable
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
@@ -127,7 +127,10 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             # The plain form (nearly every batch) is read in one pass; anything else, and a plain
             # batch with one event not accepted as written, goes the full way, which names the problem.
             plain = state.preparer.decode_plain(data)
+            if plain is not None and any(e.type == "label" for e in plain):
+                plain = None  # labels go the full way: their scope and reviewer are checked on the objects
             events = _full_parse(state, data, principal.tenant) if plain is None else plain
+            refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
@@ -146,6 +149,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
                 except IngestError as exc:
                     return _error(exc.status, exc.body())
             batch = state.preparer.prepare(events, principal.tenant, traceparent)
+            refuse_events(batch, refused_labels, "label_scope")
         _count_rejections(state, batch)
         if not batch.records:
             results = [r.as_dict() for r in batch.results]

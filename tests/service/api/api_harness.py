@@ -33,7 +33,7 @@ def key_entry(tenant: str, key: str, **kwargs: Any) -> ApiKeyEntry:
 
 
 DEFAULT_KEYS = [
-    key_entry("acme", ACME_KEY, name="acme-app"),
+    key_entry("acme", ACME_KEY, scopes=["ingest", "label"], name="acme-app"),  # label: it sends label events too
     key_entry("globex", GLOBEX_KEY, name="globex-app"),
     key_entry("acme", READONLY_KEY, scopes=["read"], name="acme-dashboards"),
 ]
