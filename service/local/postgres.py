@@ -5,7 +5,7 @@ by PID. It is not reachable by any other local user: no TCP listener at all,
 its Unix socket inside its data directory (mode 0700), password
 authentication (scram-sha-256) for every connection, the passwords generated
 into the workdir's secrets file (service/local/secrets.py, mode 0600). The
-superuser `postgres` only creates the application role `ragmon_app`
+superuser `postgres` only creates the application role `rgm_app`
 (no superuser, no CREATEDB/CREATEROLE) and its database `ragmon`; ragmon's
 processes connect as that role (`extra["app_url"]`). We drive the wheel's `initdb` and
 `postgres` directly instead of pgserver's Python wrapper because the wrapper
@@ -33,7 +33,7 @@ from service.local.secrets import LocalSecrets, load_or_create_secrets
 
 # PostgreSQL refuses to run as root; as root we run it as this unprivileged user.
 UNPRIVILEGED_USER = "nobody"
-APP_ROLE = "ragmon_app"
+APP_ROLE = "rgm_app"
 APP_DATABASE = "ragmon"
 # Every connection, over the one Unix socket there is, proves a password; no `trust`, no TCP.
 HBA = "# written by ragmon (service/local/postgres.py) at every start\nlocal all all scram-sha-256\n"

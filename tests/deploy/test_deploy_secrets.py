@@ -94,8 +94,8 @@ def test_the_app_is_no_postgres_superuser() -> None:
     for name, svc in services.items():
         url = (svc.get("environment") or {}).get("RAGMON_DATABASE_URL")
         if url is not None:
-            assert url.startswith("postgresql://ragmon_app:${RAGMON_DB_PASSWORD:?"), name
-            assert pg["POSTGRES_USER"] not in ("ragmon_app",) and "POSTGRES_PASSWORD" not in url, name
+            assert url.startswith("postgresql://rgm_app:${RAGMON_DB_PASSWORD:?"), name
+            assert pg["POSTGRES_USER"] not in ("rgm_app",) and "POSTGRES_PASSWORD" not in url, name
     assert any("init-app-role.sh:/docker-entrypoint-initdb.d/" in v for v in services["postgres"]["volumes"])
     assert "scram-sha-256" in pg["POSTGRES_INITDB_ARGS"]
     k8s = k8s_named("ConfigMap", "ragmon-postgres-init")["data"]["10-app-role.sh"]
@@ -122,14 +122,14 @@ def test_the_init_script_makes_a_role_without_superuser_powers() -> None:
         admin = psycopg.conninfo.conninfo_to_dict(server.extra["url"])
         with psycopg.connect(server.extra["url"], autocommit=True) as conn:  # as on an empty data directory
             conn.execute("DROP DATABASE ragmon")
-            conn.execute("DROP ROLE ragmon_app")
+            conn.execute("DROP ROLE rgm_app")
         env = {**os.environ, "PATH": f"{postgres_bin_dir()}:{os.environ['PATH']}", "PGHOST": str(admin["host"]),
                "PGPORT": str(admin["port"]), "PGPASSWORD": str(admin["password"]), "POSTGRES_USER": "postgres",
                "POSTGRES_DB": "postgres", "RAGMON_DB_PASSWORD": "app-password-for-the-test"}
         done = subprocess.run(["sh", str(DEPLOY / "postgres" / "init-app-role.sh")], env=env, capture_output=True,
                               text=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr
-        app = psycopg.conninfo.make_conninfo(server.extra["url"], user="ragmon_app", dbname="ragmon",
+        app = psycopg.conninfo.make_conninfo(server.extra["url"], user="rgm_app", dbname="ragmon",
                                              password="app-password-for-the-test")
         with psycopg.connect(app, autocommit=True) as conn:
             assert conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
