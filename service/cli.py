@@ -157,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="make an API key entry (tenant + SHA-256 digest)")
     keys.add_argument("--tenant", required=True)
     keys.add_argument("--key", default=None, help="hash this key instead of generating one")
-    keys.add_argument("--scope", action="append", choices=["ingest", "review"],
-                      help="what the key may do (repeatable; default ingest); reviewers get 'review'")
+    keys.add_argument("--scope", action="append", choices=["ingest", "review", "label"],
+                      help="what the key may do (repeatable; default ingest); reviewers get 'review'; a tool "
+                           "that sends `label` events gets 'ingest' and 'label' (its name is the labels' reviewer)")
     keys.add_argument("--name", default=None, help="who holds the key (a reviewer's name on the review page)")
     keys.set_defaults(func=_cmd_keys)
 
