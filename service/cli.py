@@ -35,7 +35,8 @@ def _cmd_api(args: argparse.Namespace) -> int:
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
         return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level, settings)
     if args.workers > 1:
-        return run_api_processes(args.workers, host, port, args.log_level)
+        return run_api_processes(args.workers, host, port, args.log_level,
+                                 (settings.api_metrics_host, settings.api_metrics_port))
     tune_process()
     uvicorn.Server(api_config(create_app(settings), settings, host=host, port=port, log_level=args.log_level)).run()
     return 0
@@ -159,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="make an API key entry (tenant + SHA-256 digest)")
     keys.add_argument("--tenant", required=True)
     keys.add_argument("--key", default=None, help="hash this key instead of generating one")
-    keys.add_argument("--scope", action="append", choices=["ingest", "review"],
-                      help="what the key may do (repeatable; default ingest); reviewers get 'review'")
+    keys.add_argument("--scope", action="append", choices=["ingest", "review", "label"],
+                      help="what the key may do (repeatable; default ingest); reviewers get 'review'; a tool "
+                           "that sends `label` events gets 'ingest' and 'label' (its name is the labels' reviewer)")
     keys.add_argument("--name", default=None, help="who holds the key (a reviewer's name on the review page)")
     keys.set_defaults(func=_cmd_keys)
 

@@ -19,12 +19,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from service.api import routes_events, routes_health, routes_otlp, routes_review
 from service.api.auth import KeyStore
 from service.api.ingest import BatchPreparer
-from service.api.metrics import ApiMetrics
+from service.api.metrics import ApiMetrics, MetricsServer, in_multiprocess_child, serve_metrics
 from service.api.otlp import SpanPreparer
 from service.api.producer import EventProducer, supervise
 from service.api.ratelimit import RateLimiter
 from service.api.redaction import Pseudonymizer, Redactor
-from service.api.review_state import build_review
+from service.api.review_state import build_review, review_secret
 from service.api.schemas import batch_schema_components
 from service.api.settings import ApiSettings
 from service.api.state import STATE_KEY, ApiState
@@ -93,7 +93,7 @@ def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, clie
                                settings.max_events_per_batch),
         span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars, pseudonyms),
     )
-    state.review = build_review(settings, state.keys, metrics, state.producer, redactor)
+    state.review = build_review(settings, state.keys, metrics, state.producer, redactor, client)
     return state
 
 
@@ -102,6 +102,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
     prometheus_client.disable_created_metrics()  # also in processes uvicorn spawns for --workers
     setup_tracing("ragmon-api")
     keys = _require_keys(settings)  # fails at start, before any port is bound
+    review_secret(settings)  # likewise: the review page is on (a database) but nothing would sign its sessions
     metrics = ApiMetrics(registry or CollectorRegistry())
 
     @contextlib.asynccontextmanager
@@ -109,6 +110,10 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
         # Created here, in the event loop that serves requests, and closed with it.
         client = aioredis.Redis.from_url(settings.redis_url, socket_timeout=2, socket_connect_timeout=2)
         state = build_state(settings, keys, metrics, client)
+        scrape: MetricsServer | None = None
+        if not in_multiprocess_child():  # with --workers N the parent serves every child's metrics
+            scrape = serve_metrics(settings.api_metrics_host, settings.api_metrics_port, metrics.registry)
+            app.state.metrics_port = scrape.port
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
             supervise(state.producer, report=lambda up: metrics.broker_up.set(1 if up else 0)))
@@ -125,8 +130,12 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
                 await supervisor
             await asyncio.to_thread(state.producer.close)
             await client.aclose()
+            if scrape is not None:
+                await asyncio.to_thread(scrape.close)
 
-    app = FastAPI(title="ragmon ingestion API", version="1", lifespan=lifespan)
+    # No Swagger UI or ReDoc: FastAPI's pages load their script from a CDN, which would run third-party
+    # code on the API's origin. The schema stays at /openapi.json for any local viewer.
+    app = FastAPI(title="ragmon ingestion API", version="1", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.include_router(routes_events.router)
     app.include_router(routes_otlp.router)
     app.include_router(routes_health.router)
@@ -139,7 +148,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             _, defs = batch_schema_components()
             schema.setdefault("components", {}).setdefault("schemas", {}).update(defs)
             schema["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
-            # Only ingestion takes a key: /healthz, /readyz and /metrics are open to probes and scrapers.
+            # Only ingestion takes a key: /healthz and /readyz are open to probes (/metrics has its own port).
             schema["paths"]["/v1/events"]["post"]["security"] = [{"bearer": []}]
             schema["paths"]["/v1/traces"]["post"]["security"] = [{"bearer": []}]
             app.openapi_schema = schema

@@ -1,8 +1,19 @@
-"""Every metric of the ingestion API (one registry per app instance)."""
+"""Every metric of the ingestion API (one registry per app instance), and the port they are served on.
+
+/metrics is not on the ingestion port: it names every tenant and its traffic, and the ingestion port is
+the one every RAG app (and whoever else reaches it) can talk to. It is served on its own port
+(RAGMON_API_METRICS_HOST / RAGMON_API_METRICS_PORT, loopback by default) for the scraper alone.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+import threading
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.multiprocess import MultiProcessCollector
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -74,3 +85,41 @@ class ApiMetrics:
             "ragmon_api_label_outbox_pending_events", "Saved labels whose event Kafka has not acknowledged yet",
             registry=registry, multiprocess_mode="livemax",
         )
+
+
+@dataclass
+class MetricsServer:
+    """The scrape endpoint's HTTP server (a thread of the process that owns it)."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def multiprocess_registry(path: str) -> CollectorRegistry:
+    """Every API process' metrics, read from their files in `path` (PROMETHEUS_MULTIPROC_DIR) at each scrape."""
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=path)
+    return registry
+
+
+def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> MetricsServer:
+    """Serve `registry` on host:port (port 0: any free port; MetricsServer.port says which)."""
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise RuntimeError(f"cannot serve /metrics on {host}:{port} (RAGMON_API_METRICS_HOST/PORT): {exc}") from exc
+    return MetricsServer(server, thread)
+
+
+def in_multiprocess_child() -> bool:
+    """A child of `ragmon api --workers N`: its parent serves the metrics of all of them."""
+    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))

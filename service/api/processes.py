@@ -50,8 +50,14 @@ def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     return sock
 
 
-def run_api_processes(workers: int, host: str, port: int, log_level: str) -> int:
-    """Parent: accept, deal each connection to the next live child; forward SIGTERM/SIGINT."""
+def run_api_processes(workers: int, host: str, port: int, log_level: str,
+                      metrics_at: tuple[str, int] | None = None) -> int:
+    """Parent: accept, deal each connection to the next live child; forward SIGTERM/SIGINT.
+
+    The parent also serves /metrics on `metrics_at` (its own port), for every child at once.
+    """
+    from service.api.metrics import multiprocess_registry, serve_metrics
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ragmon-api %(levelname)s %(message)s")
     listener = listening_socket(host, port)
     listener.settimeout(0.5)  # wake up to notice a stop request or a dead child
@@ -64,6 +70,7 @@ def run_api_processes(workers: int, host: str, port: int, log_level: str) -> int
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     with tempfile.TemporaryDirectory(prefix="ragmon-api-metrics-") as metrics_dir:
+        scrape = serve_metrics(*metrics_at, multiprocess_registry(metrics_dir)) if metrics_at else None
         children: list[tuple[subprocess.Popen[bytes], socket.socket]] = []
         for _ in range(workers):
             # SEQPACKET keeps one message per connection handed over; an empty read is the parent's EOF.
@@ -82,6 +89,8 @@ def run_api_processes(workers: int, host: str, port: int, log_level: str) -> int
                 if child.poll() is None:
                     child.send_signal(signal.SIGTERM)
             codes = [child.wait() for child, _ in children]
+            if scrape is not None:
+                scrape.close()
     # uvicorn re-raises the stop signal after a clean shutdown: a child that ended by the
     # SIGTERM we forwarded stopped as asked.
     failures = [c for c in codes if c not in (0, -signal.SIGTERM, -signal.SIGINT)]

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from redis.exceptions import RedisError
 
-from service.api.auth import AuthError, Principal
+from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
 from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
 from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
@@ -87,16 +87,19 @@ def _decode(state: ApiState, data: bytes, tenant: str) -> tuple[list[Any] | None
     # The plain form (nearly every batch) is read in one pass; anything else, and a plain
     # batch with one event not accepted as written, goes the full way, which names the problem.
     plain = state.preparer.decode_plain(data)
+    if plain is not None and any(e.type == "label" for e in plain):
+        plain = None  # labels go the full way: their scope and reviewer are checked on the objects
     return plain, _full_parse(state, data, tenant) if plain is None else plain
 
 
 def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list[Any], tenant: str,
-             traceparent: bytes | None) -> PreparedBatch:
+             traceparent: bytes | None, refused_labels: dict[int, str]) -> PreparedBatch:
     batch = state.preparer.prepare_plain(plain, tenant, traceparent) if plain is not None else None
     if batch is None:
         if plain is not None:
             events = _full_parse(state, data, tenant)
         batch = state.preparer.prepare(events, tenant, traceparent)
+        refuse_events(batch, refused_labels, "label_scope")
     return batch
 
 
@@ -212,6 +215,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             if limited is not None:
                 return limited
             plain, events = await off_loop(len(data), False, _decode, state, data, principal.tenant)
+            refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
             challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
@@ -223,7 +227,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             return limited
         try:
             batch = await off_loop(len(data), False, _prepare, state, data, plain, events, principal.tenant,
-                                   current_traceparent())
+                                   current_traceparent(), refused_labels)
         except IngestError as exc:
             return _error(exc.status, exc.body())
         refuse_records(batch, oversized(batch.records), _too_big(batch.records), "max_record_bytes")

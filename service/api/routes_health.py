@@ -1,14 +1,11 @@
-"""Liveness, readiness and the Prometheus endpoint."""
+"""Liveness and readiness (the Prometheus endpoint has its own port: service/api/metrics.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 
-from fastapi import APIRouter, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 from redis.exceptions import RedisError
 
 from service.api.state import ApiState, ApiStateDep
@@ -40,18 +37,3 @@ async def redis_ping(state: ApiState) -> bool:
         ok = False
     state.metrics.redis_up.set(1 if ok else 0)
     return ok
-
-
-@router.get("/metrics", summary="Prometheus metrics of the API", response_class=PlainTextResponse)
-async def metrics(state: ApiStateDep) -> Response:
-    state.metrics.broker_up.set(1 if state.producer.up else 0)
-    return Response(generate_latest(exposition_registry(state)), media_type=CONTENT_TYPE_LATEST)
-
-
-def exposition_registry(state: ApiState) -> CollectorRegistry:
-    """This process's registry, or every API process' metrics when several share the port."""
-    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        return state.metrics.registry
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry)
-    return registry

@@ -12,21 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import html
+import time
 from collections import Counter
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
-from starlette.datastructures import FormData
+from starlette.datastructures import FormData, UploadFile
 
 from service.api.auth import AuthError
-from service.api.review_auth import CSRF_COOKIE, SESSION_COOKIE, Reviewer, reviewer_name
-from service.api.review_state import STATIC, ReviewService
+from service.api.review_auth import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    Reviewer,
+    reviewer_name,
+    usable_browser_token,
+)
+from service.api.review_state import STATIC, LoginThrottled, ReviewService, SessionStoreDown
 from service.api.state import STATE_KEY, ApiState
 from service.contracts import limits as L
 from service.review.reports import all_reports, store_reports
-from service.review.store import ForeignItem, LabelInput
+from service.review.store import ForeignItem, LabelInput, NotAssigned
 
 router = APIRouter(prefix="/review", include_in_schema=False)
 REASONS = ("", "unsupported_claim", "contradicts_context", "missing_context", "wrong_documents", "incomplete",
@@ -37,13 +44,22 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
+# Bounds on what a form post may be, checked before a byte of it is parsed (the sign-in form is unauthenticated).
+LOGIN_FORM_MAX_BYTES = 2048
+LOGIN_FORM_MAX_FIELDS = 4
+# A label form: a note of MAX_NOTE_CHARS (up to 12 bytes each once percent-encoded) and one gold id per document.
+LABEL_FORM_MAX_BYTES = 12 * L.MAX_NOTE_CHARS + 2 * L.MAX_DOCUMENTS * (3 * L.MAX_ID_LEN + 16) + 1024
+LABEL_FORM_MAX_FIELDS = 2 * L.MAX_DOCUMENTS + 8
+SMALL_FORM_MAX_BYTES = 1024  # logout: the CSRF token only
+SMALL_FORM_MAX_FIELDS = 4
 
 
 class PageError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
 
 
 def _service(request: Request) -> ReviewService:
@@ -54,7 +70,8 @@ def _service(request: Request) -> ReviewService:
     return review
 
 
-def _reviewer(request: Request, review: ReviewService) -> Reviewer | None:
+async def _reviewer(request: Request, review: ReviewService) -> Reviewer | None:
+    """The Bearer key's reviewer, or the session cookie's while its key stands and it was not signed out."""
     header = request.headers.get("authorization")
     if header:
         state: ApiState = getattr(request.state, STATE_KEY)
@@ -62,16 +79,26 @@ def _reviewer(request: Request, review: ReviewService) -> Reviewer | None:
             principal = state.keys.authenticate(header, scope="review")
         except AuthError as exc:
             raise PageError(exc.status, exc.message) from exc
-        return Reviewer(principal.tenant, reviewer_name(principal.name), via_cookie=False)
-    return review.signer.verify(request.cookies.get(SESSION_COOKIE))
+        return Reviewer(principal.tenant, reviewer_name(principal.name), False, principal.key_id)
+    session = review.signer.verify(request.cookies.get(SESSION_COOKIE))
+    if session is None or not review.key_still_valid(session):
+        return None
+    try:
+        if await review.revoked(session):
+            return None
+    except SessionStoreDown as exc:
+        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
+                        {"Retry-After": "2"}) from exc
+    return session
 
 
 def _render(request: Request, review: ReviewService, template: str, status: int = 200,
             reviewer: Reviewer | None = None, **context: Any) -> HTMLResponse:
-    browser = request.cookies.get(CSRF_COOKIE) or review.signer.new_browser_token()
+    browser = usable_browser_token(request.cookies.get(CSRF_COOKIE)) or review.signer.new_browser_token()
+    headers = {**SECURITY_HEADERS, **context.pop("headers", {})}
     html = review.templates.get_template(template).render(
         reviewer=reviewer, csrf=review.signer.csrf_token(browser), error=context.pop("error", None), **context)
-    response = HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+    response = HTMLResponse(html, status_code=status, headers=headers)
     if request.cookies.get(CSRF_COOKIE) != browser:
         response.set_cookie(CSRF_COOKIE, browser, httponly=True, samesite="strict", path="/review",
                             secure=_https(request))
@@ -87,16 +114,50 @@ def _error_page(request: Request, exc: PageError) -> Response:
     try:
         review = _service(request)
     except PageError:
-        return HTMLResponse(f"<p>{html.escape(exc.message)}</p>", status_code=exc.status, headers=SECURITY_HEADERS)
-    return _render(request, review, "review/base.html", exc.status, error=exc.message)
+        return HTMLResponse(f"<p>{html.escape(exc.message)}</p>", status_code=exc.status,
+                            headers={**SECURITY_HEADERS, **exc.headers})
+    return _render(request, review, "review/base.html", exc.status, error=exc.message, headers=exc.headers)
 
 
-async def _checked_form(request: Request, review: ReviewService, reviewer: Reviewer | None) -> FormData:
+async def read_form(request: Request, max_bytes: int, max_fields: int) -> FormData:
+    """An urlencoded form of at most `max_bytes` and `max_fields`, refused before parsing when it is not.
+
+    Starlette's request.form() would read a form of any size, and spool multipart files, before any
+    check of ours; here the media type and the size are checked first and the body is read with a cap.
+    """
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media == "" and request.headers.get("content-length") in (None, "0") and "transfer-encoding" not in request.headers:
+        return FormData()  # an empty post: no fields (the CSRF check then refuses it)
+    if media != "application/x-www-form-urlencoded":
+        raise PageError(415, "Content-Type: forms here are application/x-www-form-urlencoded "
+                             "(no multipart, no files)")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
+        raise PageError(413, f"form: at most {max_bytes} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_bytes:
+            raise PageError(413, f"form: at most {max_bytes} bytes")
+    try:
+        text = body.decode("ascii")  # urlencoded forms are ASCII; anything else is percent-encoded
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=max_fields, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise PageError(400, "form: not application/x-www-form-urlencoded (raw non-ASCII bytes or a "
+                             "percent-escape that is not UTF-8)") from exc
+    except ValueError as exc:
+        raise PageError(413, f"form: at most {max_fields} fields") from exc
+    fields: list[tuple[str, str | UploadFile]] = list(pairs)
+    return FormData(fields)
+
+
+async def _checked_form(request: Request, review: ReviewService, reviewer: Reviewer | None,
+                        max_bytes: int = SMALL_FORM_MAX_BYTES, max_fields: int = SMALL_FORM_MAX_FIELDS) -> FormData:
     """The posted form, after the CSRF check (skipped only for Bearer-key clients, which no browser sends)."""
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.headers.get("host"):
-        raise PageError(403, f"cross-origin form post from {origin} refused (csrf)")
-    form = await request.form()
+        raise PageError(403, "cross-origin form post refused (csrf): Origin is not this host")
+    form = await read_form(request, max_bytes, max_fields)
     if reviewer is not None and not reviewer.via_cookie:
         return form
     token = form.get("csrf_token")
@@ -105,12 +166,31 @@ async def _checked_form(request: Request, review: ReviewService, reviewer: Revie
     return form
 
 
-def _signed_in(request: Request) -> tuple[ReviewService, Reviewer]:
+async def _signed_in(request: Request) -> tuple[ReviewService, Reviewer]:
     review = _service(request)
-    reviewer = _reviewer(request, review)
+    reviewer = await _reviewer(request, review)
     if reviewer is None:
         raise PageError(401, "sign in at /review with a review key")
     return review, reviewer
+
+
+async def _login_allowed(review: ReviewService, address: str) -> None:
+    try:
+        await review.check_login_allowed(address)
+    except LoginThrottled as exc:
+        raise PageError(429, f"too many failed sign-ins from {address}; try again in {exc.retry_after_s} s",
+                        {"Retry-After": str(exc.retry_after_s)}) from exc
+    except SessionStoreDown as exc:
+        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
+                        {"Retry-After": "2"}) from exc
+
+
+async def _login_failed(review: ReviewService, address: str) -> None:
+    try:
+        await review.login_failed(address)
+    except SessionStoreDown as exc:
+        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
+                        {"Retry-After": "2"}) from exc
 
 
 @router.get("/static/review.js")
@@ -122,7 +202,7 @@ async def script() -> FileResponse:
 async def index(request: Request) -> Response:
     try:
         review = _service(request)
-        reviewer = _reviewer(request, review)
+        reviewer = await _reviewer(request, review)
         if reviewer is None:
             return _render(request, review, "review/login.html")
         assert review.store is not None
@@ -138,17 +218,21 @@ async def index(request: Request) -> Response:
 async def login(request: Request) -> Response:
     try:
         review = _service(request)
-        form = await _checked_form(request, review, None)
+        address = request.client.host if request.client else "unknown"
+        await _login_allowed(review, address)
+        form = await _checked_form(request, review, None, LOGIN_FORM_MAX_BYTES, LOGIN_FORM_MAX_FIELDS)
         key = form.get("key")
         state: ApiState = getattr(request.state, STATE_KEY)
         try:
-            principal = state.keys.authenticate(f"Bearer {key}" if isinstance(key, str) else None, scope="review")
+            principal = state.keys.authenticate(f"Bearer {key}" if isinstance(key, str) and key else None,
+                                                scope="review")
         except AuthError as exc:
+            await _login_failed(review, address)
             raise PageError(exc.status, exc.message) from exc
         response = RedirectResponse("/review", status_code=303)
-        response.set_cookie(SESSION_COOKIE, review.signer.issue(principal.tenant, reviewer_name(principal.name)),
-                            max_age=review.settings.review_session_s, httponly=True, samesite="strict",
-                            path="/review", secure=_https(request))
+        cookie = review.signer.issue(principal.tenant, reviewer_name(principal.name), principal.key_id)
+        response.set_cookie(SESSION_COOKIE, cookie, max_age=review.settings.review_session_s, httponly=True,
+                            samesite="strict", path="/review", secure=_https(request))
         return response
     except PageError as exc:
         return _error_page(request, exc)
@@ -157,8 +241,14 @@ async def login(request: Request) -> Response:
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     try:
-        review, reviewer = _signed_in(request)
+        review, reviewer = await _signed_in(request)
         await _checked_form(request, review, reviewer)
+        if reviewer.via_cookie:  # the cookie is dead everywhere from now on, not only in this browser
+            try:
+                await review.revoke(reviewer, time.time())
+            except SessionStoreDown as exc:
+                raise PageError(503, "the session store (Redis) is unreachable: not signed out; try again",
+                                {"Retry-After": "2"}) from exc
         response = RedirectResponse("/review", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/review")
         return response
@@ -169,7 +259,7 @@ async def logout(request: Request) -> Response:
 @router.get("/next")
 async def next_item(request: Request) -> Response:
     try:
-        review, reviewer = _signed_in(request)
+        review, reviewer = await _signed_in(request)
         assert review.store is not None
         item_id = await asyncio.to_thread(review.store.next_item, reviewer.tenant, reviewer.name)
         if item_id is None:
@@ -193,8 +283,8 @@ async def _load_item(review: ReviewService, reviewer: Reviewer, item_id: int) ->
     assert review.store is not None
     try:
         item = await asyncio.to_thread(review.store.item, item_id, reviewer.tenant, reviewer.name)
-    except ForeignItem as exc:
-        raise PageError(403, f"item {item_id} belongs to another tenant") from exc
+    except ForeignItem:
+        item = None  # another tenant's item is answered exactly like a missing one: ids tell nothing
     if item is None:
         raise PageError(404, f"no review item {item_id}")
     return item
@@ -203,7 +293,7 @@ async def _load_item(review: ReviewService, reviewer: Reviewer, item_id: int) ->
 @router.get("/items/{item_id}", response_class=HTMLResponse)
 async def show_item(request: Request, item_id: int) -> Response:
     try:
-        review, reviewer = _signed_in(request)
+        review, reviewer = await _signed_in(request)
         item = await _load_item(review, reviewer, item_id)
         assert review.store is not None
         progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
@@ -243,12 +333,18 @@ def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -
 @router.post("/items/{item_id}/label")
 async def save_label(request: Request, item_id: int) -> Response:
     try:
-        review, reviewer = _signed_in(request)
-        form = await _checked_form(request, review, reviewer)
+        review, reviewer = await _signed_in(request)
+        form = await _checked_form(request, review, reviewer, LABEL_FORM_MAX_BYTES, LABEL_FORM_MAX_FIELDS)
         item = await _load_item(review, reviewer, item_id)
         label = parse_label(form, {d["id"] for d in _documents(item["content"])}, review)
         assert review.store is not None and review.relay is not None
-        await asyncio.to_thread(review.store.save_label, item_id, reviewer.tenant, reviewer.name, label)
+        try:
+            await asyncio.to_thread(review.store.save_label, item_id, reviewer.tenant, reviewer.name, label)
+        except (ForeignItem, KeyError) as exc:
+            raise PageError(404, f"no review item {item_id}") from exc
+        except NotAssigned as exc:
+            raise PageError(409, f"item {item_id} is not assigned to you (or its lease ran out): take your next "
+                                 "item from /review/next") from exc
         review.metrics.labels_saved.labels(reviewer.tenant).inc()
         review.relay.wake.set()
         target = "/review/next" if form.get("action") == "save_next" else f"/review/items/{item_id}"
@@ -260,7 +356,7 @@ async def save_label(request: Request, item_id: int) -> Response:
 @router.get("/calibration", response_class=HTMLResponse)
 async def calibration(request: Request) -> Response:
     try:
-        review, reviewer = _signed_in(request)
+        review, reviewer = await _signed_in(request)
         assert review.pool is not None
         pool = review.pool
 

@@ -68,6 +68,9 @@ def read_key_file(path: Path) -> list[ApiKeyEntry]:
 class ApiSettings(CommonSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(8000, ge=1, le=65535)
+    # /metrics names every tenant and its traffic: its own port, on loopback unless a scraper elsewhere needs it.
+    api_metrics_host: str = "127.0.0.1"
+    api_metrics_port: int = Field(9180, ge=0, le=65535, description="the API's /metrics port; 0: any free port")
     api_keys: list[ApiKeyEntry] = Field(default_factory=list, description="JSON list of ApiKeyEntry")
     api_keys_file: Path | None = Field(None, description="YAML/JSON file with a list of ApiKeyEntry")
     dev_api_key: str | None = Field(None, description="a plain key for local use, hashed at start")
@@ -93,8 +96,8 @@ class ApiSettings(CommonSettings):
         None, min_length=16, description="RAGMON_PSEUDONYM_KEY: HMAC key of session and user id pseudonyms and of the "
         "marks in metadata values; the same in every API process. Unset: each process draws a random key "
         "(nothing stored in clear, but pseudonyms differ between processes and restarts)")
-    review_secret: str | None = Field(None, description="signs review sessions and CSRF tokens; default: "
-                                      "derived from the configured key digests (same in every API process)")
+    review_secret: str | None = Field(None, description="signs review sessions and CSRF tokens; required when "
+                                      "database_url is set (the same in every API process; never derived)")
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")
     review_lease_s: int = Field(1800, ge=30, description="how long an offered item stays with its reviewer")
     otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")

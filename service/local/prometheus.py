@@ -22,14 +22,15 @@ NOT_INSTALLED = f"not installed ({INSTALL_HINT})"
 ALERTMANAGER_CONFIG = REPO_DEPLOY.parent / "alertmanager.yml"
 
 
-def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: list[str],
+def prometheus_config(api_metrics_port: int, worker_ports: dict[str, int], rule_files: list[str],
                       alertmanager_port: int | None, interval: str = "5s",
                       extra_jobs: dict[str, int] | None = None) -> dict[str, object]:
     config: dict[str, object] = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": rule_files,
         "scrape_configs": [
-            {"job_name": "ragmon-api", "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
+            # the API's /metrics port (not its ingestion port: service/api/metrics.py)
+            {"job_name": "ragmon-api", "static_configs": [{"targets": [f"127.0.0.1:{api_metrics_port}"]}]},
             *[{"job_name": f"ragmon-worker-{n}", "static_configs": [{"targets": [f"127.0.0.1:{p}"]}]}
               for n, p in worker_ports.items()],
             *[{"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{p}"]}]}
@@ -41,7 +42,7 @@ def prometheus_config(api_port: int, worker_ports: dict[str, int], rule_files: l
     return config
 
 
-def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_ports: dict[str, int],
+def start_prometheus_stack(stack: Stack, workdir: Path, api_metrics_port: int, worker_ports: dict[str, int],
                            env: dict[str, str], interval: str = "5s",
                            extra_jobs: dict[str, int] | None = None) -> str | None:
     binary = shutil.which("prometheus")
@@ -62,7 +63,7 @@ def start_prometheus_stack(stack: Stack, workdir: Path, api_port: int, worker_po
     rules_path = workdir / "ragmon.rules.yml"
     rules_path.write_text(rendered_text(env.get("RAGMON_CONFIG")))
     config_path = workdir / "prometheus.yml"
-    config_path.write_text(yaml.safe_dump(prometheus_config(api_port, worker_ports, [str(rules_path)], am_port,
+    config_path.write_text(yaml.safe_dump(prometheus_config(api_metrics_port, worker_ports, [str(rules_path)], am_port,
                                                             interval, extra_jobs)))
     port = preferred_or_free(9090)
     argv = [binary, f"--config.file={config_path}", f"--web.listen-address=127.0.0.1:{port}",

@@ -38,6 +38,7 @@ from service.local.metrics import SupervisorMetrics
 from service.local.models import report_faithfulness, with_local_models
 from service.local.postgres import restart_postgres, start_postgres
 from service.local.prometheus import NOT_INSTALLED, start_prometheus_stack
+from service.local.secrets import load_or_create_secrets
 from service.local.supervise import (
     DURABLE_KAFKA_SETTING,
     GiveUp,
@@ -118,11 +119,12 @@ def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Pat
 
 
 def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom: str | None, opts: UpOptions,
-                   supervisor_port: int) -> None:
+                   supervisor_port: int, api_metrics: str) -> None:
     lines = [
         "",
         "ragmon is up",
-        f"  API          {api}   (POST /v1/events, /readyz, /metrics, /docs)",
+        f"  API          {api}   (POST /v1/events, /readyz, /openapi.json)",
+        f"  API metrics  {api_metrics}/metrics   (its own port: it names every tenant)",
         f"  API key      {key}   (tenant '{tenant}')",
     ]
     lines += [f"  worker {n:<10} http://127.0.0.1:{p}/metrics" for n, p in ports.items()]
@@ -135,7 +137,7 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
         f"  logs         {opts.workdir / 'logs'}",
         "",
         "See events flowing:",
-        f"  curl -s {api}/metrics | grep ragmon_api_events_accepted_total",
+        f"  curl -s {api_metrics}/metrics | grep ragmon_api_events_accepted_total",
         f"  curl -s http://127.0.0.1:{ports.get('metrics', 9101)}/metrics | grep ragmon_rag_queries_total",
         "Ctrl-C stops everything.",
         "",
@@ -143,7 +145,7 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
     print("\n".join(lines), flush=True)
 
 
-def _status_line(api: str, ports: dict[str, int]) -> str:
+def _status_line(api_metrics: str, ports: dict[str, int]) -> str:
     def total(url: str, name: str) -> float:
         try:
             text = httpx.get(url, timeout=1).text
@@ -151,7 +153,7 @@ def _status_line(api: str, ports: dict[str, int]) -> str:
             return float("nan")
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
-    parts = [f"accepted={total(api + '/metrics', 'ragmon_api_events_accepted_total'):.0f}"]
+    parts = [f"accepted={total(api_metrics + '/metrics', 'ragmon_api_events_accepted_total'):.0f}"]
     for name, port in ports.items():
         parts.append(f"{name}={total(f'http://127.0.0.1:{port}/metrics', 'ragmon_worker_events_total'):.0f}")
     return time.strftime("%H:%M:%S ") + " ".join(parts)
@@ -170,14 +172,14 @@ def _start_kafka(stack: Stack, supervisor: Supervisor, logs: Path) -> str:
     return f"127.0.0.1:{broker.port}"
 
 
-def _supervise(stack: Stack, supervisor: Supervisor, api_url: str, ports: dict[str, int],
+def _supervise(stack: Stack, supervisor: Supervisor, api_metrics: str, ports: dict[str, int],
                stopping: list[bool]) -> None:
     """Until Ctrl-C or SIGTERM: restart crashed processes; a status line every ten seconds."""
     while not stopping:
         supervisor.check()
         time.sleep(1)
         if int(time.time()) % 10 == 0:
-            print(_status_line(api_url, ports), flush=True)
+            print(_status_line(api_metrics, ports), flush=True)
 
 
 @dataclass
@@ -190,13 +192,17 @@ class _Keys:
 
 def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys,
                  database_url: str) -> dict[str, str]:
+    # Secrets travel in the environment (readable by the owner only), never on a command line.
+    review_secret = os.environ.get("RAGMON_REVIEW_SECRET") or load_or_create_secrets(workdir).review_secret
     env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
            "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
-           "RAGMON_DATABASE_URL": database_url,
+           "RAGMON_DATABASE_URL": database_url, "RAGMON_REVIEW_SECRET": review_secret,
            # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
            # first one a reviewer's key for /review.
            "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-               [{"tenant": t, "key_sha256": hash_key(k)} for t, k in keys.demo.items()]
+               # the simulator sends offline gold labels too: its keys have the `label` scope
+               [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"], "name": f"{t}-simulator"}
+                for t, k in keys.demo.items()]
                + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(keys.review), "scopes": ["review"],
                    "name": "reviewer"}])}
     config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
@@ -216,10 +222,13 @@ def _start_postgres(stack: Stack, supervisor: Supervisor, workdir: Path, logs: P
         return restart_postgres(current, workdir, log_dir=logs)
 
     supervisor.watch(pg, None, respawn=respawn)
-    return str(pg.extra["url"])
+    return str(pg.extra["app_url"])  # the application role, never the superuser
 
 
 def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: Supervisor, logs: Path) -> int:
+    """The API; env gets RAGMON_API_METRICS_PORT (its /metrics port) for the summary and the scrape config."""
+    env["RAGMON_API_METRICS_HOST"] = "127.0.0.1"
+    env["RAGMON_API_METRICS_PORT"] = str(preferred_or_free(9180))
     api_port = preferred_or_free(opts.api_port)
     api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
                                   api_port))
@@ -245,6 +254,8 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     env = _environment(opts, workdir, kafka, redis.port, keys, database_url)
     api_port = _start_api(opts, env, stack, supervisor, logs)
     api_url = f"http://127.0.0.1:{api_port}"
+    metrics_port = int(env["RAGMON_API_METRICS_PORT"])
+    api_metrics = f"http://127.0.0.1:{metrics_port}"
     ports = _start_workers(opts, env, stack, logs)
     if "faithfulness" in ports:
         report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
@@ -255,7 +266,7 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     start_http_server(supervisor_port, addr="127.0.0.1", registry=registry)
     prom_url = None
     if opts.prometheus:
-        prom_url = start_prometheus_stack(stack, workdir, api_port, ports, env, opts.scrape_interval,
+        prom_url = start_prometheus_stack(stack, workdir, metrics_port, ports, env, opts.scrape_interval,
                                           extra_jobs={"ragmon-up": supervisor_port})
         for child in stack.children:
             if child.name in ("prometheus", "alertmanager"):
@@ -266,10 +277,10 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
                    "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.demo.items())}
         stack.add(_spawn_ragmon("simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url],
                                 sim_env, logs, 0))
-    _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port)
+    _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port, api_metrics)
     if not os.environ.get("RAGMON_API_KEYS"):
         print(f"  Review       {api_url}/review   (key {keys.review}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
-    return api_url, ports
+    return api_metrics, ports
 
 
 def run_up(opts: UpOptions) -> int:
@@ -279,8 +290,8 @@ def run_up(opts: UpOptions) -> int:
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
-        api_url, ports = _start_all(opts, stack, supervisor, registry)
-        _supervise(stack, supervisor, api_url, ports, stopping)
+        api_metrics, ports = _start_all(opts, stack, supervisor, registry)
+        _supervise(stack, supervisor, api_metrics, ports, stopping)
     except KeyboardInterrupt:
         pass
     except (EmbeddedError, GiveUp) as exc:

@@ -48,6 +48,18 @@ class ForeignItem(Exception):
     """The item belongs to another tenant."""
 
 
+class NotAssigned(Exception):
+    """The reviewer neither holds a live lease on the item nor labelled it before: not theirs to label."""
+
+
+# A reviewer may save a label on an item leased to them (by next_item, unexpired) or change their own label.
+_MAY_LABEL = """
+SELECT EXISTS (SELECT 1 FROM review_assignment WHERE item_id = %(id)s AND reviewer = %(reviewer)s
+               AND expires_at > now())
+    OR EXISTS (SELECT 1 FROM review_label WHERE item_id = %(id)s AND reviewer = %(reviewer)s)
+"""
+
+
 @dataclass(frozen=True)
 class LabelInput:
     faithful: bool
@@ -114,7 +126,12 @@ class ReviewStore:
         return row
 
     def save_label(self, item_id: int, tenant: str, reviewer: str, label: LabelInput) -> uuid.UUID:
-        """Label and its outbox row in one transaction; returns the label event's id."""
+        """Label and its outbox row in one transaction; returns the label event's id.
+
+        NotAssigned when the item is not leased to this reviewer and they have no label on it yet: without
+        this, any reviewer of the tenant could label any item (past its reviews_wanted, or one a colleague
+        holds), and a label's reviewer would not be who the queue gave the item to.
+        """
         with self.pool.connection() as conn, conn.transaction():
             item = conn.execute("SELECT tenant, trace_id, scorer_version, policy_version, config_version "
                                 "FROM review_item WHERE id = %s FOR UPDATE", (item_id,)).fetchone()
@@ -122,6 +139,9 @@ class ReviewStore:
                 raise KeyError(item_id)
             if item[0] != tenant:
                 raise ForeignItem(item_id)
+            allowed = conn.execute(_MAY_LABEL, {"id": item_id, "reviewer": reviewer}).fetchone()
+            if not (allowed and allowed[0]):
+                raise NotAssigned(item_id)
             saved = conn.execute(_SAVE_LABEL, {
                 "item_id": item_id, "tenant": tenant, "trace_id": item[1], "reviewer": reviewer,
                 "faithful": label.faithful, "answerable": label.answerable, "gold_ids": label.gold_ids,

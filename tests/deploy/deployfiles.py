@@ -138,10 +138,20 @@ def _configmap_data(name: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in k8s_named("ConfigMap", name).get("data", {}).items()}
 
 
+# Secrets the operator creates (docs/deploy.md, "Secrets") that pods read whole with envFrom: the
+# variables each must hold. Their values are not in the repository; only the names are checked.
+ENV_SECRETS: dict[str, tuple[str, ...]] = {"ragmon-redis": ("RAGMON_REDIS_URL",)}
+
+
 def _k8s_env(container: dict[str, Any]) -> dict[str, str]:
     env: dict[str, str] = {}
     for source in container.get("envFrom", []):
-        assert "configMapRef" in source, f"envFrom other than a ConfigMap: {source}"
+        if "secretRef" in source:
+            name = source["secretRef"]["name"]
+            assert name in ENV_SECRETS, f"envFrom a Secret nobody documents: {name}"
+            env.update(dict.fromkeys(ENV_SECRETS[name], "<secret>"))
+            continue
+        assert "configMapRef" in source, f"envFrom other than a ConfigMap or a documented Secret: {source}"
         env.update(_configmap_data(source["configMapRef"]["name"]))
     for item in container.get("env", []):
         # valueFrom (a pod field, a Secret) is resolved by the kubelet; only the name is checked

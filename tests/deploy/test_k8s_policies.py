@@ -17,6 +17,7 @@ from tests.deploy.deployfiles import K8S_DIR, GoYamlLoader, k8s_named, k8s_of_ki
 KUBE_DNS_PORT = 53
 METRICS_PORT = 9100
 API_PORT = 8000
+API_METRICS_PORT = 9180
 POSTGRES_PORT = 5432
 
 
@@ -61,8 +62,14 @@ def test_api_accepts_only_its_port_and_workers_only_metrics_from_prometheus() ->
     for name, template in pod_templates().items():
         labels = template["metadata"]["labels"]
         component = labels["app.kubernetes.io/component"]
-        expected = {"api": {API_PORT}, "worker": {METRICS_PORT}, "postgres": {POSTGRES_PORT}}[component]
+        expected = {"api": {API_PORT, API_METRICS_PORT}, "worker": {METRICS_PORT}, "postgres": {POSTGRES_PORT}}[component]
         assert ingress_ports(labels) == expected, name
+    # the apps reach the ingestion port only; /metrics (it names every tenant) only Prometheus
+    api_rules = k8s_named("NetworkPolicy", "ragmon-api")["spec"]["ingress"]
+    by_port = {port["port"]: rule["from"] for rule in api_rules for port in rule["ports"]}
+    assert by_port[API_PORT] == [{"namespaceSelector": {"matchLabels": {"ragmon.io/ingest": "allowed"}}}]
+    ((peer,),) = [by_port[API_METRICS_PORT]]
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
     workers = k8s_named("NetworkPolicy", "ragmon-workers")["spec"]["ingress"]
     (rule,) = workers
     (peer,) = rule["from"]

@@ -54,6 +54,13 @@ def ragmon_port(container: RagmonContainer) -> int:
     return int(container.env["RAGMON_WORKER_METRICS_PORT"])
 
 
+def ragmon_scrape_port(container: RagmonContainer) -> int:
+    """Where Prometheus must scrape: the API's own metrics port (never its ingestion port), a worker's port."""
+    if container.role == "api":
+        return int(container.env["RAGMON_API_METRICS_PORT"])
+    return ragmon_port(container)
+
+
 def embedded_job_names(workers: list[str]) -> list[str]:
     """The scrape job names `ragmon up` gives Prometheus, which the rules and their tests are written for."""
     config = prometheus_config(1, {w: 2 for w in workers}, [], None)
@@ -66,7 +73,9 @@ def compose_listening() -> dict[str, set[int]]:
     for name, svc in compose_services().items():
         image = image_name_and_tag(svc["image"])[0]
         if name in ragmon:
-            out[name] = {ragmon_port(ragmon[name])} if ragmon[name].role in ("api", "worker") else set()
+            role = ragmon[name].role
+            out[name] = {ragmon_port(ragmon[name]), ragmon_scrape_port(ragmon[name])} if role in ("api", "worker") \
+                else set()
         elif image == "apache/kafka":
             out[name] = {int(p) for p in re.findall(r":(\d+)", svc["environment"]["KAFKA_LISTENERS"])}
         else:
@@ -143,7 +152,9 @@ def test_kafka_and_redis_addresses_match_the_brokers() -> None:
     for container in compose_ragmon_containers():
         if container.role in ("api", "worker"):
             assert set(container.env["RAGMON_KAFKA_BOOTSTRAP_SERVERS"].split(",")) <= advertised, container.where
-            assert re.fullmatch(r"redis://redis:6379/\d+", container.env["RAGMON_REDIS_URL"]), container.where
+            # with the password (a required variable), never without
+            raw = container.raw["environment"]["RAGMON_REDIS_URL"]
+            assert re.fullmatch(r"redis://:\$\{REDIS_PASSWORD:\?[^}]+\}@redis:6379/\d+", raw), container.where
 
 
 def test_compose_prometheus_scrapes_every_ragmon_process_with_the_embedded_job_names() -> None:
@@ -156,13 +167,15 @@ def test_compose_prometheus_scrapes_every_ragmon_process_with_the_embedded_job_n
     embedded_jobs = set(embedded_job_names(workers))
     assert embedded_jobs <= set(jobs), f"jobs the rules expect but compose does not scrape: {embedded_jobs - set(jobs)}"
     scraped = {t for job in embedded_jobs for t in jobs[job]}
-    expected = {f"{name}:{next(iter(listening[name]))}" for name in ragmon}
+    expected = {f"{name}:{ragmon_scrape_port(c)}" for name, c in ragmon.items()}
+    assert "api:9180" in scraped and "api:8000" not in scraped  # /metrics is not on the ingestion port
+    del listening
     assert scraped == expected
 
 
 def test_the_code_serves_the_probe_paths() -> None:
     api_paths = {route.path for route in health_router.routes}  # type: ignore[attr-defined]
-    assert {LIVENESS, READINESS, "/metrics"} <= api_paths
+    assert {LIVENESS, READINESS} <= api_paths and "/metrics" not in api_paths  # its own port
     ready = {"value": (False, "model not loaded")}
     server = serve("127.0.0.1", 0, CollectorRegistry(), lambda: ready["value"])
     try:
@@ -191,7 +204,8 @@ def test_compose_healthchecks() -> None:
         if container.role not in ("api", "worker"):
             continue
         test = " ".join(services[name]["healthcheck"]["test"])
-        port = next(iter(listening[name]))
+        port = ragmon_port(container)
+        assert port in listening[name]
         assert f"http://127.0.0.1:{port}{READINESS}'" in test, f"{name}: healthcheck {test!r}"
 
 
@@ -254,7 +268,7 @@ def test_k8s_probes(container: RagmonContainer) -> None:
         assert get["path"] == path, f"{container.where}: {probe} on {get['path']}"
         port = container.ports[get["port"]] if isinstance(get["port"], str) else get["port"]
         assert port == ragmon_port(container), f"{container.where}: {probe} on port {port}"
-    assert list(container.ports.values()) == [ragmon_port(container)]
+    assert sorted(container.ports.values()) == sorted({ragmon_port(container), ragmon_scrape_port(container)})
 
 
 def _pod_templates() -> list[dict[str, Any]]:

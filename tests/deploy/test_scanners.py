@@ -20,7 +20,15 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from tests.deploy.deployfiles import DEPLOY, DOCKERFILE, K8S_DIR, ROOT, dockerfile_instructions, k8s_objects
+from tests.deploy.deployfiles import (
+    DEPLOY,
+    DOCKERFILE,
+    K8S_DIR,
+    ROOT,
+    dockerfile_instructions,
+    k8s_objects,
+    k8s_of_kind,
+)
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 CONSTRAINTS = ROOT / "constraints.txt"
@@ -69,14 +77,13 @@ def test_checkov_kubernetes_manifests_pass_or_skip_with_a_reason(checkov_report:
     result = _results(checkov_report, "kubernetes")
     assert result["passed"] > 400
     _assert_reasons(result["skipped"])
-    # the skips: no digest for images that do not exist before the operator builds/mirrors them; the Phoenix
-    # workers' optional credential, and the review store URL of the API and the review worker, read from
-    # the environment (CKV_K8S_35, on those four Deployments only; docs/review.md)
+    # the skips: no digest for images that do not exist before the operator builds/mirrors them; secrets
+    # read from the environment (CKV_K8S_35): the Redis URL with its password on every ragmon Deployment,
+    # the Phoenix credential, the review store URL and session secret (docs/deploy.md, "Secrets")
     skipped = {(c["check_id"], c["resource"].split(".")[-1]) for c in result["skipped"]}
     assert {check for check, _ in skipped} == {"CKV_K8S_43", "CKV_K8S_35"}
-    assert {name for check, name in skipped if check == "CKV_K8S_35"} == {"ragmon-worker-phoenix",
-                                                                           "ragmon-worker-forwarder",
-                                                                           "ragmon-api", "ragmon-worker-review"}
+    ragmon_deployments = {d["metadata"]["name"] for d in k8s_of_kind("Deployment")}
+    assert {name for check, name in skipped if check == "CKV_K8S_35"} == ragmon_deployments
 
 
 def test_checkov_dockerfile_passes_or_skips_with_a_reason(checkov_report: dict[str, Any]) -> None:

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import sql
 
+from service.local.postgres import with_database
+
 SYSTEM_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
@@ -34,7 +36,7 @@ def fresh_database(admin_url: str) -> Iterator[str]:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
-        yield admin_url.rsplit("/", 1)[0] + "/" + name
+        yield with_database(admin_url, name)
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -64,7 +64,7 @@ def release_event(**overrides: Any) -> dict[str, Any]:
 
 
 def label_event(trace_id: str = "tr-1", **overrides: Any) -> dict[str, Any]:
-    return event("label", {"trace_id": trace_id, "gold_ids": ["kb-101"], "faithful": True, "reviewer": "qa-1",
+    return event("label", {"trace_id": trace_id, "gold_ids": ["kb-101"], "faithful": True, "reviewer": "acme-app",
                            **overrides})
 
 

@@ -34,7 +34,7 @@ def key_entry(tenant: str, key: str, **kwargs: Any) -> ApiKeyEntry:
 
 
 DEFAULT_KEYS = [
-    key_entry("acme", ACME_KEY, name="acme-app"),
+    key_entry("acme", ACME_KEY, scopes=["ingest", "label"], name="acme-app"),  # label: it sends label events too
     key_entry("globex", GLOBEX_KEY, name="globex-app"),
     key_entry("acme", READONLY_KEY, scopes=["read"], name="acme-dashboards"),
 ]
@@ -59,6 +59,7 @@ def api_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, /, **o
         "kafka_partitions": 2,
         "api_keys": DEFAULT_KEYS,
         "pseudonym_key": PSEUDONYM_KEY,
+        "api_metrics_port": 0,  # /metrics on its own port: any free one (RunningApi.scrape reads it)
         **TEST_LIMITS,
     }
     fields.update(overrides)
@@ -115,6 +116,14 @@ class RunningApi:
             sent["Authorization"] = f"Bearer {key}"
         sent.update(headers or {})
         return self.http.post("/v1/events", content=content, headers=sent)
+
+    @property
+    def metrics_url(self) -> str:
+        """Where this API serves /metrics (its own port, not the ingestion port)."""
+        return f"http://127.0.0.1:{self.app.state.metrics_port}/metrics"
+
+    def scrape(self) -> str:
+        return httpx.get(self.metrics_url, timeout=10).text
 
     def metric(self, name: str, labels: dict[str, str] | None = None) -> float:
         value = self.registry.get_sample_value(name, labels or {})

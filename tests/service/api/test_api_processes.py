@@ -89,9 +89,9 @@ def _trace(i: int) -> dict[str, object]:
 
 def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstrap: str, redis_url: str,
                                                                    topic_prefix: str) -> None:
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k", "RAGMON_DEV_TENANT": "acme"}
+           "RAGMON_API_METRICS_PORT": str(metrics_port), "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k", "RAGMON_DEV_TENANT": "acme"}
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--workers", "2",
                              "--log-level", "warning"], env=env)
     conns: list[socket.socket] = []
@@ -121,7 +121,8 @@ def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstr
             assert len(owners) == 1, (inode, owners)
             served_by[owners[0]] += 1
         assert sorted(served_by.values()) == [2, 2], served_by
-        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+        assert httpx.get(f"http://127.0.0.1:{port}/metrics").status_code == 404  # its own port, below
+        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics").text
         accepted = [ln for ln in text.splitlines() if ln.startswith("ragmon_api_events_accepted_total{")]
         assert accepted and float(accepted[0].rsplit(" ", 1)[1]) == sent, accepted
         assert "ragmon_api_broker_up 1.0" in text
@@ -135,7 +136,8 @@ def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstr
 def test_a_dead_api_process_gets_no_more_connections(kafka_bootstrap: str, redis_url: str, topic_prefix: str) -> None:
     port = free_port()
     env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k", "RAGMON_DEV_TENANT": "acme"}
+           "RAGMON_API_METRICS_PORT": "0", "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k",
+           "RAGMON_DEV_TENANT": "acme"}
     proc = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--workers", "2",
                              "--log-level", "warning"], env=env)
     try:

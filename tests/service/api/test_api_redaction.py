@@ -31,7 +31,7 @@ def pii_trace() -> dict:
 
 
 def scraped_redactions(api: RunningApi) -> dict[str, float]:
-    families = text_string_to_metric_families(api.http.get("/metrics").text)
+    families = text_string_to_metric_families(api.scrape())
     return {s.labels["kind"]: s.value for f in families if f.name == "ragmon_api_redactions"
             for s in f.samples if s.name == "ragmon_api_redactions_total"}
 

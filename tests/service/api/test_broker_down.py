@@ -84,7 +84,7 @@ def test_broker_down_answers_503_then_ingestion_resumes_without_restart(
     assert ready.json()["checks"]["redis"] == "ok"
     assert api.metric("ragmon_api_shed_total", {"reason": "broker_down"}) >= 2
     assert api.metric("ragmon_api_events_accepted_total", {"tenant": "acme", "type": "trace"}) == 1
-    scrape = api.http.get("/metrics").text
+    scrape = api.scrape()
     assert "ragmon_api_broker_up 0.0" in scrape
 
     # The same port, a new (empty) broker; the API process is the same one.

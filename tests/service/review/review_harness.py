@@ -24,6 +24,7 @@ INGEST_KEY = "rgm_test_acme_ingest_0123456789"
 ANN_KEY = "rgm_test_acme_review_ann_0123456789"
 BOB_KEY = "rgm_test_acme_review_bob_0123456789"
 GLOBEX_REVIEW_KEY = "rgm_test_globex_review_0123456789"
+REVIEW_SECRET = "test-review-secret-not-derived-from-anything-0123456789"
 
 REVIEW_KEYS = [
     key_entry("acme", INGEST_KEY, name="acme-app"),
@@ -37,7 +38,8 @@ def review_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, dat
                     **overrides: Any) -> ApiSettings:
     fields: dict[str, Any] = {"kafka_bootstrap_servers": kafka_bootstrap, "redis_url": redis_url,
                               "kafka_topic_prefix": topic_prefix, "kafka_partitions": 2, "api_keys": REVIEW_KEYS,
-                              "database_url": database_url, **overrides}
+                              "database_url": database_url, "review_secret": REVIEW_SECRET,
+                              "api_metrics_port": 0, **overrides}
     return ApiSettings(**fields)
 
 

@@ -47,6 +47,7 @@ def test_label_saved_while_kafka_is_down_is_relayed_after(own_broker: list[Child
     api = RunningApi(review_settings(bootstrap, redis_url, topic_prefix, review_db_url, produce_timeout_s=3)).start()
     try:
         with signed_in(api.url, ANN_KEY) as ann:
+            assert ann.get("/review/next").headers["location"] == f"/review/items/{item}"  # leased to ann
             page = ann.get(f"/review/items/{item}").text
             first.kill()
             saved = ann.post(f"/review/items/{item}/label",

@@ -36,6 +36,9 @@ def _label_all(url: str, rng: random.Random, scores: dict[int, float], reviewers
             truth = scores[n] > 0.5 if rng.random() < 0.85 else scores[n] <= 0.5
             for reviewer in reviewers:
                 agree = truth if rng.random() < 0.9 else not truth
+                with pool.connection() as conn:  # the queue leased the item to this reviewer (as /review/next does)
+                    conn.execute("INSERT INTO review_assignment (item_id, reviewer, expires_at) "
+                                 "VALUES (%s, %s, now() + interval '1 hour') ON CONFLICT DO NOTHING", (item_id, reviewer))
                 store.save_label(item_id, "acme", reviewer, LabelInput(agree, True, [f"d{n}"], None, None))
     finally:
         pool.close()
