@@ -1,7 +1,7 @@
 """The embedded default's own secrets, generated once into the workdir and kept there (mode 0600).
 
 `ragmon up` never runs without them and never derives them from other settings (docs/security.md,
-"Review sessions and scopes"): the review-session secret, and the passwords of its private
+"Review sessions and scopes"): the review-session secret, the pseudonym key, and the passwords of its private
 PostgreSQL's superuser and application role. Deleting the file makes new ones at the next start
 (every review session then ends; the database passwords are set anew from the file).
 """
@@ -22,10 +22,12 @@ class LocalSecrets:
     review_secret: str
     postgres_superuser_password: str
     postgres_app_password: str
+    pseudonym_key: str  # RAGMON_PSEUDONYM_KEY: session and user id pseudonyms stay the same across restarts
 
 
 def _generate() -> LocalSecrets:
-    return LocalSecrets(secrets.token_urlsafe(48), secrets.token_urlsafe(32), secrets.token_urlsafe(32))
+    return LocalSecrets(secrets.token_urlsafe(48), secrets.token_urlsafe(32), secrets.token_urlsafe(32),
+                        secrets.token_urlsafe(32))
 
 
 def load_or_create_secrets(workdir: Path) -> LocalSecrets:

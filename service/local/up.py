@@ -193,10 +193,13 @@ class _Keys:
 def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys,
                  database_url: str) -> dict[str, str]:
     # Secrets travel in the environment (readable by the owner only), never on a command line.
-    review_secret = os.environ.get("RAGMON_REVIEW_SECRET") or load_or_create_secrets(workdir).review_secret
+    local = load_or_create_secrets(workdir)
+    review_secret = os.environ.get("RAGMON_REVIEW_SECRET") or local.review_secret
+    pseudonym_key = os.environ.get("RAGMON_PSEUDONYM_KEY") or local.pseudonym_key
     env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
            "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
            "RAGMON_DATABASE_URL": database_url, "RAGMON_REVIEW_SECRET": review_secret,
+           "RAGMON_PSEUDONYM_KEY": pseudonym_key,
            # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
            # first one a reviewer's key for /review.
            "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
