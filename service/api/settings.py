@@ -73,7 +73,7 @@ class ApiSettings(CommonSettings):
     api_metrics_port: int = Field(9180, ge=0, le=65535, description="the API's /metrics port; 0: any free port")
     api_keys: list[ApiKeyEntry] = Field(default_factory=list, description="JSON list of ApiKeyEntry")
     api_keys_file: Path | None = Field(None, description="YAML/JSON file with a list of ApiKeyEntry")
-    dev_api_key: str | None = Field(None, description="a plain key for local use, hashed at start")
+    dev_api_key: str | None = Field(None, description="a plain key for local use (scopes ingest and label), hashed at start")
     dev_tenant: str = "demo"
     rate_limit_eps: float = Field(20_000.0, gt=0, description="default per-tenant events/s")
     rate_limit_burst: int = Field(40_000, ge=L.MAX_EVENTS_PER_BATCH)
@@ -126,7 +126,10 @@ class ApiSettings(CommonSettings):
     def key_entries(self) -> list[ApiKeyEntry]:
         entries = list(self.api_keys)
         if self.dev_api_key:
-            entries.append(ApiKeyEntry(tenant=self.dev_tenant, key_sha256=hash_key(self.dev_api_key), name="dev"))
+            # The local key sends what the simulator sends (traces, feedback, offline gold labels); it
+            # never reads the review queue (no `review` scope).
+            entries.append(ApiKeyEntry(tenant=self.dev_tenant, key_sha256=hash_key(self.dev_api_key), name="dev",
+                                       scopes=["ingest", "label"]))
         return entries
 
     def dump_keys_json(self) -> str:

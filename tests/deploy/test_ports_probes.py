@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import urllib.error
@@ -224,14 +223,11 @@ def test_compose_depends_on_conditions() -> None:
 
 
 def uvicorn_graceful_shutdown_s() -> float:
-    """The timeout_graceful_shutdown that `ragmon api` passes to uvicorn (read from service/cli.py)."""
-    tree = ast.parse((ROOT / "service" / "cli.py").read_text())
-    values = [kw.value for node in ast.walk(tree) if isinstance(node, ast.Call)
-              for kw in node.keywords if kw.arg == "timeout_graceful_shutdown"]
-    assert len(values) == 1 and isinstance(values[0], ast.Constant)
-    value = values[0].value
-    assert isinstance(value, int | float)
-    return float(value)
+    """The timeout_graceful_shutdown that `ragmon api` passes to uvicorn (service/api/connections.py)."""
+    from service.api.connections import GRACEFUL_SHUTDOWN_S, server_options
+    from service.api.settings import ApiSettings
+    assert server_options(ApiSettings(api_keys=[]))["timeout_graceful_shutdown"] == GRACEFUL_SHUTDOWN_S
+    return float(GRACEFUL_SHUTDOWN_S)
 
 
 def worker_shutdown_grace(container: RagmonContainer) -> float:

@@ -126,7 +126,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(e2e_config(hhem.model_dir, hhem.foundation_dir)))
-    keys = json.dumps([{"tenant": t, "key_sha256": hash_key(k)} for t, k in KEYS.items()])
+    # the simulator sends offline gold labels: its keys carry the `label` scope
+    keys = json.dumps([{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]}
+                       for t, k in KEYS.items()])
     stack = start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_DEV_API_KEY": "e2e-dev-key"})
     try:
         wait_workers_ready(stack)

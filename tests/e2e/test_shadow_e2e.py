@@ -35,7 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     root = tmp_path_factory.mktemp("shadow-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps([{"tenant": "acme", "key_sha256": hash_key(KEY)}])
+    keys = json.dumps([{"tenant": "acme", "key_sha256": hash_key(KEY), "scopes": ["ingest", "label"]}])
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,shadow"))
     try:
         wait_workers_ready(up)

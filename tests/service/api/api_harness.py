@@ -39,6 +39,12 @@ DEFAULT_KEYS = [
     key_entry("acme", READONLY_KEY, scopes=["read"], name="acme-dashboards"),
 ]
 
+# The simulator sends offline gold labels for both tenants: its keys carry the `label` scope.
+SIMULATOR_KEYS = [
+    key_entry("acme", ACME_KEY, scopes=["ingest", "label"], name="acme-simulator"),
+    key_entry("globex", GLOBEX_KEY, scopes=["ingest", "label"], name="globex-simulator"),
+]
+
 # Tighter than production so that "too large" costs kilobytes, not megabytes.
 TEST_LIMITS: dict[str, Any] = {
     "max_body_bytes": 256 * 1024,

@@ -18,7 +18,7 @@ from service.simulate.run import run_send
 from service.simulate.scenario import load_scenario
 from service.simulate.sender import SendConfig
 from tests.conftest import LOG_DIR
-from tests.service.api.api_harness import ACME_KEY, GLOBEX_KEY, RunningApi, api_settings
+from tests.service.api.api_harness import ACME_KEY, GLOBEX_KEY, SIMULATOR_KEYS, RunningApi, api_settings
 from tests.support.kafka import committed_total, wait_until
 from tests.support.workers import WorkerProcess, metric_sum, wait_ready, worker_env
 
@@ -27,7 +27,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture
 def api(kafka_bootstrap: str, redis_url: str, topic_prefix: str) -> Iterator[RunningApi]:
-    running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix, kafka_partitions=4,
+    running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix, kafka_partitions=4, api_keys=SIMULATOR_KEYS,
                                       max_events_per_batch=1000, max_body_bytes=10 * 1024 * 1024,
                                       max_decompressed_bytes=20 * 1024 * 1024)).start()
     yield running
