@@ -3,7 +3,8 @@
 `ragmon models fetch` writes HHEM-2.1-Open and flan-t5-base's config and tokenizer
 to ./models; `ragmon up` points the faithfulness worker at them unless the config
 names a model itself. Without them the worker runs but is not ready (no fake model),
-and `ragmon up` prints why, with the one command that fixes it.
+and `ragmon up` prints why, with the one command that fixes it. Without the `ml` extra
+(torch) the worker does not run at all: `ragmon up` says the extra is missing instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from service.contracts.extras import FAITHFULNESS_MODULES, missing, missing_line
 from service.models.fetch import DEFAULT_DIR
 from service.models.verify import FOUNDATION_DIR, HHEM_DIR, verify
 
@@ -58,8 +60,12 @@ def faithfulness_status(worker_url: str, timeout_s: float) -> str:
 
 
 def report_faithfulness(worker_url: str, timeout_s: float = 120) -> threading.Thread:
-    """Print the faithfulness line as soon as the worker knows (loading or failing takes seconds)."""
-    thread = threading.Thread(target=lambda: print(faithfulness_status(worker_url, timeout_s), flush=True),
+    """Print the faithfulness line as soon as the worker knows (loading or failing takes seconds); without
+    the `ml` extra at once (the worker exits with EXIT_EXTRA_MISSING and never answers)."""
+    absent = missing(FAITHFULNESS_MODULES)
+    if absent:
+        print(missing_line("Faithfulness", "ml", absent), flush=True)
+    thread = threading.Thread(target=lambda: absent or print(faithfulness_status(worker_url, timeout_s), flush=True),
                               name="faithfulness-status", daemon=True)
     thread.start()
     return thread

@@ -4,7 +4,9 @@ The API, the workers, Redis, the private PostgreSQL, Prometheus and Alertmanager
 exponential backoff, one printed line per restart (what exited, what it lost,
 when it restarts), counted in
 `ragmon_supervisor_restarts_total{process}`. A process that crashes `max_crashes` times
-within `window_s` is given up on: `ragmon up` says so and stops. The embedded
+within `window_s` is given up on: `ragmon up` says so and stops. A worker that exits with
+EXIT_EXTRA_MISSING (an optional extra it needs is not installed) is off: one line says why and
+how to fix it, and it is neither restarted nor counted as a crash. The embedded
 broker is never restarted: it is memory-only, so its death lost every topic
 and offset; `ragmon up` says what was lost and stops.
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from service.contracts.extras import EXIT_EXTRA_MISSING
 from service.local.embedded import ChildProcess, EmbeddedError
 from service.local.metrics import SupervisorMetrics
 
@@ -57,6 +60,7 @@ class _Watched:
     respawn: Callable[[], ChildProcess] | None  # None: never restarted (the memory-only broker)
     crashes: deque[float] = field(default_factory=deque)
     restart_at: float | None = None
+    off: bool = False  # exited for want of an extra: not restarted, not watched again
 
 
 class GiveUp(Exception):
@@ -73,6 +77,20 @@ def respawn_same(child: ChildProcess, env: dict[str, str] | None) -> Callable[[]
     return start
 
 
+def last_line(child: ChildProcess) -> str:
+    """The last non-empty line of a child's log (where a worker says why it exited)."""
+    if child.log_path is None:
+        return ""
+    try:
+        with open(child.log_path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:500] if lines else ""
+
+
 def _kind(name: str) -> str:
     return "worker" if name.startswith("worker") else name
 
@@ -85,6 +103,7 @@ class Supervisor:
         self.metrics = metrics
         self.say = say
         self._watched: dict[str, _Watched] = {}
+        self.off: dict[str, str] = {}  # process -> why it is off (an extra it needs is not installed)
 
     def watch(self, child: ChildProcess, env: dict[str, str] | None, restart: bool = True,
               respawn: Callable[[], ChildProcess] | None = None) -> None:
@@ -97,7 +116,7 @@ class Supervisor:
         now = time.monotonic() if now is None else now
         for i, child in enumerate(self.stack.children):
             watched = self._watched.get(child.name)
-            if watched is None:
+            if watched is None or watched.off:
                 continue
             if watched.restart_at is not None:
                 if now >= watched.restart_at:
@@ -108,6 +127,12 @@ class Supervisor:
     def _crashed(self, child: ChildProcess, watched: _Watched, now: float) -> None:
         p = self.policy
         code = child.proc.returncode
+        if code == EXIT_EXTRA_MISSING and _kind(child.name) == "worker":
+            watched.off = True
+            why = last_line(child).split(": off: ", 1)[-1]  # the worker's line, less its "worker X: off: "
+            self.off[child.name] = why or "an optional extra it needs is not installed"
+            self.say(f"{child.name} exited with {code}, not a crash, not restarted: {self.off[child.name]}")
+            return
         lost = LOST.get(_kind(child.name), "unknown")
         if watched.respawn is None:
             raise GiveUp(f"{child.name} exited with {code}: lost {lost}. Stopping; see {child.log_path}")

@@ -24,6 +24,7 @@ import httpx
 from prometheus_client import CollectorRegistry, start_http_server
 
 from service.api.settings import hash_key
+from service.contracts.extras import DRIFT_ENCODER_MODULES, FIX, missing, missing_line
 from service.local.discovery import worker_names
 from service.local.embedded import (
     ChildProcess,
@@ -145,7 +146,7 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
     print("\n".join(lines), flush=True)
 
 
-def _status_line(api_metrics: str, ports: dict[str, int]) -> str:
+def _status_line(api_metrics: str, ports: dict[str, int], off: dict[str, str] | None = None) -> str:
     def total(url: str, name: str) -> float:
         try:
             text = httpx.get(url, timeout=1).text
@@ -155,7 +156,12 @@ def _status_line(api_metrics: str, ports: dict[str, int]) -> str:
 
     parts = [f"accepted={total(api_metrics + '/metrics', 'ragmon_api_events_accepted_total'):.0f}"]
     for name, port in ports.items():
+        if f"worker-{name}" in (off or {}) and not (off or {})[f"worker-{name}"].startswith("reduced"):
+            continue
         parts.append(f"{name}={total(f'http://127.0.0.1:{port}/metrics', 'ragmon_worker_events_total'):.0f}")
+    # what is off or reduced, and why (the line each of them printed when it stopped or started)
+    parts += [f"| {name.removeprefix('worker-')} {why if why.startswith('reduced') else 'off: ' + why}"
+              for name, why in sorted((off or {}).items())]
     return time.strftime("%H:%M:%S ") + " ".join(parts)
 
 
@@ -179,7 +185,13 @@ def _supervise(stack: Stack, supervisor: Supervisor, api_metrics: str, ports: di
         supervisor.check()
         time.sleep(1)
         if int(time.time()) % 10 == 0:
-            print(_status_line(api_metrics, ports), flush=True)
+            print(_status_line(api_metrics, ports, {**supervisor.off, **_reduced(ports)}), flush=True)
+
+
+def _reduced(ports: dict[str, int]) -> dict[str, str]:
+    """Workers that run without a part for want of an extra (drift without its pinned encoder)."""
+    absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
+    return {"worker-drift": "reduced: " + FIX.format(extra="ml")} if absent else {}
 
 
 @dataclass
@@ -262,6 +274,10 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     ports = _start_workers(opts, env, stack, logs)
     if "faithfulness" in ports:
         report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
+    absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
+    if absent:
+        print(missing_line("Drift", "ml", absent, "reduced (on the app's embeddings only, no pinned-encoder "
+                           "query drift)"), flush=True)
     for child in stack.children:
         if child.name.startswith("worker-"):
             supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})

@@ -16,7 +16,6 @@ from service.api.routes_health import router as health_router
 from service.api.settings import ApiSettings
 from service.local.prometheus import prometheus_config
 from tests.deploy.deployfiles import (
-    ROOT,
     RagmonContainer,
     command_argv,
     compose_ragmon_containers,

@@ -136,6 +136,19 @@ def queries_counted(stack: UpStack, tenant: str) -> float:
     return sum(float(m["value"]) for m in _SAMPLE.finditer(text) if f'tenant="{tenant}"' in m["labels"])
 
 
+def settled_count(stack: UpStack, tenant: str, quiet_s: float = 3, timeout_s: float = 60) -> float:
+    """The tenant's count once it stopped moving for `quiet_s` (what earlier tests sent has been consumed)."""
+    deadline = time.monotonic() + timeout_s
+    seen, since = queries_counted(stack, tenant), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        assert time.monotonic() < deadline, f"the count of {tenant}'s traces did not settle in {timeout_s}s"
+        time.sleep(0.5)
+        now = queries_counted(stack, tenant)
+        if now != seen:
+            seen, since = now, time.monotonic()
+    return seen
+
+
 def wait_processed(stack: UpStack, tenant: str, expected: float, timeout_s: float = 60) -> None:
     """Wait until the metrics worker has counted `expected` traces of the tenant in all."""
     deadline = time.monotonic() + timeout_s
