@@ -25,6 +25,10 @@ FIX = (f"Fix: `ragmon models fetch` (it writes ./{DEFAULT_DIR}; where huggingfac
        "by itself. See docs/models.md.")
 
 
+# The status line's word on a faithfulness worker that runs without a model.
+NO_WEIGHTS = f"no HHEM weights loaded; fix: `ragmon models fetch` (./{DEFAULT_DIR}, docs/models.md)"
+
+
 def with_local_models(config: str | None, workdir: Path, models: Path = DEFAULT_DIR) -> str | None:
     """The config to run: `config` plus faithfulness.model/foundation from ./models when that is complete."""
     sections = yaml.safe_load(Path(config).read_text()) if config else None
@@ -59,13 +63,20 @@ def faithfulness_status(worker_url: str, timeout_s: float) -> str:
     return f"Faithfulness: unknown, the worker did not answer /readyz within {timeout_s:.0f}s"
 
 
-def report_faithfulness(worker_url: str, timeout_s: float = 120) -> threading.Thread:
+def report_faithfulness(worker_url: str, timeout_s: float = 120, off: dict[str, str] | None = None) -> threading.Thread:
     """Print the faithfulness line as soon as the worker knows (loading or failing takes seconds); without
-    the `ml` extra at once (the worker exits with EXIT_EXTRA_MISSING and never answers)."""
+    the `ml` extra at once (the worker exits with EXIT_EXTRA_MISSING and never answers). When it is off
+    for want of weights, `off` (the status line's list) says so."""
     absent = missing(FAITHFULNESS_MODULES)
     if absent:
         print(missing_line("Faithfulness", "ml", absent), flush=True)
-    thread = threading.Thread(target=lambda: absent or print(faithfulness_status(worker_url, timeout_s), flush=True),
-                              name="faithfulness-status", daemon=True)
+
+    def report() -> None:
+        line = faithfulness_status(worker_url, timeout_s)
+        print(line, flush=True)
+        if off is not None and line.startswith("Faithfulness: off"):
+            off.setdefault("worker-faithfulness", NO_WEIGHTS)
+
+    thread = threading.Thread(target=None if absent else report, name="faithfulness-status", daemon=True)
     thread.start()
     return thread

@@ -273,7 +273,7 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     api_metrics = f"http://127.0.0.1:{metrics_port}"
     ports = _start_workers(opts, env, stack, logs)
     if "faithfulness" in ports:
-        report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}")
+        report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}", off=supervisor.off)
     absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
     if absent:
         print(missing_line("Drift", "ml", absent, "reduced (on the app's embeddings only, no pinned-encoder "
