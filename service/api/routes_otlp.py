@@ -26,7 +26,7 @@ from service.api.auth import AuthError, Principal
 from service.api.ingest import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
-from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens
+from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import limits as L
@@ -171,12 +171,18 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     encoding = _content_type(request)
     raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
     content_encoding = request.headers.get("content-encoding")
+    paid = pretoken(len(raw), content_encoding)  # over its rate: refused before inflating
+    limited = await _rate_limit(state, principal, paid, encoding)
+    if limited is not None:
+        raise _Limited(limited)
     data = await off_loop(len(raw), bool(content_encoding), decompress_body, raw, content_encoding,
                           s.max_decompressed_bytes)
-    prepaid = prepaid_tokens(len(data))  # paid before the parse, so a refused big body costs its sender
+    # paid before the parse, so a refused big body costs its sender
+    prepaid = max(0, prepaid_tokens(len(data)) - paid)
     limited = await _rate_limit(state, principal, prepaid, encoding)
     if limited is not None:
         raise _Limited(limited)
+    prepaid += paid
     export, counts = await off_loop(len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request)
     return principal, encoding, export, rate_cost(counts, len(data)) - prepaid, len(data)
 

@@ -3,10 +3,14 @@
 One live `ragmon up` (API, broker, Redis, the metrics worker) with an attacker tenant (2,000
 events/s, the rate an operator would give it) and a victim tenant. Phases of --phase-s seconds:
 the victim's ordinary traffic (VictimTraffic: batches of 10 traces every 0.1 s, a /healthz probe
-after each) alone, then under each attack sent back to back by an attacker thread (tests/e2e/
+after each) alone, then under each attack sent back to back by an attacker process (tests/e2e/
 hostile/limits_attacks.py: long @ runs, ten million empty ResourceSpans, a huge attribute and a
 huge record, 6.9 million empty events, deep nesting, 300 half-sent requests), with an undisturbed
 phase between attacks, so each attack is compared with the undisturbed figures of the same run.
+The attacker is its own process, as a real one is another client: in a thread of this process its
+own request building and sending (megabytes per request) would hold this process's GIL and delay
+the victim's clock, which measures the benchmark, not the API. The CPUs are still shared (the
+attacker, the victim, the API and the worker on one machine).
 Goal: the victim's p99 within 2x of undisturbed under every attack. Bounded: about two minutes.
 Usage: python -m tests.bench.bench_fairness [--phase-s 8] [--out PATH]
 """
@@ -15,8 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -49,8 +53,11 @@ def _hold_connections(attacker: Tenant) -> None:
         sock.close()
 
 
-def _attack_loop(name: str, attacker: Tenant, stop: threading.Event, outcome: dict[str, Any]) -> None:
+def _attack_loop(name: str, attacker: Tenant, ready: Any, stop: Any, results: Any) -> None:
+    """The attacker process: `name` back to back until `stop` is set; its outcome put on `results`."""
     send = _hold_connections if name == "slow_clients" else ATTACKS[name]
+    ready.set()  # its module (the prebuilt attack bodies) imported: the attack starts now
+    outcome: dict[str, Any] = {"sent": 0, "unexpected": [], "errors": []}
     while not stop.is_set():
         try:
             send(attacker)
@@ -59,20 +66,25 @@ def _attack_loop(name: str, attacker: Tenant, stop: threading.Event, outcome: di
             outcome["unexpected"].append(str(exc)[:200])
         except OSError as exc:
             outcome["errors"].append(f"{type(exc).__name__}: {exc}"[:200])
+    results.put(outcome)
 
 
 def _phase(name: str | None, victim: Tenant, attacker: Tenant, seconds: float) -> dict[str, Any]:
     outcome: dict[str, Any] = {"attack": name or "undisturbed", "sent": 0, "unexpected": [], "errors": []}
-    stop = threading.Event()
-    thread = None
+    ctx = multiprocessing.get_context("spawn")
+    ready, stop, results = ctx.Event(), ctx.Event(), ctx.Queue()
+    process = None
+    if name is not None:
+        process = ctx.Process(target=_attack_loop, args=(name, attacker, ready, stop, results), daemon=True)
+        process.start()
+        assert ready.wait(120), f"the {name} attacker did not start"
+        time.sleep(1)  # its first requests in flight before the victim is timed
     with VictimTraffic(victim) as traffic:
-        if name is not None:
-            thread = threading.Thread(target=_attack_loop, args=(name, attacker, stop, outcome), daemon=True)
-            thread.start()
         time.sleep(seconds)
         stop.set()
-    if thread is not None:
-        thread.join(60)
+    if process is not None:
+        outcome.update(results.get(timeout=90))
+        process.join(30)
     report = traffic.report
     outcome.update(victim_p99=report.p99(report.latencies_s), health_p99=report.p99(report.health_latencies_s),
                    batches=sum(report.statuses.values()), failures=len(report.failures),
