@@ -22,9 +22,9 @@ from kafka.structs import OffsetAndMetadata
 from service.contracts.spans import SPANS_EVENT_TYPE
 from workers.assembler.assembler import WORKER, Assembler
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded
-from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.settings import WorkerSettings
 
 log = logging.getLogger("ragmon.worker.assembler")
