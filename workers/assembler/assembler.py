@@ -185,7 +185,7 @@ class Assembler:
     def _dead_letter(self, rec: Any, detail: str) -> None:
         source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
         self.emitter.emit(self.topics.dlq, rec.key, rec.value or b"",
-                          dlq_headers(source, list(rec.headers or []), "undecodable", detail, WORKER))
+                          dlq_headers(source, list(rec.headers or []), DeadLetterReason.UNDECODABLE, detail, WORKER))
         self.m.spans.labels("dead_letter").inc()
         log.warning("dead-lettered %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, detail)
 

@@ -24,6 +24,7 @@ from workers.assembler.assembler import WORKER, Assembler
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded
 from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.settings import WorkerSettings
 
 log = logging.getLogger("ragmon.worker.assembler")
@@ -118,7 +119,7 @@ class AssemblerLoop:
         self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "processed").inc(len(good))
         if bad:
             self.metrics.events.labels(WORKER, SPANS_EVENT_TYPE, "dead_letter").inc(len(bad))
-            self.metrics.dead_letters.labels(WORKER, "undecodable").inc(len(bad))
+            self.metrics.dead_letters.labels(WORKER, DeadLetterReason.UNDECODABLE).inc(len(bad))
         self.metrics.last_commit.labels(WORKER).set(time.time())
         self.metrics.batch_seconds.labels(WORKER).observe(time.perf_counter() - started)
 
