@@ -49,6 +49,10 @@ class ApiMetrics:
             "ragmon_api_rate_limited_total", "Requests answered 429, by tenant",
             ["tenant"], registry=registry,
         )
+        self.cpu_debt = Counter(
+            "ragmon_api_cpu_debt_tokens_total", "Rate-limit tokens charged after a batch for CPU beyond twice "
+            "what it paid (text built to be slow), by tenant", ["tenant"], registry=registry,
+        )
         self.redactions = Counter(
             "ragmon_api_redactions_total", "PII spans redacted, by kind", ["kind"], registry=registry,
         )

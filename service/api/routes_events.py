@@ -75,12 +75,35 @@ def _full_parse(state: ApiState, data: bytes, tenant: str) -> list[Any]:
     return events
 
 
-def pretoken(raw_bytes: int, content_encoding: str | None) -> int:
-    """The token a compressed body big enough to inflate off the loop pays before it is inflated: a
-    tenant over its rate is refused before its body costs any CPU (an attacker re-sending a 20 KB
-    body that inflates to 17 MB is answered 429 for the price of reading 20 KB). It counts towards
-    the request's cost, which is otherwise unchanged."""
-    return 1 if content_encoding and raw_bytes > OFF_LOOP_COMPRESSED_ABOVE_BYTES else 0
+def pretoken(content_encoding: str | None) -> int:
+    """The token a compressed body pays before it is inflated: a tenant over its rate (or in debt for
+    work it already caused) is refused before its body costs any CPU; an attacker re-sending 2 KB
+    that inflates to megabytes is answered 429 for the price of reading 2 KB. It counts towards the
+    request's cost, which is otherwise unchanged."""
+    return 1 if content_encoding else 0
+
+
+# What one ordinary event costs to decode, validate and redact (docs/throughput.md: ~100 µs): the CPU
+# a batch may spend per token it paid before it pays more (see charge_cpu).
+CPU_S_PER_TOKEN = 100e-6
+# A batch costing more than this many times what it paid, in CPU, pays the excess afterwards.
+CPU_SLACK = 2.0
+
+
+def cpu_timed(work: Callable[..., T], *args: Any) -> tuple[T, float]:
+    """`work(*args)` and the CPU seconds this thread spent on it."""
+    started = time.thread_time()
+    out = work(*args)
+    return out, time.thread_time() - started
+
+
+def cpu_debt(cpu_s: float, paid: int) -> int:
+    """Tokens a batch still owes for its CPU: text built to be slow (long runs a redaction pattern
+    walks, deep structures) costs several times an ordinary event; beyond CPU_SLACK times what it
+    paid the excess goes into the tenant's bucket as debt, so a tenant's rate bounds its CPU share,
+    not only its event count. Ordinary batches (about 1x) never owe anything."""
+    used = cpu_s / CPU_S_PER_TOKEN
+    return int(used - CPU_SLACK * max(paid, 1)) if used > CPU_SLACK * max(paid, 1) else 0
 
 
 def prepaid_tokens(decompressed_bytes: int) -> int:
@@ -118,7 +141,21 @@ def _check_content_type(request: Request) -> None:
                           field="Content-Type", rule="application/json")
 
 
-async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSONResponse | None:
+async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
+    """Tokens taken for work already done, refused or not (the bucket may go into debt); no answer changes."""
+    if tokens <= 0:
+        return
+    s = state.settings
+    burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    try:
+        await state.limiter.take(principal.tenant, min(tokens, burst), principal.rate_limit_eps or s.rate_limit_eps,
+                                 burst, debit=True)
+        state.metrics.cpu_debt.labels(principal.tenant).inc(tokens)
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)
+
+
+async def _rate_limit(state: ApiState, principal: Principal, events: int, debit: bool = False) -> JSONResponse | None:
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
     burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
@@ -126,7 +163,7 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int) -> JSO
         return None
     try:
         # A cost over the bucket (a big body's bytes) takes a full bucket: it can pass, not often.
-        decision = await state.limiter.take(principal.tenant, min(events, burst), rate, burst)
+        decision = await state.limiter.take(principal.tenant, min(events, burst), rate, burst, debit)
     except (RedisError, OSError) as exc:
         # Fail open: losing the limiter must not lose the tenant's data; /readyz reports Redis down.
         log.warning("rate limiter unavailable, admitting: %s", exc)
@@ -216,18 +253,19 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             _check_content_type(request)
             raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
             encoding = request.headers.get("content-encoding")
-            paid = pretoken(len(raw), encoding)
+            paid = pretoken(encoding)
             limited = await _rate_limit(state, principal, paid)
             if limited is not None:
                 return limited
             data = await off_loop(len(raw), bool(encoding), decompress, raw, encoding,
                                   state.settings.max_decompressed_bytes)
             prepaid = max(0, prepaid_tokens(len(data)) - paid)
-            limited = await _rate_limit(state, principal, prepaid)
+            limited = await _rate_limit(state, principal, prepaid, debit=True)  # inflated: paid even if refused
             if limited is not None:
                 return limited
             paid += prepaid
-            plain, events = await off_loop(len(data), False, _decode, state, data, principal.tenant)
+            (plain, events), decode_cpu_s = await off_loop(len(data), False, cpu_timed, _decode, state, data,
+                                                           principal.tenant)
             refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
@@ -239,10 +277,12 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         if limited is not None:
             return limited
         try:
-            batch = await off_loop(len(data), False, _prepare, state, data, plain, events, principal.tenant,
-                                   current_traceparent(), refused_labels)
+            batch, prepare_cpu_s = await off_loop(len(data), False, cpu_timed, _prepare, state, data, plain, events,
+                                                  principal.tenant, current_traceparent(), refused_labels)
         except IngestError as exc:
             return _error(exc.status, exc.body())
+        # the batch's CPU beyond what it paid: debt of the tenant's bucket (this batch goes on)
+        await _charge_debt(state, principal, cpu_debt(decode_cpu_s + prepare_cpu_s, max(paid, len(events))))
         refuse_records(batch, oversized(batch.records), _too_big(batch.records), "max_record_bytes")
         _count_rejections(state, batch)
         if not batch.records:

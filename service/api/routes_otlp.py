@@ -112,7 +112,8 @@ def rate_cost(counts: wire.ExportCounts, decompressed_bytes: int) -> int:
     return counts.spans + counts.entries + decompressed_bytes // BYTES_PER_TOKEN
 
 
-async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding: str) -> Response | None:
+async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding: str,
+                      debit: bool = False) -> Response | None:
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
     # A request of the largest allowed span count must fit in the bucket, or it could never pass;
@@ -121,7 +122,7 @@ async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding
     if cost <= 0:
         return None
     try:
-        decision = await state.limiter.take(principal.tenant, min(cost, burst), rate, burst)
+        decision = await state.limiter.take(principal.tenant, min(cost, burst), rate, burst, debit)
     except (RedisError, OSError) as exc:
         log.warning("rate limiter unavailable, admitting: %s", exc)  # fail open, as /v1/events
         state.metrics.redis_up.set(0)
@@ -171,7 +172,7 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     encoding = _content_type(request)
     raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
     content_encoding = request.headers.get("content-encoding")
-    paid = pretoken(len(raw), content_encoding)  # over its rate: refused before inflating
+    paid = pretoken(content_encoding)  # over its rate: refused before inflating
     limited = await _rate_limit(state, principal, paid, encoding)
     if limited is not None:
         raise _Limited(limited)
@@ -179,7 +180,7 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
                           s.max_decompressed_bytes)
     # paid before the parse, so a refused big body costs its sender
     prepaid = max(0, prepaid_tokens(len(data)) - paid)
-    limited = await _rate_limit(state, principal, prepaid, encoding)
+    limited = await _rate_limit(state, principal, prepaid, encoding, debit=True)  # inflated: paid even if refused
     if limited is not None:
         raise _Limited(limited)
     prepaid += paid

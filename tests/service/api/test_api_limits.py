@@ -171,3 +171,30 @@ def test_a_big_body_pays_by_its_bytes_before_it_is_parsed(start_api: Callable[..
     third = api.post(content=deep)
     assert third.status_code == 429 and third.json()["rule"] == "rate_limit"
     assert api.post([trace_event()], key=GLOBEX_KEY).status_code == 202  # another tenant's bucket
+
+
+def test_an_inflated_body_refused_is_paid_and_the_next_is_refused_before_inflating(
+        start_api: Callable[..., RunningApi], redis_client: object) -> None:
+    """Before: a 2 KB gzip body inflating to 2 MB was inflated again on every retry, 429 or not, at the
+    sender's rate of requests. Now the refused inflated body is paid (the bucket goes into debt) and
+    every compressed request pays one token before it is inflated, so the retries cost nothing."""
+    import gzip
+
+    api = start_api(rate_limit_eps=1, rate_limit_burst=1000, **BIG)
+    deep = gzip.compress(b'{"events":[{"body":{"m":' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}}]}")
+    gz = {"Content-Encoding": "gzip"}
+    rules = [api.post(content=deep, headers=gz).json()["rule"] for _ in range(4)]
+    assert rules == ["max_json_depth", "max_json_depth", "rate_limit", "rate_limit"], rules
+    # 1000 tokens, 489 a body: the third (refused) one is paid too, the bucket is in debt ...
+    assert api.post(content=gzip.compress(orjson.dumps({"events": [trace_event()]})), headers=gz).status_code == 429
+    # ... for this tenant alone
+    assert api.post([trace_event()], key=GLOBEX_KEY).status_code == 202
+
+
+def test_a_batch_pays_for_cpu_beyond_twice_what_it_paid() -> None:
+    from service.api.routes_events import CPU_S_PER_TOKEN, cpu_debt
+
+    assert cpu_debt(10 * CPU_S_PER_TOKEN, 10) == 0  # an ordinary batch: about one token per event
+    assert cpu_debt(20 * CPU_S_PER_TOKEN, 10) == 0  # within the slack
+    assert cpu_debt(100 * CPU_S_PER_TOKEN, 10) == 80  # text built to be slow: the excess is owed
+    assert cpu_debt(5 * CPU_S_PER_TOKEN, 0) == 3  # nothing paid counts as one token
