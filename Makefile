@@ -38,9 +38,9 @@ host-test:
 run: install host-run
 	$(BIN)/ragmon up --demo
 
-## The test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
+## Lint (ruff check, mypy), the test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
 ## RAGMON_SETUP_DONE=1 turns a missing tool into a failure: the set-up above installs every one.
-test: install host-test
+test: install host-test lint
 	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q
 	$(MAKE) --no-print-directory test-alibi
 
