@@ -97,8 +97,10 @@ def test_the_openapi_operations_never_fail_with_a_server_error(api: RunningApi, 
         ledger.record(case.body, response)
         case.validate_response(response, checks=CHECKS)
 
-    @settings(FUZZ, max_examples=40)
-    @given(case=positive, in_window=st.booleans())
+    # Mostly inside the accepted time window: out-of-window events are refused whole (400), and a run
+    # whose generated events were all refused once failed the acceptance check below by chance.
+    @settings(FUZZ, max_examples=60)
+    @given(case=positive, in_window=st.sampled_from([True, True, True, False]))
     def fuzz_valid(case: schemathesis.Case, in_window: bool) -> None:
         if in_window:
             _fresh_timestamps(case.body)
