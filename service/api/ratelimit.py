@@ -1,9 +1,10 @@
 """Per-tenant rate limit: a token bucket in Redis, shared by every API replica.
 
 Tokens are events (not requests), refilled continuously at the tenant's rate
-up to its burst. A body inflated before it was refused is paid anyway (`debit`): the
-bucket goes into debt and the tenant's next big bodies are refused before inflating. The script uses Redis' own clock so replicas with skewed
-clocks share one bucket correctly.
+up to its burst. Work already done is paid even when refused (`debit`: a body read
+and inflated, CPU beyond what a batch paid): the bucket goes into debt, and the
+tenant's next requests are refused before they cost anything. The script uses
+Redis' own clock so replicas with skewed clocks share one bucket correctly.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def pretoken(content_encoding: str | None) -> int:
 
 
 # What one ordinary event costs to decode, validate and redact (docs/throughput.md: ~100 µs): the CPU
-# a batch may spend per token it paid before it pays more (see charge_cpu).
+# a batch may spend per token it paid before it pays more (see cpu_debt).
 CPU_S_PER_TOKEN = 100e-6
 # A batch costing more than this many times what it paid, in CPU, pays the excess afterwards.
 CPU_SLACK = 2.0
@@ -141,24 +141,27 @@ def _check_content_type(request: Request) -> None:
                           field="Content-Type", rule="application/json")
 
 
+def _bucket(state: ApiState, principal: Principal) -> tuple[float, int]:
+    """The tenant's rate and burst (a full batch always fits in the bucket)."""
+    s = state.settings
+    return principal.rate_limit_eps or s.rate_limit_eps, max(principal.burst or s.rate_limit_burst,
+                                                             s.max_events_per_batch)
+
+
 async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
     """Tokens taken for work already done, refused or not (the bucket may go into debt); no answer changes."""
     if tokens <= 0:
         return
-    s = state.settings
-    burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    rate, burst = _bucket(state, principal)
     try:
-        await state.limiter.take(principal.tenant, min(tokens, burst), principal.rate_limit_eps or s.rate_limit_eps,
-                                 burst, debit=True)
+        await state.limiter.take(principal.tenant, min(tokens, burst), rate, burst, debit=True)
         state.metrics.cpu_debt.labels(principal.tenant).inc(tokens)
     except (RedisError, OSError) as exc:
         log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)
 
 
 async def _rate_limit(state: ApiState, principal: Principal, events: int, debit: bool = False) -> JSONResponse | None:
-    s = state.settings
-    rate = principal.rate_limit_eps or s.rate_limit_eps
-    burst = max(principal.burst or s.rate_limit_burst, s.max_events_per_batch)
+    rate, burst = _bucket(state, principal)
     if events <= 0:
         return None
     try:
@@ -260,7 +263,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             data = await off_loop(len(raw), bool(encoding), decompress, raw, encoding,
                                   state.settings.max_decompressed_bytes)
             prepaid = max(0, prepaid_tokens(len(data)) - paid)
-            limited = await _rate_limit(state, principal, prepaid, debit=True)  # inflated: paid even if refused
+            limited = await _rate_limit(state, principal, prepaid, debit=True)  # read and inflated: paid even if refused
             if limited is not None:
                 return limited
             paid += prepaid

@@ -63,13 +63,15 @@ def faithfulness_status(worker_url: str, timeout_s: float) -> str:
     return f"Faithfulness: unknown, the worker did not answer /readyz within {timeout_s:.0f}s"
 
 
-def report_faithfulness(worker_url: str, timeout_s: float = 120, off: dict[str, str] | None = None) -> threading.Thread:
+def report_faithfulness(worker_url: str, timeout_s: float = 120,
+                        off: dict[str, str] | None = None) -> threading.Thread | None:
     """Print the faithfulness line as soon as the worker knows (loading or failing takes seconds); without
     the `ml` extra at once (the worker exits with EXIT_EXTRA_MISSING and never answers). When it is off
     for want of weights, `off` (the status line's list) says so."""
     absent = missing(FAITHFULNESS_MODULES)
     if absent:
         print(missing_line("Faithfulness", "ml", absent), flush=True)
+        return None
 
     def report() -> None:
         line = faithfulness_status(worker_url, timeout_s)
@@ -77,6 +79,6 @@ def report_faithfulness(worker_url: str, timeout_s: float = 120, off: dict[str, 
         if off is not None and line.startswith("Faithfulness: off"):
             off.setdefault("worker-faithfulness", NO_WEIGHTS)
 
-    thread = threading.Thread(target=None if absent else report, name="faithfulness-status", daemon=True)
+    thread = threading.Thread(target=report, name="faithfulness-status", daemon=True)
     thread.start()
     return thread

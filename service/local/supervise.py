@@ -103,7 +103,8 @@ class Supervisor:
         self.metrics = metrics
         self.say = say
         self._watched: dict[str, _Watched] = {}
-        self.off: dict[str, str] = {}  # process -> why it is off (an extra it needs is not installed)
+        # process -> why it is off or reduced (an extra it needs is not installed; no model): the status line
+        self.off: dict[str, str] = {}
 
     def watch(self, child: ChildProcess, env: dict[str, str] | None, restart: bool = True,
               respawn: Callable[[], ChildProcess] | None = None) -> None:

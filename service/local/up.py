@@ -154,14 +154,15 @@ def _status_line(api_metrics: str, ports: dict[str, int], off: dict[str, str] | 
             return float("nan")
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
+    off = off or {}
     parts = [f"accepted={total(api_metrics + '/metrics', 'ragmon_api_events_accepted_total'):.0f}"]
     for name, port in ports.items():
-        if f"worker-{name}" in (off or {}) and not (off or {})[f"worker-{name}"].startswith("reduced"):
-            continue
+        if not off.get(f"worker-{name}", "reduced").startswith("reduced"):
+            continue  # off: nothing to count
         parts.append(f"{name}={total(f'http://127.0.0.1:{port}/metrics', 'ragmon_worker_events_total'):.0f}")
     # what is off or reduced, and why (the line each of them printed when it stopped or started)
     parts += [f"| {name.removeprefix('worker-')} {why if why.startswith('reduced') else 'off: ' + why}"
-              for name, why in sorted((off or {}).items())]
+              for name, why in sorted(off.items())]
     return time.strftime("%H:%M:%S ") + " ".join(parts)
 
 
@@ -185,13 +186,7 @@ def _supervise(stack: Stack, supervisor: Supervisor, api_metrics: str, ports: di
         supervisor.check()
         time.sleep(1)
         if int(time.time()) % 10 == 0:
-            print(_status_line(api_metrics, ports, {**supervisor.off, **_reduced(ports)}), flush=True)
-
-
-def _reduced(ports: dict[str, int]) -> dict[str, str]:
-    """Workers that run without a part for want of an extra (drift without its pinned encoder)."""
-    absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
-    return {"worker-drift": "reduced: " + FIX.format(extra="ml")} if absent else {}
+            print(_status_line(api_metrics, ports, dict(supervisor.off)), flush=True)
 
 
 @dataclass
@@ -275,9 +270,10 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     if "faithfulness" in ports:
         report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}", off=supervisor.off)
     absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
-    if absent:
+    if absent:  # the status line names it too, with what is off
         print(missing_line("Drift", "ml", absent, "reduced (on the app's embeddings only, no pinned-encoder "
                            "query drift)"), flush=True)
+        supervisor.off["worker-drift"] = "reduced: " + FIX.format(extra="ml")
     for child in stack.children:
         if child.name.startswith("worker-"):
             supervisor.watch(child, {**env, "RAGMON_WORKER_METRICS_PORT": str(child.port)})

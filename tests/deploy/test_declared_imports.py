@@ -58,13 +58,12 @@ def module_owners() -> dict[str, str]:
     for dist in metadata.distributions():
         name = canonicalize_name(dist.metadata["Name"] or "")
         for file in dist.files or ():
-            parts = Path(str(file)).with_suffix("").parts
+            parts = Path(str(file)).parts
             if not parts or parts[0].endswith((".dist-info", ".data")) or ".." in parts:
                 continue
-            if str(file).endswith((".py", ".so", ".pyd")) or len(parts) > 1:
-                for depth in (1, 2):
-                    if len(parts) > depth or (len(parts) == depth and str(file).endswith((".py", ".so"))):
-                        owners.setdefault(".".join(parts[:depth]).split(".cpython")[0], name)
+            names = [*parts[:-1], parts[-1].split(".")[0]]  # a/b/c.cpython-311-x86_64.so -> a.b.c
+            for depth in (1, 2):
+                owners.setdefault(".".join(names[:depth]), name)
     return owners
 
 
