@@ -41,7 +41,11 @@ class Board:
 
 
 def _query_variable(name: str, label: str, query: str, default: str) -> JsonObj:
-    current = {"text": ["All"], "value": ["$__all"]} if default == "$__all" else {"text": [default], "value": [default]}
+    current = (
+        {"text": ["All"], "value": ["$__all"]}
+        if default == "$__all"
+        else {"text": [default], "value": [default]}
+    )
     return {
         "name": name,
         "label": label,
@@ -103,17 +107,19 @@ def release_annotation() -> JsonObj:
 
 
 def _links() -> list[JsonObj]:
-    return [{
-        "title": "ragmon dashboards",
-        "type": "dashboards",
-        "tags": [TAG],
-        "asDropdown": True,
-        "includeVars": True,
-        "keepTime": True,
-        "icon": "external link",
-        "targetBlank": False,
-        "tooltip": "",
-    }]
+    return [
+        {
+            "title": "ragmon dashboards",
+            "type": "dashboards",
+            "tags": [TAG],
+            "asDropdown": True,
+            "includeVars": True,
+            "keepTime": True,
+            "icon": "external link",
+            "targetBlank": False,
+            "tooltip": "",
+        }
+    ]
 
 
 def dashboard_json(board: Board) -> JsonObj:

@@ -64,7 +64,11 @@ def write_all(out_dir: Path, limits: Limits | None = None) -> list[Path]:
 def stale_files(out_dir: Path, limits: Limits | None = None) -> list[str]:
     """Files missing or different from a fresh build, and generated-looking files no build writes."""
     built = build_all(limits)
-    stale = [n for n, b in built.items() if not (out_dir / n).is_file() or (out_dir / n).read_text("utf-8") != to_text(b)]
+    stale = [
+        n
+        for n, b in built.items()
+        if not (out_dir / n).is_file() or (out_dir / n).read_text("utf-8") != to_text(b)
+    ]
     stale += sorted(p.name for p in out_dir.glob("ragmon-*.json") if p.name not in built)
     return stale
 
@@ -72,7 +76,9 @@ def stale_files(out_dir: Path, limits: Limits | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__.split("\n\n")[1])
     ap.add_argument("--config", default=None, help="ragmon YAML config (default: the built-in defaults)")
-    ap.add_argument("--out", default=str(OUT_DIR), help=f"output directory (default: {OUT_DIR.relative_to(HERE.parent)}/)")
+    ap.add_argument(
+        "--out", default=str(OUT_DIR), help=f"output directory (default: {OUT_DIR.relative_to(HERE.parent)}/)"
+    )
     ap.add_argument("--check", action="store_true", help="exit 1 when the files differ from a fresh build")
     args = ap.parse_args(argv)
     try:

@@ -66,13 +66,39 @@ _TOKENS = re.compile(
     """,
     re.VERBOSE,
 )
-KEYWORDS = frozenset({
-    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool",
-    "and", "or", "unless", "atan2", "inf", "nan",
-    # aggregation operators: also written `sum by (x) (...)`, so not always followed by "("
-    "sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
-    "quantile", "limitk", "limit_ratio",
-})
+KEYWORDS = frozenset(
+    {
+        "by",
+        "without",
+        "on",
+        "ignoring",
+        "group_left",
+        "group_right",
+        "offset",
+        "bool",
+        "and",
+        "or",
+        "unless",
+        "atan2",
+        "inf",
+        "nan",
+        # aggregation operators: also written `sum by (x) (...)`, so not always followed by "("
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    }
+)
 _GROUPING = frozenset({"by", "without", "on", "ignoring", "group_left", "group_right"})
 
 
@@ -90,7 +116,7 @@ def tokens(expr: str) -> list[tuple[str, str]]:
     while pos < len(expr):
         m = _TOKENS.match(expr, pos)
         if m is None:
-            raise ValueError(f"cannot tokenize PromQL at {pos}: {expr[pos:pos + 20]!r} in {expr!r}")
+            raise ValueError(f"cannot tokenize PromQL at {pos}: {expr[pos : pos + 20]!r} in {expr!r}")
         kind = m.lastgroup or ""
         if kind != "space":
             out.append((kind, m.group()))

@@ -76,8 +76,14 @@ def substitute(
 # Panels fed by inputs the simulator's `incidents` run (the demo traffic of the end-to-end test) does not
 # send: OTLP exports (the assembler), a Phoenix or OTLP collector (the exporter and forwarder start only when
 # one is configured) and human labels (the review calibration). "No data" is the truth for them there.
-ABSENT_INPUT_SERIES = ("ragmon_assembler_", "ragmon_forwarder_", "ragmon_phoenix_", "ragmon_review_judge_",
-                       "ragmon_review_reviewer_kappa", "ragmon_review_faithful_ratio")
+ABSENT_INPUT_SERIES = (
+    "ragmon_assembler_",
+    "ragmon_forwarder_",
+    "ragmon_phoenix_",
+    "ragmon_review_judge_",
+    "ragmon_review_reviewer_kappa",
+    "ragmon_review_faithful_ratio",
+)
 
 
 def input_absent_from_incidents(query: PanelQuery) -> bool:
@@ -114,7 +120,12 @@ def all_panel_queries(
     """Every target of every panel (and each release annotation, titled "annotation: Releases"),
     as Grafana would send it for this tenant and variant. None selects "All"."""
     return [
-        PanelQuery(q.dashboard_uid, q.panel_title,
-                   substitute(q.expr, tenant, variant, rate_interval=rate_interval, interval=interval, range_=range_))
+        PanelQuery(
+            q.dashboard_uid,
+            q.panel_title,
+            substitute(
+                q.expr, tenant, variant, rate_interval=rate_interval, interval=interval, range_=range_
+            ),
+        )
         for q in raw_queries(build_all())
     ]

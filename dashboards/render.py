@@ -30,7 +30,9 @@ def field_defaults(panel: Panel) -> JsonObj:
 
 
 def _mapping(mappings: Sequence[tuple[str, str, str]]) -> JsonObj:
-    options = {value: {"text": text, "color": color, "index": i} for i, (value, text, color) in enumerate(mappings)}
+    options = {
+        value: {"text": text, "color": color, "index": i} for i, (value, text, color) in enumerate(mappings)
+    }
     return {"type": "value", "options": options}
 
 
@@ -99,7 +101,10 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> JsonObj:
         "datasource": DATASOURCE,
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
         "targets": [t.to_json(ascii_uppercase[i], table) for i, t in enumerate(panel.targets)],
-        "fieldConfig": {"defaults": field_defaults(panel), "overrides": [o.to_json() for o in panel.overrides]},
+        "fieldConfig": {
+            "defaults": field_defaults(panel),
+            "overrides": [o.to_json() for o in panel.overrides],
+        },
         "options": options(panel),
     }
     if panel.description:
@@ -107,8 +112,10 @@ def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> JsonObj:
     if table:
         # One row per series, the labels as columns, from the instant query's frames.
         hidden = {name: True for name in panel.hidden_columns}
-        out["transformations"] = [{"id": "merge", "options": {}},
-                                  {"id": "organize", "options": {"excludeByName": hidden}}]
+        out["transformations"] = [
+            {"id": "merge", "options": {}},
+            {"id": "organize", "options": {"excludeByName": hidden}},
+        ]
     return out
 
 
@@ -117,8 +124,16 @@ def layout(rows: Sequence[Row]) -> list[JsonObj]:
     out: list[JsonObj] = []
     y = 0
     for row in rows:
-        out.append({"id": len(out) + 1, "type": "row", "title": row.title, "collapsed": False, "panels": [],
-                    "gridPos": {"h": ROW_HEIGHT, "w": GRID_COLUMNS, "x": 0, "y": y}})
+        out.append(
+            {
+                "id": len(out) + 1,
+                "type": "row",
+                "title": row.title,
+                "collapsed": False,
+                "panels": [],
+                "gridPos": {"h": ROW_HEIGHT, "w": GRID_COLUMNS, "x": 0, "y": y},
+            }
+        )
         y += ROW_HEIGHT
         x, line_height = 0, 0
         for panel in row.panels:

@@ -87,7 +87,11 @@ def typecheck(paths: list[Path], timeout_s: float = 120) -> Result:
         (project / "tsconfig.json").write_text(json.dumps(TSCONFIG, indent=2), encoding="utf-8")
         proc = subprocess.run(
             [node, str(tsc), "-p", str(project / "tsconfig.json")],
-            cwd=project, capture_output=True, text=True, timeout=timeout_s, check=False,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
     return Result(proc.returncode == 0, (proc.stdout + proc.stderr).strip())
 

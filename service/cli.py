@@ -35,10 +35,13 @@ def _cmd_api(args: argparse.Namespace) -> int:
     if args.connection_fd is not None:  # a child of `--workers N`: the parent hands it connections
         return serve_handed_connections(create_app(settings), args.connection_fd, args.log_level, settings)
     if args.workers > 1:
-        return run_api_processes(args.workers, host, port, args.log_level,
-                                 (settings.api_metrics_host, settings.api_metrics_port))
+        return run_api_processes(
+            args.workers, host, port, args.log_level, (settings.api_metrics_host, settings.api_metrics_port)
+        )
     tune_process()
-    uvicorn.Server(api_config(create_app(settings), settings, host=host, port=port, log_level=args.log_level)).run()
+    uvicorn.Server(
+        api_config(create_app(settings), settings, host=host, port=port, log_level=args.log_level)
+    ).run()
     return 0
 
 
@@ -78,7 +81,11 @@ def _cmd_keys(args: argparse.Namespace) -> int:
     from service.api.settings import hash_key
 
     key = args.key or f"rgm_{secrets.token_urlsafe(24)}"
-    entry: dict[str, object] = {"tenant": args.tenant, "key_sha256": hash_key(key), "scopes": args.scope or ["ingest"]}
+    entry: dict[str, object] = {
+        "tenant": args.tenant,
+        "key_sha256": hash_key(key),
+        "scopes": args.scope or ["ingest"],
+    }
     if args.name:
         entry["name"] = args.name
     if not args.key:
@@ -91,10 +98,19 @@ def _cmd_up(args: argparse.Namespace) -> int:
     from service.local.supervise import RestartPolicy
     from service.local.up import UpOptions, run_up
 
-    return run_up(UpOptions(demo=args.demo, scenario=args.scenario, workdir=Path(args.workdir),
-                            prometheus=not args.no_prometheus, config=args.config, api_port=args.api_port,
-                            workers=args.workers, scrape_interval=args.scrape_interval,
-                            restart=RestartPolicy(args.max_crashes, args.crash_window)))
+    return run_up(
+        UpOptions(
+            demo=args.demo,
+            scenario=args.scenario,
+            workdir=Path(args.workdir),
+            prometheus=not args.no_prometheus,
+            config=args.config,
+            api_port=args.api_port,
+            workers=args.workers,
+            scrape_interval=args.scrape_interval,
+            restart=RestartPolicy(args.max_crashes, args.crash_window),
+        )
+    )
 
 
 def _cmd_drift(args: argparse.Namespace) -> int:
@@ -127,10 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--workdir", default=".ragmon", help="logs and generated config go here")
     up.add_argument("--config", default=None, help="ragmon YAML config (RAGMON_CONFIG)")
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus even if installed")
-    up.add_argument("--max-crashes", type=int, default=5,
-                    help="give up on a process that crashes this many times within --crash-window (default 5)")
-    up.add_argument("--crash-window", type=float, default=600.0, metavar="SECONDS",
-                    help="the window --max-crashes counts over (default 600)")
+    up.add_argument(
+        "--max-crashes",
+        type=int,
+        default=5,
+        help="give up on a process that crashes this many times within --crash-window (default 5)",
+    )
+    up.add_argument(
+        "--crash-window",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="the window --max-crashes counts over (default 600)",
+    )
     up.add_argument("--api-port", type=int, default=8000)
     up.add_argument("--workers", default=None, help="comma-separated workers to start (default: all)")
     up.add_argument("--scrape-interval", default="5s", help="Prometheus scrape and rule evaluation interval")
@@ -148,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("name", help=f"one of: {', '.join(worker_names())}")
     worker.set_defaults(func=_cmd_worker)
 
-    sim = sub.add_parser("simulate", help="generate realistic RAG traffic (see `ragmon simulate --help`)",
-                         add_help=False)
+    sim = sub.add_parser(
+        "simulate", help="generate realistic RAG traffic (see `ragmon simulate --help`)", add_help=False
+    )
     sim.add_argument("rest", nargs=argparse.REMAINDER)
     sim.set_defaults(func=_cmd_simulate)
 
@@ -160,9 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys", help="make an API key entry (tenant + SHA-256 digest)")
     keys.add_argument("--tenant", required=True)
     keys.add_argument("--key", default=None, help="hash this key instead of generating one")
-    keys.add_argument("--scope", action="append", choices=["ingest", "review", "label"],
-                      help="what the key may do (repeatable; default ingest); reviewers get 'review'; a tool "
-                           "that sends `label` events gets 'ingest' and 'label' (its name is the labels' reviewer)")
+    keys.add_argument(
+        "--scope",
+        action="append",
+        choices=["ingest", "review", "label"],
+        help="what the key may do (repeatable; default ingest); reviewers get 'review'; a tool "
+        "that sends `label` events gets 'ingest' and 'label' (its name is the labels' reviewer)",
+    )
     keys.add_argument("--name", default=None, help="who holds the key (a reviewer's name on the review page)")
     keys.set_defaults(func=_cmd_keys)
 
@@ -170,15 +200,18 @@ def build_parser() -> argparse.ArgumentParser:
     drift.add_argument("rest", nargs=argparse.REMAINDER)
     drift.set_defaults(func=_cmd_drift)
 
-    shadow = sub.add_parser("shadow", help="shadow evaluation: compare FILE, report, calibrate", add_help=False)
+    shadow = sub.add_parser(
+        "shadow", help="shadow evaluation: compare FILE, report, calibrate", add_help=False
+    )
     shadow.add_argument("rest", nargs=argparse.REMAINDER)
     shadow.set_defaults(func=_cmd_shadow)
 
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
     rules.set_defaults(func=_cmd_rules)
-    models = sub.add_parser("models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads",
-                            add_help=False)
+    models = sub.add_parser(
+        "models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads", add_help=False
+    )
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(func=_cmd_models)
 

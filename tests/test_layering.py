@@ -92,9 +92,13 @@ def worker_imports() -> list[Import]:
 
 
 def test_workers_import_only_the_contract_from_service(worker_imports: list[Import]) -> None:
-    wrong = [imp for imp in worker_imports
-             if _within(imp.target, "service") and imp.target != "service"
-             and not _within(imp.target, "service.contracts")]
+    wrong = [
+        imp
+        for imp in worker_imports
+        if _within(imp.target, "service")
+        and imp.target != "service"
+        and not _within(imp.target, "service.contracts")
+    ]
     bare = [imp for imp in worker_imports if imp.target == "service"]
     assert wrong + bare == [], "workers may import only service.contracts from service"
 
@@ -108,9 +112,13 @@ def test_the_contract_imports_nothing_else_from_service(service_imports: list[Im
     # Otherwise a worker would pull the API (or the simulator) in through the contract.
     contract = [imp for imp in service_imports if _within(imp.module, "service.contracts")]
     assert contract, "no module of service.contracts was parsed"
-    wrong = [imp for imp in contract
-             if _within(imp.target, "service") and imp.target != "service"
-             and not _within(imp.target, "service.contracts")]
+    wrong = [
+        imp
+        for imp in contract
+        if _within(imp.target, "service")
+        and imp.target != "service"
+        and not _within(imp.target, "service.contracts")
+    ]
     assert wrong == []
 
 

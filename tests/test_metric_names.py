@@ -52,11 +52,36 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/review/metrics.py": ReviewMetrics,
 }
 
-SUBSYSTEMS = ("api", "worker", "rag", "feedback", "release", "faithfulness", "exclusion", "drift", "phoenix",
-              "forwarder", "assembler", "supervisor", "shadow", "review")
+SUBSYSTEMS = (
+    "api",
+    "worker",
+    "rag",
+    "feedback",
+    "release",
+    "faithfulness",
+    "exclusion",
+    "drift",
+    "phoenix",
+    "forwarder",
+    "assembler",
+    "supervisor",
+    "shadow",
+    "review",
+)
 NAME = re.compile(rf"^ragmon_({'|'.join(SUBSYSTEMS)})_[a-z0-9]+(_[a-z0-9]+)*$")
-UNITS = ("_seconds", "_usd", "_ratio", "_bytes", "_tokens", "_queries", "_messages", "_partitions", "_events",
-         "_traces", "_pairs")
+UNITS = (
+    "_seconds",
+    "_usd",
+    "_ratio",
+    "_bytes",
+    "_tokens",
+    "_queries",
+    "_messages",
+    "_partitions",
+    "_events",
+    "_traces",
+    "_pairs",
+)
 FLAGS = ("_up", "_ready", "_halted", "_detected", "_info")
 DIMENSIONLESS = {"ragmon_drift_mmd2", "ragmon_drift_mmd2_threshold"}  # statistics with no unit
 # Cohen's kappa runs from -1 to 1: an agreement statistic, not a ratio of two counts (docs/review.md).
@@ -64,11 +89,37 @@ DIMENSIONLESS |= {"ragmon_review_judge_kappa", "ragmon_review_reviewer_kappa"}
 # Shadow comparisons (docs/shadow.md): the delta, its interval and the detectable effect are in the unit
 # of the compared metric, which the `metric` label names (seconds, USD, a rate); wins, losses, ties and
 # pairs still needed count pairs; verdict and masked_regression are one-hot flags per verdict/slice.
-DIMENSIONLESS |= {f"ragmon_shadow_{n}" for n in ("delta", "interval_lower", "interval_upper", "detectable_effect",
-                                                 "wins", "losses", "ties", "pairs_needed", "verdict",
-                                                 "masked_regression")}
-NEVER_LABELS = {"id", "event_id", "trace_id", "request_id", "session_id", "query", "text", "answer", "user",
-                "doc_id", "document", "value", "path", "url"}
+DIMENSIONLESS |= {
+    f"ragmon_shadow_{n}"
+    for n in (
+        "delta",
+        "interval_lower",
+        "interval_upper",
+        "detectable_effect",
+        "wins",
+        "losses",
+        "ties",
+        "pairs_needed",
+        "verdict",
+        "masked_regression",
+    )
+}
+NEVER_LABELS = {
+    "id",
+    "event_id",
+    "trace_id",
+    "request_id",
+    "session_id",
+    "query",
+    "text",
+    "answer",
+    "user",
+    "doc_id",
+    "document",
+    "value",
+    "path",
+    "url",
+}
 # A metric name; not a metadata key the assembler writes (`metadata.ragmon_truncated`).
 REFERENCE = re.compile(r"(?<!metadata\.)\bragmon_[a-z0-9_]+\b")
 RECORDED = re.compile(r"\bragmon:[a-z0-9_:]+\b")
@@ -110,7 +161,9 @@ def _registered(registry: CollectorRegistry) -> set[str]:
 
 @pytest.fixture(scope="module")
 def defined() -> list[Defined]:
-    modules = sorted(str(p.relative_to(ROOT)) for d in ("service", "workers") for p in (ROOT / d).rglob("metrics.py"))
+    modules = sorted(
+        str(p.relative_to(ROOT)) for d in ("service", "workers") for p in (ROOT / d).rglob("metrics.py")
+    )
     assert modules == sorted(BUILDERS), "every metrics.py module needs a builder in BUILDERS"
     found = [d for module in modules for d in _defined_in(module)]
     assert len(found) > 60, "the registries were read"
@@ -151,7 +204,9 @@ def test_every_referenced_metric_is_defined(defined: list[Defined]) -> None:
     exposed = set().union(*(d.exposed() for d in defined))
     rules, recorded = _rule_texts()
     sources: dict[str, list[str]] = {
-        "rules": rules, "dashboards": _dashboard_texts(), "promtool tests": _promtool_texts(),
+        "rules": rules,
+        "dashboards": _dashboard_texts(),
+        "promtool tests": _promtool_texts(),
         "documentation": _documentation_texts(),
     }
     missing = {}
@@ -207,7 +262,9 @@ def test_names_are_written_out_in_full_where_defined(module: str, defined: list[
     source = (ROOT / module).read_text()
     for d in (d for d in defined if d.module == module):
         assert f'"{d.name}"' in source, f"{d.name} is not written out in {module}"
-    assembled = [getattr(node, "lineno", 0) for node in ast.walk(ast.parse(source)) if _assembles_a_name(node)]
+    assembled = [
+        getattr(node, "lineno", 0) for node in ast.walk(ast.parse(source)) if _assembles_a_name(node)
+    ]
     assert assembled == [], f"{module}: metric names assembled from pieces at lines {assembled}"
 
 
@@ -217,15 +274,19 @@ def _assembles_a_name(node: Any) -> bool:
         parts = node.values
     elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         parts = [node.left, node.right]
-    return any(isinstance(p, ast.Constant) and isinstance(p.value, str) and "ragmon_" in p.value for p in parts)
+    return any(
+        isinstance(p, ast.Constant) and isinstance(p.value, str) and "ragmon_" in p.value for p in parts
+    )
 
 
 def test_the_checker_catches_bad_names() -> None:
-    bad = [Defined("ragmon_drift_detected_bool", "gauge", (), "x"),
-           Defined("ragmon_drift_mmd2_statistic", "gauge", (), "x"),
-           Defined("ragmon_worker_event_delay_seconds", "histogram", (), "x"),
-           Defined("ragmon_rag_queries", "counter", (), "x"),
-           Defined("ragmon_misc_queries_total", "counter", (), "x"),
-           Defined("ragmon_api_inflight", "gauge", (), "x")]
+    bad = [
+        Defined("ragmon_drift_detected_bool", "gauge", (), "x"),
+        Defined("ragmon_drift_mmd2_statistic", "gauge", (), "x"),
+        Defined("ragmon_worker_event_delay_seconds", "histogram", (), "x"),
+        Defined("ragmon_rag_queries", "counter", (), "x"),
+        Defined("ragmon_misc_queries_total", "counter", (), "x"),
+        Defined("ragmon_api_inflight", "gauge", (), "x"),
+    ]
     assert all(_problem(d) for d in bad)
     assert _assembles_a_name(ast.parse('PREFIX + "ragmon_x_"').body[0].value)  # type: ignore[attr-defined]

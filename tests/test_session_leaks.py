@@ -11,7 +11,7 @@ from tests.support.leaks import live_descendants
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LEAKY = '''
+LEAKY = """
 import subprocess
 
 
@@ -25,9 +25,9 @@ def test_leaves_an_orphan(tmp_path):
     # The parent exits at once: the grandchild would be re-parented to init without the subreaper.
     out = subprocess.run(["bash", "-c", "sleep 300 >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
     (tmp_path.parent / "orphan.pid").write_text(out.stdout.strip())
-'''
+"""
 
-TIDY = '''
+TIDY = """
 import subprocess
 
 
@@ -38,7 +38,7 @@ def test_stops_what_it_starts():
     finally:
         proc.kill()
         proc.wait()
-'''
+"""
 
 
 def _run(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
@@ -46,10 +46,24 @@ def _run(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     base = tmp_path / "base"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.support.leaks", "-p", "no:cacheprovider",
-         f"--basetemp={base}", str(tmp_path / "test_inner.py")],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "tests.support.leaks",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={base}",
+            str(tmp_path / "test_inner.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def _alive(pid: int) -> bool:

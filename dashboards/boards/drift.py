@@ -10,7 +10,10 @@ UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
 SERIES = "{{tenant}} {{signal}} {{intent}} {{model}}"
 # Each replica exports the same shared test result: max collapses them.
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}), ("color", {"mode": "fixed", "fixedColor": "red"}))
+DASHED = (
+    ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
+    ("color", {"mode": "fixed", "fixedColor": "red"}),
+)
 
 
 def _signal(metric: str) -> str:
@@ -20,84 +23,185 @@ def _signal(metric: str) -> str:
 def _tests(limits: Limits) -> list[Panel]:
     return [
         Panel(
-            "MMD² and its drift threshold", "timeseries",
-            [Target(_signal("ragmon_drift_mmd2"), "mmd² " + SERIES),
-             Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES)],
+            "MMD² and its drift threshold",
+            "timeseries",
+            [
+                Target(_signal("ragmon_drift_mmd2"), "mmd² " + SERIES),
+                Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES),
+            ],
             description="Unbiased MMD² between the reference and current windows; the dashed line is the value the "
-                        "last test had to exceed at the configured alpha (from its permutations).",
-            overrides=(Override("^threshold .*", DASHED),), width=12, height=9),
+            "last test had to exceed at the configured alpha (from its permutations).",
+            overrides=(Override("^threshold .*", DASHED),),
+            width=12,
+            height=9,
+        ),
         Panel(
-            f"Permutation p-value (alpha {limits.drift_alpha:g})", "timeseries",
+            f"Permutation p-value (alpha {limits.drift_alpha:g})",
+            "timeseries",
             [Target(_signal("ragmon_drift_p_value_ratio"), SERIES)],
             description="(1 + #{perm ≥ observed}) / (1 + B). At or below alpha the test flags drift.",
-            thresholds=bad_below(limits.drift_alpha), minimum=0, maximum=1, decimals=3, width=12, height=9),
+            thresholds=bad_below(limits.drift_alpha),
+            minimum=0,
+            maximum=1,
+            decimals=3,
+            width=12,
+            height=9,
+        ),
         Panel(
-            "Drift detected", "timeseries",
+            "Drift detected",
+            "timeseries",
             [Target(_signal("ragmon_drift_detected"), SERIES)],
             description=f"The RagmonQueryDrift alert fires after {limits.guardrails.drift.for_} of this at 1.",
-            thresholds=bad_above(1), minimum=0, maximum=1, decimals=0, width=8),
+            thresholds=bad_above(1),
+            minimum=0,
+            maximum=1,
+            decimals=0,
+            width=8,
+        ),
         Panel(
-            "Time since the last test", "timeseries",
+            "Time since the last test",
+            "timeseries",
             [Target(f"time() - {_signal('ragmon_drift_last_test_timestamp_seconds')}", SERIES)],
             description="Tests run on a schedule once the reference window is full; a growing age means none ran.",
-            unit="s", width=8),
+            unit="s",
+            width=8,
+        ),
         Panel(
-            "Window sizes", "timeseries",
-            [Target(f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})",
-                    "{{window}} " + SERIES)],
+            "Window sizes",
+            "timeseries",
+            [
+                Target(
+                    f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})",
+                    "{{window}} " + SERIES,
+                )
+            ],
             description="Queries in the reference and current windows of each signal.",
-            decimals=0, width=8),
+            decimals=0,
+            width=8,
+        ),
     ]
 
 
 def _inputs() -> list[Panel]:
     return [
         Panel(
-            "Embeddings by outcome", "timeseries",
-            [Target(per_second("ragmon_drift_embeddings_total", "signal, outcome", TENANT), "{{signal}} {{outcome}}")],
-            unit="reqps", stacked=True, width=8),
+            "Embeddings by outcome",
+            "timeseries",
+            [
+                Target(
+                    per_second("ragmon_drift_embeddings_total", "signal, outcome", TENANT),
+                    "{{signal}} {{outcome}}",
+                )
+            ],
+            unit="reqps",
+            stacked=True,
+            width=8,
+        ),
         Panel(
-            "Queries left out, by reason", "timeseries",
-            [Target(zero_when_absent(per_second("ragmon_drift_queries_skipped_total", "reason", TENANT), "reason"),
-                    "{{reason}}")],
-            unit="reqps", stacked=True, width=8),
+            "Queries left out, by reason",
+            "timeseries",
+            [
+                Target(
+                    zero_when_absent(
+                        per_second("ragmon_drift_queries_skipped_total", "reason", TENANT), "reason"
+                    ),
+                    "{{reason}}",
+                )
+            ],
+            unit="reqps",
+            stacked=True,
+            width=8,
+        ),
         Panel(
-            "Embedding model resets", "timeseries",
-            [Target(zero_when_absent(per_second("ragmon_drift_model_resets_total", "signal, from_model, to_model", TENANT,
-                                                fn="increase"), "signal"),
-                    "{{signal}}: {{from_model}} → {{to_model}}")],
+            "Embedding model resets",
+            "timeseries",
+            [
+                Target(
+                    zero_when_absent(
+                        per_second(
+                            "ragmon_drift_model_resets_total",
+                            "signal, from_model, to_model",
+                            TENANT,
+                            fn="increase",
+                        ),
+                        "signal",
+                    ),
+                    "{{signal}}: {{from_model}} → {{to_model}}",
+                )
+            ],
             description="A new embedding model or dimension starts a new reference: reported, never compared.",
-            decimals=0, width=8),
+            decimals=0,
+            width=8,
+        ),
         Panel(
-            "Test duration p95", "timeseries",
-            [Target(quantile(0.95, "ragmon_drift_test_duration_seconds", "tenant, signal", TENANT), "{{tenant}} {{signal}}")],
-            unit="s", width=8),
+            "Test duration p95",
+            "timeseries",
+            [
+                Target(
+                    quantile(0.95, "ragmon_drift_test_duration_seconds", "tenant, signal", TENANT),
+                    "{{tenant}} {{signal}}",
+                )
+            ],
+            unit="s",
+            width=8,
+        ),
         Panel(
-            "Encoder batch duration p95", "timeseries",
+            "Encoder batch duration p95",
+            "timeseries",
             [Target(quantile(0.95, "ragmon_drift_encoder_batch_duration_seconds", ""), "p95")],
-            unit="s", width=8),
+            unit="s",
+            width=8,
+        ),
         Panel(
-            "Tests run, and tests left to the lease holder", "timeseries",
-            [Target(per_second("ragmon_drift_tests_total", "tenant, signal", TENANT, fn="increase"), "run {{tenant}} {{signal}}"),
-             Target(zero_when_absent(per_second("ragmon_drift_lease_busy_total", "tenant, signal", TENANT, fn="increase"),
-                                     "signal"), "lease busy {{tenant}} {{signal}}")],
+            "Tests run, and tests left to the lease holder",
+            "timeseries",
+            [
+                Target(
+                    per_second("ragmon_drift_tests_total", "tenant, signal", TENANT, fn="increase"),
+                    "run {{tenant}} {{signal}}",
+                ),
+                Target(
+                    zero_when_absent(
+                        per_second("ragmon_drift_lease_busy_total", "tenant, signal", TENANT, fn="increase"),
+                        "signal",
+                    ),
+                    "lease busy {{tenant}} {{signal}}",
+                ),
+            ],
             description="Replicas share each signal's test through a Redis lease: one runs it, the others skip.",
-            decimals=0, width=8),
+            decimals=0,
+            width=8,
+        ),
         Panel(
-            "Scheduled work skipped on Redis errors", "timeseries",
-            [Target(zero_when_absent(per_second("ragmon_drift_tick_errors_total", "error", "", fn="increase"), "error"),
-                    "{{error}}")],
-            decimals=0, thresholds=bad_above(1), width=8),
+            "Scheduled work skipped on Redis errors",
+            "timeseries",
+            [
+                Target(
+                    zero_when_absent(
+                        per_second("ragmon_drift_tick_errors_total", "error", "", fn="increase"), "error"
+                    ),
+                    "{{error}}",
+                )
+            ],
+            decimals=0,
+            thresholds=bad_above(1),
+            width=8,
+        ),
         Panel(
-            "Pinned encoder up", "stat",
+            "Pinned encoder up",
+            "stat",
             [Target("min(ragmon_drift_encoder_up)", "ready")],
-            thresholds=bad_below(1), mappings=(("0", "not loaded", "red"), ("1", "ready", "green")), width=8),
+            thresholds=bad_below(1),
+            mappings=(("0", "not loaded", "red"), ("1", "ready", "green")),
+            width=8,
+        ),
     ]
 
 
 def build(limits: Limits) -> Board:
     return Board(
-        UID, "ragmon / Drift",
+        UID,
+        "ragmon / Drift",
         "Whether what users ask moved away from the reference window: MMD² with a permutation test, per tenant, "
         "signal (pinned encoder or the app's embedding), intent and embedding model. Drift has no variant.",
         [Row("Drift tests", _tests(limits)), Row("Inputs and cost of the tests", _inputs())],

@@ -16,35 +16,66 @@ SERIES = "{{tenant}} / {{variant}}"
 
 def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
     fai, exc, reg = g.faithfulness, g.false_exclusion, g.regeneration
-    distance = (f"abs({sel('ragmon:regeneration:rate', TV)} - {sel('ragmon:regeneration:baseline_rate', TV)})"
-                f" / {sel('ragmon:regeneration:band_half_width', TV)}")
+    distance = (
+        f"abs({sel('ragmon:regeneration:rate', TV)} - {sel('ragmon:regeneration:baseline_rate', TV)})"
+        f" / {sel('ragmon:regeneration:band_half_width', TV)}"
+    )
     return [
         Panel(
-            f"Faithfulness: mean HHEM score ({fai.window})", "stat",
+            f"Faithfulness: mean HHEM score ({fai.window})",
+            "stat",
             [Target(sel("ragmon:faithfulness_score:mean", TV), SERIES)],
             description=f"Pages below {fai.min_mean_score} with at least {fai.min_samples} scored answers "
-                        "(default floor; tenants may override it).",
-            thresholds=bad_below(fai.min_mean_score), minimum=0, maximum=1, decimals=2, width=6, height=6),
+            "(default floor; tenants may override it).",
+            thresholds=bad_below(fai.min_mean_score),
+            minimum=0,
+            maximum=1,
+            decimals=2,
+            width=6,
+            height=6,
+        ),
         Panel(
-            f"False exclusion rate ({exc.window})", "stat",
+            f"False exclusion rate ({exc.window})",
+            "stat",
             [Target(sel("ragmon:false_exclusion:rate", TV), SERIES)],
             description="Queries whose entitled gold was all removed by relevance filters, over queries with "
-                        f"eligible gold (alert above {exc.max_rate:.0%} with at least {exc.min_eligible} "
-                        "eligible). No data means no evidence, not 0%.",
-            unit="percentunit", thresholds=bad_above(exc.max_rate), minimum=0, maximum=1,
-            no_value="no evidence", width=6, height=6),
+            f"eligible gold (alert above {exc.max_rate:.0%} with at least {exc.min_eligible} "
+            "eligible). No data means no evidence, not 0%.",
+            unit="percentunit",
+            thresholds=bad_above(exc.max_rate),
+            minimum=0,
+            maximum=1,
+            no_value="no evidence",
+            width=6,
+            height=6,
+        ),
         Panel(
-            "Regeneration: distance from baseline, in band widths", "stat",
+            "Regeneration: distance from baseline, in band widths",
+            "stat",
             [Target(distance, SERIES)],
             description=f"|rate − baseline| / ({reg.sigmas:g}·√(p̄(1−p̄)/n)): 1 is the edge of the control band. "
-                        f"Needs a baseline ({reg.baseline_window} ending {reg.baseline_offset} ago).",
-            thresholds=bad_above(1), decimals=2, no_value="no baseline", width=6, height=6),
+            f"Needs a baseline ({reg.baseline_window} ending {reg.baseline_offset} ago).",
+            thresholds=bad_above(1),
+            decimals=2,
+            no_value="no baseline",
+            width=6,
+            height=6,
+        ),
         Panel(
-            "Query drift detected", "stat",
-            [Target(f"max by (tenant, signal) ({sel('ragmon_drift_detected', TENANT)})",
-                    "{{tenant}} / {{signal}}")],
+            "Query drift detected",
+            "stat",
+            [
+                Target(
+                    f"max by (tenant, signal) ({sel('ragmon_drift_detected', TENANT)})",
+                    "{{tenant}} / {{signal}}",
+                )
+            ],
             description="1 when the last MMD² permutation test rejected 'same distribution' at the configured alpha.",
-            thresholds=bad_above(1), mappings=(("0", "stable", "green"), ("1", "drift", "red")), width=6, height=6),
+            thresholds=bad_above(1),
+            mappings=(("0", "stable", "green"), ("1", "drift", "red")),
+            width=6,
+            height=6,
+        ),
     ]
 
 
@@ -53,44 +84,84 @@ def _service(g: GuardrailsConfig) -> list[Panel]:
     total_slo = lat.slo_seconds.get("total", max(lat.slo_seconds.values()))
     return [
         Panel(
-            f"p{round(lat.quantile * 100)} total latency ({lat.window})", "stat",
+            f"p{round(lat.quantile * 100)} total latency ({lat.window})",
+            "stat",
             [Target(sel("ragmon:rag_stage_duration_seconds:quantile", TV, 'stage="total"'), SERIES)],
             description="End-to-end latency against its SLO; the Latency and cost dashboard has every stage.",
-            unit="s", thresholds=bad_above(total_slo), width=6, height=6),
+            unit="s",
+            thresholds=bad_above(total_slo),
+            width=6,
+            height=6,
+        ),
         Panel(
-            f"Cost per query ({cost.window} mean)", "stat",
+            f"Cost per query ({cost.window} mean)",
+            "stat",
             [Target(sel("ragmon:rag_cost_per_query_usd:mean", TV), SERIES)],
             description=f"Mean cost per query against the budget (${cost.max_mean_usd} by default).",
-            unit="currencyUSD", thresholds=bad_above(cost.max_mean_usd), decimals=4, width=6, height=6),
+            unit="currencyUSD",
+            thresholds=bad_above(cost.max_mean_usd),
+            decimals=4,
+            width=6,
+            height=6,
+        ),
         Panel(
-            "Entitlement leaks (dashboard range)", "stat",
-            [Target(per_second("ragmon_exclusion_leaks_total", "tenant", TENANT, fn="increase", window=RANGE_WINDOW),
-                    "{{tenant}}")],
+            "Entitlement leaks (dashboard range)",
+            "stat",
+            [
+                Target(
+                    per_second(
+                        "ragmon_exclusion_leaks_total", "tenant", TENANT, fn="increase", window=RANGE_WINDOW
+                    ),
+                    "{{tenant}}",
+                )
+            ],
             description="Documents outside the tenant's entitlement that reached retrieval: a security event, "
-                        "paged on the first one.",
-            thresholds=bad_above(1), decimals=0, width=6, height=6),
+            "paged on the first one.",
+            thresholds=bad_above(1),
+            decimals=0,
+            width=6,
+            height=6,
+        ),
         Panel(
-            "Alerts firing", "stat",
+            "Alerts firing",
+            "stat",
             [Target(f"count({sel('ALERTS', ALERT_SCOPE, FIRING)}) or vector(0)", "firing")],
             description="Alerts of the selected tenants and variants, plus the pipeline's own.",
-            thresholds=bad_above(1), decimals=0, width=6, height=6),
+            thresholds=bad_above(1),
+            decimals=0,
+            width=6,
+            height=6,
+        ),
     ]
 
 
 def build(limits: Limits) -> Board:
     alerts = Panel(
-        "Active alerts", "table",
-        [Target("max by (alertname, alertstate, severity, category, guardrail, tenant, variant) "
-                f"({sel('ALERTS', ALERT_SCOPE)})", instant=True)],
+        "Active alerts",
+        "table",
+        [
+            Target(
+                "max by (alertname, alertstate, severity, category, guardrail, tenant, variant) "
+                f"({sel('ALERTS', ALERT_SCOPE)})",
+                instant=True,
+            )
+        ],
         description="Pending and firing alerts. Each alert's triage annotation says whether a release of "
-                    "its tenant went out shortly before it (a regression) or not (drift).",
-        hidden_columns=("Time", "Value"), width=24, height=8)
+        "its tenant went out shortly before it (a regression) or not (drift).",
+        hidden_columns=("Time", "Value"),
+        width=24,
+        height=8,
+    )
     g = limits.guardrails
     return Board(
-        UID, "ragmon / Guardrails overview",
+        UID,
+        "ragmon / Guardrails overview",
         "The five guardrails, drift and entitlement leaks, each coloured by its alert threshold, and the "
         "alerts pending or firing now.",
-        [Row("Answer quality", _answer_quality(g)), Row("Latency, cost and security", _service(g)),
-         Row("Alerts", [alerts])],
+        [
+            Row("Answer quality", _answer_quality(g)),
+            Row("Latency, cost and security", _service(g)),
+            Row("Alerts", [alerts]),
+        ],
         tags=("guardrails",),
     )

@@ -15,56 +15,127 @@ def _faithfulness(limits: Limits) -> list[Panel]:
     f = limits.guardrails.faithfulness
     return [
         Panel(
-            f"Mean HHEM score ({f.window}, floor {f.min_mean_score:g})", "timeseries",
+            f"Mean HHEM score ({f.window}, floor {f.min_mean_score:g})",
+            "timeseries",
             [Target(sel("ragmon:faithfulness_score:mean", TV), SERIES)],
             description=f"P(consistent) of answers given their context, averaged over {f.window} (recording rule). "
-                        f"Pages below the floor with at least {f.min_samples} scored answers.",
-            thresholds=bad_below(f.min_mean_score), minimum=0, maximum=1, decimals=2, width=12),
+            f"Pages below the floor with at least {f.min_samples} scored answers.",
+            thresholds=bad_below(f.min_mean_score),
+            minimum=0,
+            maximum=1,
+            decimals=2,
+            width=12,
+        ),
         Panel(
-            "Score quantiles (live)", "timeseries",
-            [Target(quantile(q, "ragmon_faithfulness_score_ratio", "", TV), f"p{round(q * 100)}") for q in (0.1, 0.5, 0.9)],
+            "Score quantiles (live)",
+            "timeseries",
+            [
+                Target(quantile(q, "ragmon_faithfulness_score_ratio", "", TV), f"p{round(q * 100)}")
+                for q in (0.1, 0.5, 0.9)
+            ],
             description="A falling p10 shows a minority of unfaithful answers before the mean moves.",
-            minimum=0, maximum=1, decimals=2, width=12),
+            minimum=0,
+            maximum=1,
+            decimals=2,
+            width=12,
+        ),
     ]
 
 
 def _faithfulness_coverage() -> list[Panel]:
     return [
         Panel(
-            "Coverage: scored / eligible", "timeseries",
-            [Target(ratio(per_second("ragmon_faithfulness_scored_total", TVS, TV), per_second("ragmon_faithfulness_eligible_total", TVS, TV)),
-                    SERIES)],
+            "Coverage: scored / eligible",
+            "timeseries",
+            [
+                Target(
+                    ratio(
+                        per_second("ragmon_faithfulness_scored_total", TVS, TV),
+                        per_second("ragmon_faithfulness_eligible_total", TVS, TV),
+                    ),
+                    SERIES,
+                )
+            ],
             description="Share of answers with claims that were scored; the rest is in 'skipped by reason'.",
-            unit="percentunit", minimum=0, maximum=1, width=8),
+            unit="percentunit",
+            minimum=0,
+            maximum=1,
+            width=8,
+        ),
         Panel(
-            "Skipped by reason", "timeseries",
-            [Target(zero_when_absent(per_second("ragmon_faithfulness_skipped_total", "reason", TV), "reason"), "{{reason}}")],
+            "Skipped by reason",
+            "timeseries",
+            [
+                Target(
+                    zero_when_absent(per_second("ragmon_faithfulness_skipped_total", "reason", TV), "reason"),
+                    "{{reason}}",
+                )
+            ],
             description="sampled_out (the configured sample), over_budget (scorer saturated), no_context, "
-                        "hypothesis_too_long.",
-            unit="reqps", stacked=True, width=8),
+            "hypothesis_too_long.",
+            unit="reqps",
+            stacked=True,
+            width=8,
+        ),
         Panel(
-            "No-claims answers (refused, empty)", "timeseries",
-            [Target(ratio(zero_when_absent(per_second("ragmon_faithfulness_no_claims_total", "reason", TV), "reason"),
-                          per_second("ragmon_faithfulness_traces_total", "", TV), per=""), "{{reason}}")],
+            "No-claims answers (refused, empty)",
+            "timeseries",
+            [
+                Target(
+                    ratio(
+                        zero_when_absent(
+                            per_second("ragmon_faithfulness_no_claims_total", "reason", TV), "reason"
+                        ),
+                        per_second("ragmon_faithfulness_traces_total", "", TV),
+                        per="",
+                    ),
+                    "{{reason}}",
+                )
+            ],
             description="Refusals and empty answers are counted, never scored as faithful. Share of traces.",
-            unit="percentunit", minimum=0, width=8),
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
     ]
 
 
 def _faithfulness_detail() -> list[Panel]:
     return [
         Panel(
-            "Scored answers below the per-answer threshold", "timeseries",
-            [Target(share(per_second("ragmon_faithfulness_below_threshold_total", TVS, TV), per_second("ragmon_faithfulness_scored_total", TVS, TV)),
-                    SERIES)],
+            "Scored answers below the per-answer threshold",
+            "timeseries",
+            [
+                Target(
+                    share(
+                        per_second("ragmon_faithfulness_below_threshold_total", TVS, TV),
+                        per_second("ragmon_faithfulness_scored_total", TVS, TV),
+                    ),
+                    SERIES,
+                )
+            ],
             description="Against each tenant's configured per-answer threshold (ragmon_faithfulness_threshold_ratio).",
-            unit="percentunit", minimum=0, width=12),
+            unit="percentunit",
+            minimum=0,
+            width=12,
+        ),
         Panel(
-            "Premises truncated to the token budget", "timeseries",
-            [Target(share(per_second("ragmon_faithfulness_truncated_total", TVS, TV), per_second("ragmon_faithfulness_scored_total", TVS, TV)),
-                    SERIES)],
+            "Premises truncated to the token budget",
+            "timeseries",
+            [
+                Target(
+                    share(
+                        per_second("ragmon_faithfulness_truncated_total", TVS, TV),
+                        per_second("ragmon_faithfulness_scored_total", TVS, TV),
+                    ),
+                    SERIES,
+                )
+            ],
             description="A truncated premise can make a faithful answer look unsupported.",
-            unit="percentunit", minimum=0, width=12),
+            unit="percentunit",
+            minimum=0,
+            width=12,
+        ),
     ]
 
 
@@ -72,61 +143,129 @@ def _exclusion(limits: Limits) -> list[Panel]:
     x = limits.guardrails.false_exclusion
     return [
         Panel(
-            f"False exclusion rate ({x.window}, limit {x.max_rate:.0%})", "timeseries",
+            f"False exclusion rate ({x.window}, limit {x.max_rate:.0%})",
+            "timeseries",
             [Target(sel("ragmon:false_exclusion:rate", TV), SERIES)],
             description="Queries with eligible gold that lost all of it to relevance filters / queries with "
-                        "eligible gold (recording rule). An empty window is no data, never 0%.",
-            unit="percentunit", thresholds=bad_above(x.max_rate), minimum=0, width=12),
+            "eligible gold (recording rule). An empty window is no data, never 0%.",
+            unit="percentunit",
+            thresholds=bad_above(x.max_rate),
+            minimum=0,
+            width=12,
+        ),
         Panel(
-            f"Queries with eligible gold ({x.window}, min {x.min_eligible})", "timeseries",
+            f"Queries with eligible gold ({x.window}, min {x.min_eligible})",
+            "timeseries",
             [Target(sel("ragmon:false_exclusion:eligible", TV), SERIES)],
             description="The rate's denominator. Below the minimum the alert stays quiet: too little evidence.",
-            thresholds=bad_below(x.min_eligible), decimals=0, width=12),
+            thresholds=bad_below(x.min_eligible),
+            decimals=0,
+            width=12,
+        ),
         Panel(
-            "Exclusion attribution by predicate (field / op)", "timeseries",
-            [Target(zero_when_absent(per_second("ragmon_exclusion_predicate_exclusions_total", "field, op", TV), "field"),
-                    "{{field}} {{op}}")],
+            "Exclusion attribution by predicate (field / op)",
+            "timeseries",
+            [
+                Target(
+                    zero_when_absent(
+                        per_second("ragmon_exclusion_predicate_exclusions_total", "field, op", TV), "field"
+                    ),
+                    "{{field}} {{op}}",
+                )
+            ],
             description="Excluded gold documents by the relevance predicate they fail: which filter to look at.",
-            unit="short", stacked=True, width=12),
+            unit="short",
+            stacked=True,
+            width=12,
+        ),
         Panel(
-            "Excluded gold by predicate (dashboard range)", "bargauge",
-            [Target(zero_when_absent(per_second("ragmon_exclusion_predicate_exclusions_total", "field, op", TV, fn="increase",
-                                                window="$__range"), "field"), "{{field}} {{op}}")],
-            decimals=0, width=12),
+            "Excluded gold by predicate (dashboard range)",
+            "bargauge",
+            [
+                Target(
+                    zero_when_absent(
+                        per_second(
+                            "ragmon_exclusion_predicate_exclusions_total",
+                            "field, op",
+                            TV,
+                            fn="increase",
+                            window="$__range",
+                        ),
+                        "field",
+                    ),
+                    "{{field}} {{op}}",
+                )
+            ],
+            decimals=0,
+            width=12,
+        ),
     ]
 
 
 def _exclusion_evidence() -> list[Panel]:
     return [
         Panel(
-            "Excluded share of eligible gold documents", "timeseries",
-            [Target(ratio(per_second("ragmon_exclusion_excluded_gold_documents_total", TVS, TV),
-                          per_second("ragmon_exclusion_eligible_gold_documents_total", TVS, TV)), SERIES)],
+            "Excluded share of eligible gold documents",
+            "timeseries",
+            [
+                Target(
+                    ratio(
+                        per_second("ragmon_exclusion_excluded_gold_documents_total", TVS, TV),
+                        per_second("ragmon_exclusion_eligible_gold_documents_total", TVS, TV),
+                    ),
+                    SERIES,
+                )
+            ],
             description="Per document rather than per query: partial losses show here first.",
-            unit="percentunit", minimum=0, width=8),
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
         Panel(
-            "Exclusion samples by evidence source", "timeseries",
+            "Exclusion samples by evidence source",
+            "timeseries",
             [Target(per_second("ragmon_exclusion_samples_total", "source", TV), "{{source}}")],
             description="`labels`: gold ids from the app or reviewers; `proxy`: candidates above the relevance "
-                        "threshold.",
-            unit="reqps", stacked=True, width=8),
+            "threshold.",
+            unit="reqps",
+            stacked=True,
+            width=8,
+        ),
         Panel(
-            "Entitlement leaks and unverifiable documents", "timeseries",
-            [Target(per_second("ragmon_exclusion_leaks_total", "kind", TENANT, fn="increase"), "leak {{kind}}"),
-             Target(zero_when_absent(per_second("ragmon_exclusion_unverified_documents_total", "kind", TENANT, fn="increase"),
-                                     "kind"), "unverified {{kind}}")],
+            "Entitlement leaks and unverifiable documents",
+            "timeseries",
+            [
+                Target(
+                    per_second("ragmon_exclusion_leaks_total", "kind", TENANT, fn="increase"), "leak {{kind}}"
+                ),
+                Target(
+                    zero_when_absent(
+                        per_second(
+                            "ragmon_exclusion_unverified_documents_total", "kind", TENANT, fn="increase"
+                        ),
+                        "kind",
+                    ),
+                    "unverified {{kind}}",
+                ),
+            ],
             description="A leak is a security event (paged on the first). Unverified: metadata lacked an "
-                        "entitlement field, so no check was possible.",
-            thresholds=bad_above(1), decimals=0, width=8),
+            "entitlement field, so no check was possible.",
+            thresholds=bad_above(1),
+            decimals=0,
+            width=8,
+        ),
     ]
 
 
 def build(limits: Limits) -> Board:
     return Board(
-        UID, "ragmon / Quality",
+        UID,
+        "ragmon / Quality",
         "Faithfulness of answers to their context (HHEM-2.1-Open) with its coverage, and relevance filters that "
         "falsely exclude the right documents, with the predicate to blame.",
-        [Row("Faithfulness", [*_faithfulness(limits), *_faithfulness_coverage(), *_faithfulness_detail()]),
-         Row("Filter false exclusion", [*_exclusion(limits), *_exclusion_evidence()])],
+        [
+            Row("Faithfulness", [*_faithfulness(limits), *_faithfulness_coverage(), *_faithfulness_detail()]),
+            Row("Filter false exclusion", [*_exclusion(limits), *_exclusion_evidence()]),
+        ],
         tags=("quality",),
     )

@@ -73,24 +73,36 @@ def _require_keys(settings: ApiSettings) -> KeyStore:
     return KeyStore(entries)
 
 
-def build_state(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, client: aioredis.Redis) -> ApiState:
+def build_state(
+    settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, client: aioredis.Redis
+) -> ApiState:
     key = settings.pseudonym_key.get_secret_value().encode() if settings.pseudonym_key else None
     if key is None:
-        log.warning("RAGMON_PSEUDONYM_KEY is not set: this process hashes session and user ids with a random key "
-                    "of its own, so their pseudonyms differ between API processes and restarts")
+        log.warning(
+            "RAGMON_PSEUDONYM_KEY is not set: this process hashes session and user ids with a random key "
+            "of its own, so their pseudonyms differ between API processes and restarts"
+        )
     pseudonyms = Pseudonymizer(key)
     redactor = Redactor(settings.redaction.kinds, pseudonyms) if settings.redaction.enabled else None
     state = ApiState(
         settings=settings,
         keys=keys,
         metrics=metrics,
-        producer=EventProducer(settings, compression=settings.kafka_compression,
-                               idempotence=settings.kafka_idempotence,
-                               delivery_timeout_s=max(1.0, settings.produce_timeout_s - 1)),
+        producer=EventProducer(
+            settings,
+            compression=settings.kafka_compression,
+            idempotence=settings.kafka_idempotence,
+            delivery_timeout_s=max(1.0, settings.produce_timeout_s - 1),
+        ),
         redis=client,
         limiter=RateLimiter(client),
-        preparer=BatchPreparer(settings.topics, redactor, settings.max_event_age_s, settings.max_clock_skew_s,
-                               settings.max_events_per_batch),
+        preparer=BatchPreparer(
+            settings.topics,
+            redactor,
+            settings.max_event_age_s,
+            settings.max_clock_skew_s,
+            settings.max_events_per_batch,
+        ),
         span_preparer=SpanPreparer(settings.topics, redactor, settings.otlp_max_attribute_chars, pseudonyms),
     )
     state.review = build_review(settings, state.keys, metrics, state.producer, redactor, client)
@@ -102,7 +114,9 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
     prometheus_client.disable_created_metrics()  # also in processes uvicorn spawns for --workers
     setup_tracing("ragmon-api")
     keys = _require_keys(settings)  # fails at start, before any port is bound
-    review_secret(settings)  # likewise: the review page is on (a database) but nothing would sign its sessions
+    review_secret(
+        settings
+    )  # likewise: the review page is on (a database) but nothing would sign its sessions
     metrics = ApiMetrics(registry or CollectorRegistry())
 
     @contextlib.asynccontextmanager
@@ -116,7 +130,8 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             app.state.metrics_port = scrape.port
         await asyncio.to_thread(state.producer.start)
         supervisor = asyncio.create_task(
-            supervise(state.producer, report=lambda up: metrics.broker_up.set(1 if up else 0)))
+            supervise(state.producer, report=lambda up: metrics.broker_up.set(1 if up else 0))
+        )
         if state.review is not None:
             await state.review.start()
         tune_gc()

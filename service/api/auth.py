@@ -52,8 +52,10 @@ def authorize_labels(events: list[Any], principal: Principal) -> dict[int, str]:
         if not isinstance(ev, dict) or ev.get("type") != "label":
             continue
         if LABEL_SCOPE not in principal.scopes:
-            refused[i] = (f"events[{i}].type: a label event needs a key with the '{LABEL_SCOPE}' scope; this key "
-                          f"of tenant '{principal.tenant}' has {sorted(principal.scopes)} (label_scope)")
+            refused[i] = (
+                f"events[{i}].type: a label event needs a key with the '{LABEL_SCOPE}' scope; this key "
+                f"of tenant '{principal.tenant}' has {sorted(principal.scopes)} (label_scope)"
+            )
         elif isinstance(ev.get("body"), dict):
             ev["body"]["reviewer"] = reviewer
     return refused
@@ -106,8 +108,14 @@ class KeyStore:
             raise AuthError(401, "API key not recognised")
         if scope not in found.scopes:
             raise AuthError(403, f"API key of tenant '{found.tenant}' lacks the '{scope}' scope")
-        return Principal(found.tenant, frozenset(found.scopes), found.rate_limit_eps, found.burst,
-                         self.name_of(found), found.key_sha256[:16])
+        return Principal(
+            found.tenant,
+            frozenset(found.scopes),
+            found.rate_limit_eps,
+            found.burst,
+            self.name_of(found),
+            found.key_sha256[:16],
+        )
 
     @staticmethod
     def name_of(entry: ApiKeyEntry) -> str:

@@ -84,8 +84,12 @@ GRACEFUL_SHUTDOWN_S = 10
 
 def server_options(settings: ApiSettings) -> dict[str, Any]:
     """uvicorn.Config keywords of the API's connection limits (also used by `--workers N` children)."""
-    return {"http": protocol_for(settings), "limit_concurrency": settings.limit_concurrency,
-            "timeout_keep_alive": settings.keep_alive_timeout_s, "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S}
+    return {
+        "http": protocol_for(settings),
+        "limit_concurrency": settings.limit_concurrency,
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+    }
 
 
 def config(app: Any, settings: ApiSettings, **kwargs: Any) -> uvicorn.Config:

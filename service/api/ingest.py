@@ -52,7 +52,9 @@ from service.contracts.topics import Topics, record_key
 class IngestError(Exception):
     """A whole-request refusal: status plus a message naming the field and the rule."""
 
-    def __init__(self, status: int, message: str, *, field: str | None = None, rule: str | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, *, field: str | None = None, rule: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -74,15 +76,21 @@ def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
     if enc in ("identity", ""):
         return raw
     if enc != "gzip":
-        raise IngestError(415, f"Content-Encoding '{enc}' is not supported; send gzip or no encoding",
-                          field="Content-Encoding", rule="gzip_or_identity")
+        raise IngestError(
+            415,
+            f"Content-Encoding '{enc}' is not supported; send gzip or no encoding",
+            field="Content-Encoding",
+            rule="gzip_or_identity",
+        )
     inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
     try:
         out = inflater.decompress(raw, limit + 1)
     except zlib.error as exc:
         raise IngestError(400, f"body is not valid gzip: {exc}", field="body", rule="gzip") from exc
     if len(out) > limit or inflater.unconsumed_tail:
-        raise IngestError(413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes")
+        raise IngestError(
+            413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes"
+        )
     if not inflater.eof:
         raise IngestError(400, "gzip body is truncated", field="body", rule="gzip")
     return out
@@ -99,11 +107,19 @@ def check_shape(data: bytes, max_events: int) -> None:
     millions of `{}` or nested arrays is refused in milliseconds instead of built)."""
     shape = wire.json_shape(data, (2,))
     if shape.max_depth > L.MAX_JSON_DEPTH:
-        raise IngestError(400, f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
-                          field="body", rule="max_json_depth")
+        raise IngestError(
+            400,
+            f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
+            field="body",
+            rule="max_json_depth",
+        )
     if shape.items[2] > max_events:
-        raise IngestError(413, f"{shape.items[2]} events in one batch; at most {max_events}",
-                          field="events", rule="max_length")
+        raise IngestError(
+            413,
+            f"{shape.items[2]} events in one batch; at most {max_events}",
+            field="events",
+            rule="max_length",
+        )
 
 
 def parse_envelope(data: bytes, max_events: int) -> list[Any]:
@@ -119,19 +135,28 @@ def parse_envelope(data: bytes, max_events: int) -> list[Any]:
         except (ValueError, RecursionError, TypeError):
             raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
     if not isinstance(doc, dict):
-        raise IngestError(400, "body must be a JSON object with an 'events' list", field="body", rule="object")
+        raise IngestError(
+            400, "body must be a JSON object with an 'events' list", field="body", rule="object"
+        )
     extra = sorted(set(doc) - {"events"})
     if extra:
-        raise IngestError(400, f"unknown top-level field '{extra[0]}'; only 'events' is allowed",
-                          field=extra[0], rule="extra_forbidden")
+        raise IngestError(
+            400,
+            f"unknown top-level field '{extra[0]}'; only 'events' is allowed",
+            field=extra[0],
+            rule="extra_forbidden",
+        )
     events = doc.get("events")
     if not isinstance(events, list):
         raise IngestError(400, "'events' must be a list of events", field="events", rule="list")
     if not events:
-        raise IngestError(400, "'events' is empty; send at least one event", field="events", rule="min_length")
+        raise IngestError(
+            400, "'events' is empty; send at least one event", field="events", rule="min_length"
+        )
     if len(events) > max_events:
-        raise IngestError(413, f"{len(events)} events in one batch; at most {max_events}",
-                          field="events", rule="max_length")
+        raise IngestError(
+            413, f"{len(events)} events in one batch; at most {max_events}", field="events", rule="max_length"
+        )
     return events
 
 
@@ -145,9 +170,12 @@ def check_tenant_fields(events: list[Any], tenant: str) -> None:
                 named = holder["tenant"]
                 if named != tenant:
                     raise IngestError(
-                        403, f"events[{i}]{where}.tenant names tenant {named!r} but the API key belongs to "
-                        f"{tenant!r}; the tenant is taken from the key", field=f"events[{i}]{where}.tenant",
-                        rule="tenant_from_key")
+                        403,
+                        f"events[{i}]{where}.tenant names tenant {named!r} but the API key belongs to "
+                        f"{tenant!r}; the tenant is taken from the key",
+                        field=f"events[{i}]{where}.tenant",
+                        rule="tenant_from_key",
+                    )
                 del holder["tenant"]
 
 
@@ -195,8 +223,15 @@ def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, A
     if len(raw) != 4:
         return None
     etype, event_id, ts, body = raw.get("type"), raw.get("id"), raw.get("timestamp"), raw.get("body")
-    if (type(etype) is not str or etype not in BODY_MODELS or type(event_id) is not str or type(ts) is not str
-            or type(body) is not dict or not _CANONICAL_UUID.match(event_id) or not _RFC3339.match(ts)):
+    if (
+        type(etype) is not str
+        or etype not in BODY_MODELS
+        or type(event_id) is not str
+        or type(ts) is not str
+        or type(body) is not dict
+        or not _CANONICAL_UUID.match(event_id)
+        or not _RFC3339.match(ts)
+    ):
         return None
     try:
         when = datetime.fromisoformat(ts)
@@ -206,10 +241,14 @@ def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, A
 
 
 # CANONICAL_UUID for ids joined by line breaks; RFC3339 in parts (ASCII digits only: stricter).
-_CANONICAL_UUIDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-                              r"(?:\n[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*")
-_TIMESTAMP_PARTS = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?"
-                              r"(Z|[+-][0-9]{2}:[0-9]{2})\Z")
+_CANONICAL_UUIDS = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"(?:\n[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*"
+)
+_TIMESTAMP_PARTS = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})\Z"
+)
 
 
 def canonical_timestamp(text: str) -> str | None:
@@ -257,12 +296,16 @@ def redact_metadata(holder: Any, redactor: Redactor, counts: Counter[str], tenan
                 metadata[key] = redact_value(value, redactor, counts, tenant)
 
 
-def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str],
-                tenant: str) -> None:
+def redact_body(
+    event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str], tenant: str
+) -> None:
     """Redact a validated body in place: its free texts, metadata and predicate values, session id.
     _redacted (the plain path) changes the same fields in the same way."""
     if event_type == "trace":
-        for holder, limit in ((body.get("query"), L.MAX_QUERY_CHARS), (body.get("answer"), L.MAX_ANSWER_CHARS)):
+        for holder, limit in (
+            (body.get("query"), L.MAX_QUERY_CHARS),
+            (body.get("answer"), L.MAX_ANSWER_CHARS),
+        ):
             if isinstance(holder, dict) and isinstance(holder.get("text"), str):
                 holder["text"] = _capped(redactor.redact(holder["text"], counts), limit)
         retrieval = body.get("retrieval") or {}
@@ -272,7 +315,11 @@ def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, count
             redact_metadata(doc, redactor, counts, tenant)
         for side in ("entitlement", "relevance"):
             for predicate in (retrieval.get("filters") or {}).get(side) or []:
-                if isinstance(predicate, dict) and "value" in predicate and not identifier_key(predicate["field"]):
+                if (
+                    isinstance(predicate, dict)
+                    and "value" in predicate
+                    and not identifier_key(predicate["field"])
+                ):
                     predicate["value"] = redact_value(predicate["value"], redactor, counts, tenant)
         for candidate in (retrieval.get("exclusion_sample") or {}).get("candidates") or []:
             redact_metadata(candidate, redactor, counts, tenant)
@@ -285,8 +332,14 @@ def redact_body(event_type: str, body: dict[str, Any], redactor: Redactor, count
 
 
 class BatchPreparer:
-    def __init__(self, topics: Topics, redactor: Redactor | None, max_age_s: float, max_skew_s: float,
-                 max_events: int = 1000) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        redactor: Redactor | None,
+        max_age_s: float,
+        max_skew_s: float,
+        max_events: int = 1000,
+    ) -> None:
         self.topics = topics
         self._topic = {etype: topics.for_event(etype) for etype in BODY_MODELS}
         self.redactor = redactor
@@ -304,11 +357,15 @@ class BatchPreparer:
         None for any other body, which the full path (parse_envelope, prepare) then judges."""
         try:
             return self._plain_batch.decode(data).events
-        except (msgspec.DecodeError, RecursionError):  # ValidationError included; too deep: the full path says so
+        except (
+            msgspec.DecodeError,
+            RecursionError,
+        ):  # ValidationError included; too deep: the full path says so
             return None
 
-    def prepare_plain(self, events: list[PlainEnvelope], tenant: str, traceparent: bytes | None,
-                      now: datetime | None = None) -> PreparedBatch | None:
+    def prepare_plain(
+        self, events: list[PlainEnvelope], tenant: str, traceparent: bytes | None, now: datetime | None = None
+    ) -> PreparedBatch | None:
         """The batch when every event of it is accepted as written; None as soon as one is not
         (its body breaks the fast structs' rules, its timestamp is out of the window, its id repeats,
         or it names a tenant): the full path then judges every event and names what is wrong.
@@ -355,10 +412,24 @@ class BatchPreparer:
                 if dims.conflict(i, query.embedding_model, query.embedding) is not None:
                     return None
                 dims.accept(i, query.embedding_model, query.embedding)
-            raw = self._redacted(etype, body, env.body, counts, tenant) if self.redactor is not None else env.body
+            raw = (
+                self._redacted(etype, body, env.body, counts, tenant)
+                if self.redactor is not None
+                else env.body
+            )
             id_bytes = event_id.encode()
-            stored = b"".join((b'{"schema_version":1,"id":"', id_bytes, self._type_part[etype], tenant_part,
-                               timestamp.encode(), received_part, raw, b"}"))
+            stored = b"".join(
+                (
+                    b'{"schema_version":1,"id":"',
+                    id_bytes,
+                    self._type_part[etype],
+                    tenant_part,
+                    timestamp.encode(),
+                    received_part,
+                    raw,
+                    b"}",
+                )
+            )
             headers = [(T.H_EVENT_ID, id_bytes), self._type_header[etype], *shared_headers]
             key = (key_prefix + _key_part(etype, body)).encode()
             records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
@@ -380,8 +451,10 @@ class BatchPreparer:
                 changed.append((path, new))
 
         if etype == "trace":
-            for where, holder, limit in (("query", body.query, L.MAX_QUERY_CHARS),
-                                         ("answer", body.answer, L.MAX_ANSWER_CHARS)):
+            for where, holder, limit in (
+                ("query", body.query, L.MAX_QUERY_CHARS),
+                ("answer", body.answer, L.MAX_ANSWER_CHARS),
+            ):
                 text = _capped(redactor.redact(holder.text, counts), limit)
                 if text != holder.text:
                     changed.append(((where, "text"), text))
@@ -419,28 +492,43 @@ class BatchPreparer:
             holder[path[-1]] = new
         return orjson.dumps(doc)
 
-    def prepare(self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None) -> PreparedBatch:
+    def prepare(
+        self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None
+    ) -> PreparedBatch:
         now = now or datetime.now(UTC)
         received_at = now.isoformat()
         batch = PreparedBatch([], [])
         seen: dict[str, int] = {}
         dims = EmbeddingDimensions()
         for i, raw in enumerate(events):
-            result, record = self._prepare_one(i, raw, tenant, now, received_at, (seen, dims), batch.redactions,
-                                               traceparent)
+            result, record = self._prepare_one(
+                i, raw, tenant, now, received_at, (seen, dims), batch.redactions, traceparent
+            )
             batch.results.append(result)
             if record is not None:
                 batch.records.append(record)
         return batch
 
-    def _prepare_one(self, i: int, raw: Any, tenant: str, now: datetime, received_at: str,
-                     batch_state: tuple[dict[str, int], EmbeddingDimensions], redactions: Counter[str],
-                     traceparent: bytes | None) -> tuple[EventResult, OutgoingRecord | None]:
+    def _prepare_one(
+        self,
+        i: int,
+        raw: Any,
+        tenant: str,
+        now: datetime,
+        received_at: str,
+        batch_state: tuple[dict[str, int], EmbeddingDimensions],
+        redactions: Counter[str],
+        traceparent: bytes | None,
+    ) -> tuple[EventResult, OutgoingRecord | None]:
         seen, dims = batch_state
         etype = raw.get("type") if isinstance(raw, dict) else None
-        label = etype if isinstance(etype, str) and etype in BODY_MODELS else "unknown"  # [] or {} are unhashable
+        label = (
+            etype if isinstance(etype, str) and etype in BODY_MODELS else "unknown"
+        )  # [] or {} are unhashable
         if not isinstance(raw, dict):
-            return EventResult(i, None, label, "rejected", f"events[{i}]: must be an object (type)", "invalid"), None
+            return EventResult(
+                i, None, label, "rejected", f"events[{i}]: must be an object (type)", "invalid"
+            ), None
         plain = plain_envelope(raw)
         if plain is not None:
             etype, event_id, ts, body = plain
@@ -450,23 +538,35 @@ class BatchPreparer:
                 env = EventEnvelope.model_validate(raw)
             except ValidationError as exc:
                 reason = "unknown_type" if any(e["loc"] == ("type",) for e in exc.errors()) else "invalid"
-                return EventResult(i, raw_id, label, "rejected", describe_errors(f"events[{i}]", exc), reason), None
+                return EventResult(
+                    i, raw_id, label, "rejected", describe_errors(f"events[{i}]", exc), reason
+                ), None
             etype, event_id, ts, body = env.type, str(env.id), env.timestamp, env.body
         if not check_body(etype, body):  # the fast check; pydantic says why, or admits a coercion
             try:
                 BODY_MODELS[etype].model_validate(body)
             except ValidationError as exc:
-                return (EventResult(i, event_id, label, "rejected", describe_errors(f"events[{i}].body", exc),
-                                    "invalid"), None)
+                return (
+                    EventResult(
+                        i, event_id, label, "rejected", describe_errors(f"events[{i}].body", exc), "invalid"
+                    ),
+                    None,
+                )
         if ts < now - self.max_age or ts > now + self.max_skew:
-            msg = (f"events[{i}].timestamp: {ts.isoformat()} is outside the accepted window "
-                   f"[now - {self.max_age}, now + {self.max_skew}] (timestamp_window)")
+            msg = (
+                f"events[{i}].timestamp: {ts.isoformat()} is outside the accepted window "
+                f"[now - {self.max_age}, now + {self.max_skew}] (timestamp_window)"
+            )
             return EventResult(i, event_id, label, "rejected", msg, "timestamp_out_of_window"), None
         if event_id in seen:
             msg = f"events[{i}].id: duplicates events[{seen[event_id]}].id in this batch (unique_id)"
             return EventResult(i, event_id, label, "rejected", msg, "duplicate_id"), None
         query = body.get("query") if etype == "trace" else None
-        model, vector = (query.get("embedding_model"), query.get("embedding")) if isinstance(query, dict) else (None, None)
+        model, vector = (
+            (query.get("embedding_model"), query.get("embedding"))
+            if isinstance(query, dict)
+            else (None, None)
+        )
         conflict = dims.conflict(i, model, vector)
         if conflict is not None:
             return EventResult(i, event_id, label, "rejected", conflict, EMBEDDING_DIMS_RULE), None
@@ -474,12 +574,24 @@ class BatchPreparer:
         seen[event_id] = i
         if self.redactor is not None:
             redact_body(etype, body, self.redactor, redactions, tenant)
-        stored = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant,
-                  "timestamp": ts.isoformat(), "received_at": received_at, "body": body}
-        headers = [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()),
-                   (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
+        stored = {
+            "schema_version": 1,
+            "id": event_id,
+            "type": etype,
+            "tenant": tenant,
+            "timestamp": ts.isoformat(),
+            "received_at": received_at,
+            "body": body,
+        }
+        headers = [
+            (T.H_EVENT_ID, event_id.encode()),
+            (T.H_EVENT_TYPE, etype.encode()),
+            (T.H_TENANT, tenant.encode()),
+            (T.H_SCHEMA, b"1"),
+        ]
         if traceparent:
             headers.append(("traceparent", traceparent))
-        record = OutgoingRecord(self._topic[etype], record_key(etype, tenant, body),
-                                orjson.dumps(stored), headers)
+        record = OutgoingRecord(
+            self._topic[etype], record_key(etype, tenant, body), orjson.dumps(stored), headers
+        )
         return EventResult(i, event_id, etype), record

@@ -44,8 +44,11 @@ def drop_pending(producer: KafkaProducer) -> None:
     producer._sender.force_close()
 
 
-def on_completion(futures: Iterable[FutureRecordMetadata], ack: Callable[[object], None],
-                  fail: Callable[[BaseException], None]) -> None:
+def on_completion(
+    futures: Iterable[FutureRecordMetadata],
+    ack: Callable[[object], None],
+    fail: Callable[[BaseException], None],
+) -> None:
     """`ack` or `fail` called once per record future when it resolves (at once if it already has).
 
     What add_callback + add_errback do, with one lock round trip per future instead of two
@@ -89,8 +92,10 @@ def murmur2(data: bytes) -> int:
     return h
 
 
-def append_records(producer: KafkaProducer, records: Iterable[tuple[str, bytes, bytes, list[tuple[str, bytes]]]],
-                   ) -> list[FutureRecordMetadata]:
+def append_records(
+    producer: KafkaProducer,
+    records: Iterable[tuple[str, bytes, bytes, list[tuple[str, bytes]]]],
+) -> list[FutureRecordMetadata]:
     """What `send` does for keyed records whose topics' partitions the producer knows, with less per record.
 
     `send` re-checks its arguments, serialises, looks up metadata, estimates the size and
@@ -124,7 +129,8 @@ def append_records(producer: KafkaProducer, records: Iterable[tuple[str, bytes, 
             size = DefaultRecordBatchBuilder.estimate_size_in_bytes(key, value, headers)
             if size > limit:
                 raise KafkaErrors.MessageSizeTooLargeError(
-                    f"The message is {size} bytes when serialized which is larger than max_request_size {limit}")
+                    f"The message is {size} bytes when serialized which is larger than max_request_size {limit}"
+                )
         tp = TopicPartition(topic, known[(murmur2(key) & 0x7FFFFFFF) % len(known)])
         future, batch_is_full, new_batch, _ = accumulator.append(tp, None, key, value, headers)
         futures.append(future)

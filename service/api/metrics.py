@@ -22,72 +22,114 @@ class ApiMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         self.requests = Counter(
-            "ragmon_api_requests_total", "HTTP requests by route template, method and status",
-            ["route", "method", "status"], registry=registry,
+            "ragmon_api_requests_total",
+            "HTTP requests by route template, method and status",
+            ["route", "method", "status"],
+            registry=registry,
         )
         self.request_seconds = Histogram(
-            "ragmon_api_request_duration_seconds", "HTTP request latency by route template",
-            ["route", "method"], buckets=_LATENCY_BUCKETS, registry=registry,
+            "ragmon_api_request_duration_seconds",
+            "HTTP request latency by route template",
+            ["route", "method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
         )
         self.events_accepted = Counter(
-            "ragmon_api_events_accepted_total", "Events durably acknowledged by Kafka",
-            ["tenant", "type"], registry=registry,
+            "ragmon_api_events_accepted_total",
+            "Events durably acknowledged by Kafka",
+            ["tenant", "type"],
+            registry=registry,
         )
         self.events_rejected = Counter(
-            "ragmon_api_events_rejected_total", "Events rejected before producing, by reason",
-            ["type", "reason"], registry=registry,
+            "ragmon_api_events_rejected_total",
+            "Events rejected before producing, by reason",
+            ["type", "reason"],
+            registry=registry,
         )
         self.produce_seconds = Histogram(
-            "ragmon_api_produce_duration_seconds", "Time from send to broker acknowledgement of a batch",
-            buckets=_LATENCY_BUCKETS, registry=registry,
+            "ragmon_api_produce_duration_seconds",
+            "Time from send to broker acknowledgement of a batch",
+            buckets=_LATENCY_BUCKETS,
+            registry=registry,
         )
         self.shed = Counter(
-            "ragmon_api_shed_total", "Requests answered 503 without producing, by reason",
-            ["reason"], registry=registry,
+            "ragmon_api_shed_total",
+            "Requests answered 503 without producing, by reason",
+            ["reason"],
+            registry=registry,
         )
         self.rate_limited = Counter(
-            "ragmon_api_rate_limited_total", "Requests answered 429, by tenant",
-            ["tenant"], registry=registry,
+            "ragmon_api_rate_limited_total",
+            "Requests answered 429, by tenant",
+            ["tenant"],
+            registry=registry,
         )
         self.cpu_debt = Counter(
-            "ragmon_api_cpu_debt_tokens_total", "Rate-limit tokens charged after a batch for CPU beyond twice "
-            "what it paid (text built to be slow), by tenant", ["tenant"], registry=registry,
+            "ragmon_api_cpu_debt_tokens_total",
+            "Rate-limit tokens charged after a batch for CPU beyond twice "
+            "what it paid (text built to be slow), by tenant",
+            ["tenant"],
+            registry=registry,
         )
         self.redactions = Counter(
-            "ragmon_api_redactions_total", "PII spans redacted, by kind", ["kind"], registry=registry,
+            "ragmon_api_redactions_total",
+            "PII spans redacted, by kind",
+            ["kind"],
+            registry=registry,
         )
         self.otlp_spans_accepted = Counter(
-            "ragmon_api_otlp_spans_accepted_total", "OTLP spans durably acknowledged by Kafka",
-            ["tenant"], registry=registry,
+            "ragmon_api_otlp_spans_accepted_total",
+            "OTLP spans durably acknowledged by Kafka",
+            ["tenant"],
+            registry=registry,
         )
         self.otlp_spans_rejected = Counter(
-            "ragmon_api_otlp_spans_rejected_total", "OTLP spans rejected (partial success), by reason",
-            ["reason"], registry=registry,
+            "ragmon_api_otlp_spans_rejected_total",
+            "OTLP spans rejected (partial success), by reason",
+            ["reason"],
+            registry=registry,
         )
         self.otlp_values_truncated = Counter(
             "ragmon_api_otlp_attribute_values_truncated_total",
-            "OTLP string attribute values cut to otlp_max_attribute_chars", registry=registry,
+            "OTLP string attribute values cut to otlp_max_attribute_chars",
+            registry=registry,
         )
         # With several API processes (`ragmon api --workers N`) gauges are combined across
         # them: in-flight events add up, a reachable broker or Redis is the worst process's view.
         self.inflight_events = Gauge(
-            "ragmon_api_inflight_events", "Events waiting for broker acknowledgement", registry=registry,
+            "ragmon_api_inflight_events",
+            "Events waiting for broker acknowledgement",
+            registry=registry,
             multiprocess_mode="livesum",
         )
-        self.broker_up = Gauge("ragmon_api_broker_up", "1 when the producer can reach the broker", registry=registry,
-                               multiprocess_mode="livemin")
-        self.redis_up = Gauge("ragmon_api_redis_up", "1 when Redis answered the last check", registry=registry,
-                              multiprocess_mode="livemin")
+        self.broker_up = Gauge(
+            "ragmon_api_broker_up",
+            "1 when the producer can reach the broker",
+            registry=registry,
+            multiprocess_mode="livemin",
+        )
+        self.redis_up = Gauge(
+            "ragmon_api_redis_up",
+            "1 when Redis answered the last check",
+            registry=registry,
+            multiprocess_mode="livemin",
+        )
         self.labels_saved = Counter(
-            "ragmon_api_review_labels_total", "Labels saved on the review page", ["tenant"], registry=registry,
+            "ragmon_api_review_labels_total",
+            "Labels saved on the review page",
+            ["tenant"],
+            registry=registry,
         )
         self.label_outbox_relayed = Counter(
-            "ragmon_api_label_outbox_relayed_total", "Label events acknowledged by Kafka from the outbox",
+            "ragmon_api_label_outbox_relayed_total",
+            "Label events acknowledged by Kafka from the outbox",
             registry=registry,
         )
         self.label_outbox_pending = Gauge(
-            "ragmon_api_label_outbox_pending_events", "Saved labels whose event Kafka has not acknowledged yet",
-            registry=registry, multiprocess_mode="livemax",
+            "ragmon_api_label_outbox_pending_events",
+            "Saved labels whose event Kafka has not acknowledged yet",
+            registry=registry,
+            multiprocess_mode="livemax",
         )
 
 
@@ -120,7 +162,9 @@ def serve_metrics(host: str, port: int, registry: CollectorRegistry) -> MetricsS
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:
-        raise RuntimeError(f"cannot serve /metrics on {host}:{port} (RAGMON_API_METRICS_HOST/PORT): {exc}") from exc
+        raise RuntimeError(
+            f"cannot serve /metrics on {host}:{port} (RAGMON_API_METRICS_HOST/PORT): {exc}"
+        ) from exc
     return MetricsServer(server, thread)
 
 

@@ -34,8 +34,18 @@ JSON = "application/json"
 
 # Attribute values that are identifiers, names or structured metadata, not prose: redacting
 # digits out of them would break joins (a UUID's last group looks like a phone number).
-_KEEP_SUFFIXES = (".id", "_id", "metadata", ".mime_type", ".model_name", ".name", "span.kind", ".provider",
-                  ".system", ".role")
+_KEEP_SUFFIXES = (
+    ".id",
+    "_id",
+    "metadata",
+    ".mime_type",
+    ".model_name",
+    ".name",
+    "span.kind",
+    ".provider",
+    ".system",
+    ".role",
+)
 _DOCUMENT_CONTENT = ".document.content"
 # Identifiers of people: replaced whole by a keyed hash (OpenInference user.id, session.id; OTel enduser.id).
 _PSEUDONYMIZED = ("user.id", "session.id")
@@ -75,7 +85,9 @@ class OtlpBatch:
         """The partial-success error message: every reason with its count."""
         parts = [f"{n} span(s): {SPAN_PROBLEMS[reason]}" for reason, n in sorted(self.rejected.items())]
         if self.truncated_values:
-            parts.append(f"{self.truncated_values} attribute value(s) truncated to {max_value_chars} characters")
+            parts.append(
+                f"{self.truncated_values} attribute value(s) truncated to {max_value_chars} characters"
+            )
         return "; ".join(parts)
 
 
@@ -109,7 +121,9 @@ def _hex_ids_to_base64(doc: dict[str, Any]) -> None:
     for rs in _list(doc, "resourceSpans", "resource_spans"):
         for ss in _list(rs, "scopeSpans", "scope_spans"):
             for span in _list(ss, "spans"):
-                _convert_ids(span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id"))
+                _convert_ids(
+                    span, ("traceId", "trace_id", "spanId", "span_id", "parentSpanId", "parent_span_id")
+                )
                 for link in _list(span, "links"):
                     _convert_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
 
@@ -122,9 +136,13 @@ def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     try:
         out = inflater.decompress(raw, limit + 1)
     except zlib.error as exc:
-        raise IngestError(400, f"body is not valid deflate (zlib) data: {exc}", field="body", rule="deflate") from exc
+        raise IngestError(
+            400, f"body is not valid deflate (zlib) data: {exc}", field="body", rule="deflate"
+        ) from exc
     if len(out) > limit or inflater.unconsumed_tail:
-        raise IngestError(413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes")
+        raise IngestError(
+            413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes"
+        )
     if not inflater.eof:
         raise IngestError(400, "deflate body is truncated", field="body", rule="deflate")
     return out
@@ -137,21 +155,31 @@ def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:
         try:
             request.ParseFromString(data)
         except DecodeError as exc:
-            raise IngestError(400, f"body is not a valid ExportTraceServiceRequest protobuf: {exc}",
-                              field="body", rule="otlp_protobuf") from exc
+            raise IngestError(
+                400,
+                f"body is not a valid ExportTraceServiceRequest protobuf: {exc}",
+                field="body",
+                rule="otlp_protobuf",
+            ) from exc
         return request
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
     if not isinstance(doc, dict):
-        raise IngestError(400, "body must be a JSON object (ExportTraceServiceRequest)", field="body", rule="object")
+        raise IngestError(
+            400, "body must be a JSON object (ExportTraceServiceRequest)", field="body", rule="object"
+        )
     _hex_ids_to_base64(doc)
     try:
         json_format.ParseDict(doc, request, ignore_unknown_fields=True, max_recursion_depth=64)
     except (json_format.ParseError, RecursionError, ValueError, TypeError) as exc:
-        raise IngestError(400, f"body is not a valid OTLP JSON ExportTraceServiceRequest: {exc}",
-                          field="body", rule="otlp_json") from exc
+        raise IngestError(
+            400,
+            f"body is not a valid OTLP JSON ExportTraceServiceRequest: {exc}",
+            field="body",
+            rule="otlp_json",
+        ) from exc
     return request
 
 
@@ -168,7 +196,7 @@ SPAN_PROBLEMS = {
     "parent_span_id_invalid": "invalid parent span id (must be empty or 8 bytes, 16 hex digits)",
     "end_before_start": "endTimeUnixNano is before startTimeUnixNano",
     "record_too_large": f"the spans of its trace in this export encode to more than {L.MAX_RECORD_BYTES} bytes "
-                        "(max_record_bytes): export them in smaller batches or with shorter attributes",
+    "(max_record_bytes): export them in smaller batches or with shorter attributes",
     "record_refused": "the broker refused its trace's record as too large or invalid (record_refused)",
 }
 
@@ -186,7 +214,10 @@ def span_problem(span: Span) -> str | None:
         (len(sid) != 8, "span_id_length"),
         (sid == bytes(8), "span_id_zero"),
         (bool(span.parent_span_id) and len(span.parent_span_id) != 8, "parent_span_id_invalid"),
-        (bool(span.end_time_unix_nano) and span.end_time_unix_nano < span.start_time_unix_nano, "end_before_start"),
+        (
+            bool(span.end_time_unix_nano) and span.end_time_unix_nano < span.start_time_unix_nano,
+            "end_before_start",
+        ),
     )
     return next((problem for failed, problem in checks if failed), None)
 
@@ -240,14 +271,21 @@ def _copy_scope(target: TracesData, rs: ResourceSpans, ss: ScopeSpans, spans: An
 class SpanPreparer:
     """Turns a decoded export into spans-topic records (one per trace id)."""
 
-    def __init__(self, topics: Topics, redactor: Redactor | None, max_value_chars: int,
-                 pseudonyms: Pseudonymizer | None = None) -> None:
+    def __init__(
+        self,
+        topics: Topics,
+        redactor: Redactor | None,
+        max_value_chars: int,
+        pseudonyms: Pseudonymizer | None = None,
+    ) -> None:
         self.topics = topics
         self.redactor = redactor
         self.max_value_chars = max_value_chars
         self.pseudonyms = pseudonyms or (redactor.pseudonyms if redactor is not None else Pseudonymizer())
 
-    def prepare(self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None) -> OtlpBatch:
+    def prepare(
+        self, request: ExportTraceServiceRequest, tenant: str, traceparent: bytes | None
+    ) -> OtlpBatch:
         batch = OtlpBatch([], 0, tenant=tenant)
         kept: list[ResourceSpans] = []
         per_trace: Counter[bytes] = Counter()
@@ -364,5 +402,9 @@ def _redact_filters(filters: dict[str, Any], redactor: Redactor, counts: Counter
     for side in ("entitlement", "relevance"):
         predicates = filters.get(side)
         for predicate in predicates if isinstance(predicates, list) else []:
-            if isinstance(predicate, dict) and "value" in predicate and not identifier_key(str(predicate.get("field"))):
+            if (
+                isinstance(predicate, dict)
+                and "value" in predicate
+                and not identifier_key(str(predicate.get("field")))
+            ):
                 predicate["value"] = redact_value(predicate["value"], redactor, counts, tenant)

@@ -27,8 +27,15 @@ BATCH = 200
 
 
 class LabelRelay:
-    def __init__(self, pool: ConnectionPool, producer: EventProducer, topics: Topics, metrics: ApiMetrics,
-                 interval_s: float = 1.0, produce_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        producer: EventProducer,
+        topics: Topics,
+        metrics: ApiMetrics,
+        interval_s: float = 1.0,
+        produce_timeout_s: float = 5.0,
+    ) -> None:
         self.pool = pool
         self.producer = producer
         self.topics = topics
@@ -39,8 +46,11 @@ class LabelRelay:
 
     def _unsent(self) -> list[tuple[Any, ...]]:
         with self.pool.connection() as conn:
-            rows = conn.execute("SELECT id, event_id, tenant, event FROM label_outbox WHERE sent_at IS NULL "
-                                "ORDER BY id LIMIT %s", (BATCH,)).fetchall()
+            rows = conn.execute(
+                "SELECT id, event_id, tenant, event FROM label_outbox WHERE sent_at IS NULL "
+                "ORDER BY id LIMIT %s",
+                (BATCH,),
+            ).fetchall()
             pending = conn.execute("SELECT count(*) FROM label_outbox WHERE sent_at IS NULL").fetchone()
         self.metrics.label_outbox_pending.set(pending[0] if pending else 0)
         return rows
@@ -51,10 +61,15 @@ class LabelRelay:
             conn.execute(f"UPDATE label_outbox SET {column} WHERE id = ANY(%s)", (ids,))  # noqa: S608 - fixed text
 
     def _record(self, event_id: Any, tenant: str, event: dict[str, Any]) -> OutgoingRecord:
-        headers = [(T.H_EVENT_ID, str(event_id).encode()), (T.H_EVENT_TYPE, b"label"),
-                   (T.H_TENANT, tenant.encode()), (T.H_SCHEMA, b"1")]
-        return OutgoingRecord(self.topics.labels, record_key("label", tenant, event["body"]), orjson.dumps(event),
-                              headers)
+        headers = [
+            (T.H_EVENT_ID, str(event_id).encode()),
+            (T.H_EVENT_TYPE, b"label"),
+            (T.H_TENANT, tenant.encode()),
+            (T.H_SCHEMA, b"1"),
+        ]
+        return OutgoingRecord(
+            self.topics.labels, record_key("label", tenant, event["body"]), orjson.dumps(event), headers
+        )
 
     async def relay_once(self) -> int:
         rows = await asyncio.to_thread(self._unsent)
@@ -62,7 +77,9 @@ class LabelRelay:
             return 0
         ids = [r[0] for r in rows]
         try:
-            await self.producer.produce([self._record(r[1], r[2], r[3]) for r in rows], self.produce_timeout_s)
+            await self.producer.produce(
+                [self._record(r[1], r[2], r[3]) for r in rows], self.produce_timeout_s
+            )
         except BrokerUnavailable as exc:
             log.warning("%d label events wait in the outbox: %s", len(rows), exc)
             await asyncio.to_thread(self._mark, ids, False)

@@ -50,8 +50,9 @@ def listening_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     return sock
 
 
-def run_api_processes(workers: int, host: str, port: int, log_level: str,
-                      metrics_at: tuple[str, int] | None = None) -> int:
+def run_api_processes(
+    workers: int, host: str, port: int, log_level: str, metrics_at: tuple[str, int] | None = None
+) -> int:
     """Parent: accept, deal each connection to the next live child; forward SIGTERM/SIGINT.
 
     The parent also serves /metrics on `metrics_at` (its own port), for every child at once.
@@ -76,8 +77,16 @@ def run_api_processes(workers: int, host: str, port: int, log_level: str,
             # SEQPACKET keeps one message per connection handed over; an empty read is the parent's EOF.
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": metrics_dir}
-            argv = [sys.executable, "-m", "service.cli", "api", "--log-level", log_level,
-                    "--connection-fd", str(theirs.fileno())]
+            argv = [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "api",
+                "--log-level",
+                log_level,
+                "--connection-fd",
+                str(theirs.fileno()),
+            ]
             children.append((subprocess.Popen(argv, env=env, pass_fds=(theirs.fileno(),)), ours))
             theirs.close()
         try:
@@ -96,11 +105,16 @@ def run_api_processes(workers: int, host: str, port: int, log_level: str,
     failures = [c for c in codes if c not in (0, -signal.SIGTERM, -signal.SIGINT)]
     if not failures:
         return 0
-    return 128 - failures[0] if failures[0] < 0 else failures[0]  # killed by signal N: 128 + N, as a shell says
+    return (
+        128 - failures[0] if failures[0] < 0 else failures[0]
+    )  # killed by signal N: 128 + N, as a shell says
 
 
-def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.Popen[bytes], socket.socket]],
-                      stopping: Callable[[], bool]) -> None:
+def _deal_connections(
+    listener: socket.socket,
+    children: list[tuple[subprocess.Popen[bytes], socket.socket]],
+    stopping: Callable[[], bool],
+) -> None:
     live = list(range(len(children)))
     turn = 0
     while not stopping():
@@ -127,7 +141,9 @@ def _deal_connections(listener: socket.socket, children: list[tuple[subprocess.P
         # Our copy of the descriptor is closed here; the child's copy keeps the connection open.
 
 
-def serve_handed_connections(app: Any, channel_fd: int, log_level: str, settings: ApiSettings | None = None) -> int:
+def serve_handed_connections(
+    app: Any, channel_fd: int, log_level: str, settings: ApiSettings | None = None
+) -> int:
     """Child: serve the connections the parent hands over on `channel_fd` with uvicorn's protocol
     and the API's connection limits (service/api/connections.py)."""
     tune_process()
@@ -155,7 +171,8 @@ class HandoffServer(uvicorn.Server):
 
     def _protocol(self) -> asyncio.Protocol:
         return self.config.http_protocol_class(  # type: ignore[call-arg]
-            config=self.config, server_state=self.server_state, app_state=self.lifespan.state)
+            config=self.config, server_state=self.server_state, app_state=self.lifespan.state
+        )
 
     def _receive(self, loop: asyncio.AbstractEventLoop) -> None:
         while True:

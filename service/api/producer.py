@@ -52,9 +52,12 @@ class BrokerUnavailable(Exception):
 
 
 # Errors about one record, not the broker: retrying the record cannot help and the broker is fine.
-RECORD_ERRORS: tuple[type[KafkaError], ...] = (kafka_errors.MessageSizeTooLargeError,
-                                               kafka_errors.RecordListTooLargeError,
-                                               kafka_errors.InvalidRecordError, kafka_errors.CorruptRecordError)
+RECORD_ERRORS: tuple[type[KafkaError], ...] = (
+    kafka_errors.MessageSizeTooLargeError,
+    kafka_errors.RecordListTooLargeError,
+    kafka_errors.InvalidRecordError,
+    kafka_errors.CorruptRecordError,
+)
 
 
 def record_bytes(record: OutgoingRecord) -> int:
@@ -64,7 +67,11 @@ def record_bytes(record: OutgoingRecord) -> int:
 
 def oversized(records: list[OutgoingRecord], limit: int = L.MAX_RECORD_BYTES) -> set[int]:
     """Indexes of the records over the per-record limit (a cheap length check per record)."""
-    return {i for i, r in enumerate(records) if len(r.value) + len(r.key) > limit - 1024 and record_bytes(r) > limit}
+    return {
+        i
+        for i, r in enumerate(records)
+        if len(r.value) + len(r.key) > limit - 1024 and record_bytes(r) > limit
+    }
 
 
 def broker_reachable(settings: CommonSettings, timeout_s: float = 1.0) -> bool:
@@ -119,8 +126,14 @@ class _AckTracker:
 
 
 class EventProducer:
-    def __init__(self, settings: CommonSettings, *, compression: str = "lz4", idempotence: bool = False,
-                 delivery_timeout_s: float = 8.0) -> None:
+    def __init__(
+        self,
+        settings: CommonSettings,
+        *,
+        compression: str = "lz4",
+        idempotence: bool = False,
+        delivery_timeout_s: float = 8.0,
+    ) -> None:
         self._settings = settings
         self._compression = None if compression == "none" else compression
         self._idempotence = idempotence
@@ -203,7 +216,9 @@ class EventProducer:
     def check_broker(self) -> None:
         """Probe while up: a broker that stopped answering marks the producer down at once."""
         if self.up and not broker_reachable(self._settings):
-            self._mark_down("broker stopped accepting connections at " + self._settings.kafka_bootstrap_servers)
+            self._mark_down(
+                "broker stopped accepting connections at " + self._settings.kafka_bootstrap_servers
+            )
 
     def _append_ready(self, records: list[OutgoingRecord]) -> list[object] | None:
         """The records appended on the event loop's thread, or None when that could block.
@@ -263,7 +278,9 @@ class EventProducer:
                 waiter.cancel()
         if done not in finished:
             if waiter is not None and waiter in finished:
-                raise BrokerUnavailable(f"broker went away while waiting for acknowledgement: {self.last_error}")
+                raise BrokerUnavailable(
+                    f"broker went away while waiting for acknowledgement: {self.last_error}"
+                )
             self._mark_down(f"no acknowledgement within {timeout_s:.1f}s")
             raise BrokerUnavailable("broker did not acknowledge in time")
         if tracker.error is not None:
@@ -271,9 +288,13 @@ class EventProducer:
             raise BrokerUnavailable(str(tracker.error))
         if not tracker.record_failures:
             return set()
-        failed = {i for i, f in enumerate(futures) if isinstance(getattr(f, "exception", None), RECORD_ERRORS)}
-        log.warning("broker refused %d record(s) for themselves (size or validity); the producer stays up",
-                    len(failed))
+        failed = {
+            i for i, f in enumerate(futures) if isinstance(getattr(f, "exception", None), RECORD_ERRORS)
+        }
+        log.warning(
+            "broker refused %d record(s) for themselves (size or validity); the producer stays up",
+            len(failed),
+        )
         return failed
 
     def close(self, timeout_s: float = 5.0) -> None:
@@ -304,8 +325,9 @@ def _discard(producer: KafkaProducer) -> None:
         log.debug("discarded producer did not close cleanly: %s", exc)
 
 
-async def supervise(producer: EventProducer, interval_s: float = 1.0,
-                    report: Callable[[bool], None] | None = None) -> None:
+async def supervise(
+    producer: EventProducer, interval_s: float = 1.0, report: Callable[[bool], None] | None = None
+) -> None:
     """Background task: while the producer is down, probe the broker and recover.
 
     `report` is told the state every interval (each API process keeps its own gauge current).

@@ -60,7 +60,8 @@ class RateLimiter:
     async def take(self, tenant: str, events: int, rate: float, burst: int, debit: bool = False) -> Decision:
         """Take `events` tokens if the bucket holds them. With `debit`, a refused take is still paid (the
         bucket goes up to one burst into debt): for work already done, a big body's inflating."""
-        allowed, wait = await self._script(keys=[f"{self._prefix}:{tenant}"],
-                                           args=[rate, burst, events, int(debit)])
+        allowed, wait = await self._script(
+            keys=[f"{self._prefix}:{tenant}"], args=[rate, burst, events, int(debit)]
+        )
         wait_s = float(wait)
         return Decision(bool(int(allowed)), max(1, math.ceil(wait_s)) if not int(allowed) else 0)

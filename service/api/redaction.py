@@ -209,17 +209,21 @@ class Redactor:
 
     def redact(self, text: str, counts: Counter[str]) -> str:
         """Prose: each finding becomes its kind's fixed mark ([REDACTED_EMAIL])."""
+
         def mark(kind: str, found: str) -> str:
             counts[kind] += 1
             return REPLACEMENT[kind]
+
         return self._scan(text, mark)
 
     def redact_value(self, text: str, counts: Counter[str], tenant: str) -> str:
         """A metadata or predicate value: each finding becomes a keyed mark of what was found, so a
         predicate still matches the metadata it matched before (and no other)."""
+
         def mark(kind: str, found: str) -> str:
             counts[kind] += 1
             return self.pseudonyms.finding(tenant, kind, found)
+
         return self._scan(text, mark)
 
     def _scan(self, text: str, mark: Mark) -> str:

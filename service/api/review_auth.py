@@ -32,8 +32,10 @@ MIN_SECRET_CHARS = 32
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:/@#+=-]")
 # What we issue: base64url of an ASCII payload, a dot, 64 hex digits. Anything else is no session.
 _COOKIE_SHAPE = re.compile(r"^([A-Za-z0-9_-]{8,1024}={0,2})\.([0-9a-f]{64})$")
-_PAYLOAD_SHAPE = re.compile(r"^v1\|([a-z0-9][a-z0-9_.-]{0,127})\|([A-Za-z0-9._:/@#+=-]{1,128})\|([0-9a-f]{16})"
-                            r"\|([A-Za-z0-9_-]{16,64})\|([0-9]{1,12})$")
+_PAYLOAD_SHAPE = re.compile(
+    r"^v1\|([a-z0-9][a-z0-9_.-]{0,127})\|([A-Za-z0-9._:/@#+=-]{1,128})\|([0-9a-f]{16})"
+    r"\|([A-Za-z0-9_-]{16,64})\|([0-9]{1,12})$"
+)
 _TOKEN_SHAPE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -68,10 +70,12 @@ def check_secret(secret: str | None) -> bytes:
             "the review page is on (RAGMON_DATABASE_URL is set) but RAGMON_REVIEW_SECRET is not: set it to a "
             f"random string of at least {MIN_SECRET_CHARS} characters, the same in every API process "
             "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48))'`); `ragmon up` generates one "
-            "in its workdir")
+            "in its workdir"
+        )
     if len(secret) < MIN_SECRET_CHARS:
-        raise ReviewSecretMissing(f"RAGMON_REVIEW_SECRET: at least {MIN_SECRET_CHARS} characters "
-                                  f"(got {len(secret)})")
+        raise ReviewSecretMissing(
+            f"RAGMON_REVIEW_SECRET: at least {MIN_SECRET_CHARS} characters (got {len(secret)})"
+        )
     return secret.encode()
 
 

@@ -76,16 +76,25 @@ class ReviewService:
         with self.pool.connection() as conn:
             await asyncio.to_thread(reviewdb.migrate, conn)
         self.store = ReviewStore(self.pool, self.settings.review_lease_s)
-        self.relay = LabelRelay(self.pool, self.producer, self.settings.topics, self.metrics,
-                                produce_timeout_s=self.settings.produce_timeout_s)
+        self.relay = LabelRelay(
+            self.pool,
+            self.producer,
+            self.settings.topics,
+            self.metrics,
+            produce_timeout_s=self.settings.produce_timeout_s,
+        )
         self.proxy_threshold = proxy_threshold_from_config()
         self._task = asyncio.create_task(self.relay.run())
 
     def key_still_valid(self, reviewer: Reviewer) -> bool:
         """The key that opened this session is still configured, for this tenant and name, with `review`."""
         entry = self.keys.entry_by_id(reviewer.key_id)
-        return (entry is not None and entry.tenant == reviewer.tenant and "review" in entry.scopes
-                and reviewer_name(self.keys.name_of(entry)) == reviewer.name)
+        return (
+            entry is not None
+            and entry.tenant == reviewer.tenant
+            and "review" in entry.scopes
+            and reviewer_name(self.keys.name_of(entry)) == reviewer.name
+        )
 
     async def revoked(self, reviewer: Reviewer) -> bool:
         try:
@@ -141,12 +150,27 @@ def review_secret(settings: ApiSettings) -> bytes | None:
     return check_secret(settings.review_secret)
 
 
-def build_review(settings: ApiSettings, keys: KeyStore, metrics: ApiMetrics, producer: EventProducer,
-                 redactor: Redactor | None, client: aioredis.Redis) -> ReviewService | None:
+def build_review(
+    settings: ApiSettings,
+    keys: KeyStore,
+    metrics: ApiMetrics,
+    producer: EventProducer,
+    redactor: Redactor | None,
+    client: aioredis.Redis,
+) -> ReviewService | None:
     secret = review_secret(settings)
     if secret is None:
         return None
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             undefined=jinja2.StrictUndefined)
-    return ReviewService(settings, SessionSigner(secret, settings.review_session_s), env, redactor, metrics,
-                         producer, client, keys)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    return ReviewService(
+        settings,
+        SessionSigner(secret, settings.review_session_s),
+        env,
+        redactor,
+        metrics,
+        producer,
+        client,
+        keys,
+    )

@@ -53,7 +53,9 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
     """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
-        raise IngestError(413, f"body of {declared} bytes exceeds {limit} bytes", field="body", rule="max_body_bytes")
+        raise IngestError(
+            413, f"body of {declared} bytes exceeds {limit} bytes", field="body", rule="max_body_bytes"
+        )
     chunks: list[bytes] = []
     total = 0
     try:
@@ -64,8 +66,12 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
                     raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
                 chunks.append(chunk)
     except TimeoutError:
-        raise IngestError(408, f"the body did not arrive within {timeout_s:g}s ({total} bytes came)", field="body",
-                          rule="body_timeout") from None
+        raise IngestError(
+            408,
+            f"the body did not arrive within {timeout_s:g}s ({total} bytes came)",
+            field="body",
+            rule="body_timeout",
+        ) from None
     return b"".join(chunks)
 
 
@@ -123,8 +129,15 @@ def _decode(state: ApiState, data: bytes, tenant: str) -> tuple[list[Any] | None
     return plain, _full_parse(state, data, tenant) if plain is None else plain
 
 
-def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list[Any], tenant: str,
-             traceparent: bytes | None, refused_labels: dict[int, str]) -> PreparedBatch:
+def _prepare(
+    state: ApiState,
+    data: bytes,
+    plain: list[Any] | None,
+    events: list[Any],
+    tenant: str,
+    traceparent: bytes | None,
+    refused_labels: dict[int, str],
+) -> PreparedBatch:
     batch = state.preparer.prepare_plain(plain, tenant, traceparent) if plain is not None else None
     if batch is None:
         if plain is not None:
@@ -137,15 +150,20 @@ def _prepare(state: ApiState, data: bytes, plain: list[Any] | None, events: list
 def _check_content_type(request: Request) -> None:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json":
-        raise IngestError(415, f"Content-Type must be application/json, got {ctype or 'none'!r}",
-                          field="Content-Type", rule="application/json")
+        raise IngestError(
+            415,
+            f"Content-Type must be application/json, got {ctype or 'none'!r}",
+            field="Content-Type",
+            rule="application/json",
+        )
 
 
 def _bucket(state: ApiState, principal: Principal) -> tuple[float, int]:
     """The tenant's rate and burst (a full batch always fits in the bucket)."""
     s = state.settings
-    return principal.rate_limit_eps or s.rate_limit_eps, max(principal.burst or s.rate_limit_burst,
-                                                             s.max_events_per_batch)
+    return principal.rate_limit_eps or s.rate_limit_eps, max(
+        principal.burst or s.rate_limit_burst, s.max_events_per_batch
+    )
 
 
 async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
@@ -160,7 +178,9 @@ async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> No
         log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)
 
 
-async def _rate_limit(state: ApiState, principal: Principal, events: int, debit: bool = False) -> JSONResponse | None:
+async def _rate_limit(
+    state: ApiState, principal: Principal, events: int, debit: bool = False
+) -> JSONResponse | None:
     rate, burst = _bucket(state, principal)
     if events <= 0:
         return None
@@ -175,12 +195,20 @@ async def _rate_limit(state: ApiState, principal: Principal, events: int, debit:
     if decision.allowed:
         return None
     state.metrics.rate_limited.labels(principal.tenant).inc()
-    return _error(429, {"error": f"tenant '{principal.tenant}' is over its rate of {rate:g} events/s "
-                        f"(burst {burst}); retry after {decision.retry_after_s}s", "rule": "rate_limit"},
-                  {"Retry-After": str(decision.retry_after_s)})
+    return _error(
+        429,
+        {
+            "error": f"tenant '{principal.tenant}' is over its rate of {rate:g} events/s "
+            f"(burst {burst}); retry after {decision.retry_after_s}s",
+            "rule": "rate_limit",
+        },
+        {"Retry-After": str(decision.retry_after_s)},
+    )
 
 
-def refuse_records(batch: PreparedBatch, indexes: set[int], why: Callable[[int, int], str], reason: str) -> None:
+def refuse_records(
+    batch: PreparedBatch, indexes: set[int], why: Callable[[int, int], str], reason: str
+) -> None:
     """The events of batch.records[i] for i in `indexes` rejected alone; the rest of the batch goes on.
 
     batch.records holds one record per accepted result, in the same order."""
@@ -194,8 +222,10 @@ def refuse_records(batch: PreparedBatch, indexes: set[int], why: Callable[[int, 
 
 
 def _too_big(records: list[OutgoingRecord]) -> Callable[[int, int], str]:
-    return lambda index, i: (f"events[{index}]: the stored event is {record_bytes(records[i])} bytes; at most "
-                             f"{L.MAX_RECORD_BYTES} per event (max_record_bytes)")
+    return lambda index, i: (
+        f"events[{index}]: the stored event is {record_bytes(records[i])} bytes; at most "
+        f"{L.MAX_RECORD_BYTES} per event (max_record_bytes)"
+    )
 
 
 def _refused_by_broker(index: int, _i: int) -> str:
@@ -215,12 +245,26 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     retry = {"Retry-After": str(s.retry_after_s)}
     if not state.producer.up:
         state.metrics.shed.labels("broker_down").inc()
-        return _error(503, {"error": f"broker unavailable ({state.producer.last_error}); nothing was accepted, "
-                            "retry the whole batch", "rule": "broker_ack"}, retry)
+        return _error(
+            503,
+            {
+                "error": f"broker unavailable ({state.producer.last_error}); nothing was accepted, "
+                "retry the whole batch",
+                "rule": "broker_ack",
+            },
+            retry,
+        )
     if state.inflight_events + n > s.max_inflight_events:
         state.metrics.shed.labels("overloaded").inc()
-        return _error(503, {"error": f"{state.inflight_events} events await acknowledgement; over the "
-                            f"limit of {s.max_inflight_events}; retry", "rule": "backpressure"}, retry)
+        return _error(
+            503,
+            {
+                "error": f"{state.inflight_events} events await acknowledgement; over the "
+                f"limit of {s.max_inflight_events}; retry",
+                "rule": "backpressure",
+            },
+            retry,
+        )
     state.inflight_events += n
     state.metrics.inflight_events.set(state.inflight_events)
     started = time.perf_counter()
@@ -233,8 +277,15 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
                 state.metrics.events_rejected.labels(r.type, "record_refused").inc()
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
-        return _error(503, {"error": f"broker did not acknowledge ({exc}); retry the whole batch: "
-                            "event ids make the retry safe", "rule": "broker_ack"}, retry)
+        return _error(
+            503,
+            {
+                "error": f"broker did not acknowledge ({exc}); retry the whole batch: "
+                "event ids make the retry safe",
+                "rule": "broker_ack",
+            },
+            retry,
+        )
     finally:
         state.inflight_events -= n
         state.metrics.inflight_events.set(state.inflight_events)
@@ -246,10 +297,17 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     return None
 
 
-@router.post("/v1/events", status_code=202, summary="Ingest a batch of trace, feedback, release and label events",
-             responses=INGEST_RESPONSES, openapi_extra=ingest_openapi_extra())
+@router.post(
+    "/v1/events",
+    status_code=202,
+    summary="Ingest a batch of trace, feedback, release and label events",
+    responses=INGEST_RESPONSES,
+    openapi_extra=ingest_openapi_extra(),
+)
 async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
-    with tracer.start_as_current_span("ingest.events", context=extract_context(dict(request.headers))) as span:
+    with tracer.start_as_current_span(
+        "ingest.events", context=extract_context(dict(request.headers))
+    ) as span:
         try:
             principal = state.keys.authenticate(request.headers.get("authorization"))
             span.set_attribute("ragmon.tenant", principal.tenant)
@@ -260,15 +318,19 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             limited = await _rate_limit(state, principal, paid)
             if limited is not None:
                 return limited
-            data = await off_loop(len(raw), bool(encoding), decompress, raw, encoding,
-                                  state.settings.max_decompressed_bytes)
+            data = await off_loop(
+                len(raw), bool(encoding), decompress, raw, encoding, state.settings.max_decompressed_bytes
+            )
             prepaid = max(0, prepaid_tokens(len(data)) - paid)
-            limited = await _rate_limit(state, principal, prepaid, debit=True)  # read and inflated: paid even if refused
+            limited = await _rate_limit(
+                state, principal, prepaid, debit=True
+            )  # read and inflated: paid even if refused
             if limited is not None:
                 return limited
             paid += prepaid
-            (plain, events), decode_cpu_s = await off_loop(len(data), False, cpu_timed, _decode, state, data,
-                                                           principal.tenant)
+            (plain, events), decode_cpu_s = await off_loop(
+                len(data), False, cpu_timed, _decode, state, data, principal.tenant
+            )
             refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
             # RFC 9110: a 401 names the scheme that would be accepted.
@@ -280,8 +342,19 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         if limited is not None:
             return limited
         try:
-            batch, prepare_cpu_s = await off_loop(len(data), False, cpu_timed, _prepare, state, data, plain, events,
-                                                  principal.tenant, current_traceparent(), refused_labels)
+            batch, prepare_cpu_s = await off_loop(
+                len(data),
+                False,
+                cpu_timed,
+                _prepare,
+                state,
+                data,
+                plain,
+                events,
+                principal.tenant,
+                current_traceparent(),
+                refused_labels,
+            )
         except IngestError as exc:
             return _error(exc.status, exc.body())
         # the batch's CPU beyond what it paid: debt of the tenant's bucket (this batch goes on)
@@ -290,8 +363,15 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         _count_rejections(state, batch)
         if not batch.records:
             results = [r.as_dict() for r in batch.results]
-            return _error(400, {"error": "no event in the batch is valid; see results", "accepted": 0,
-                                "rejected": len(results), "results": results})
+            return _error(
+                400,
+                {
+                    "error": "no event in the batch is valid; see results",
+                    "accepted": 0,
+                    "rejected": len(results),
+                    "results": results,
+                },
+            )
         failed = await _produce(state, principal, batch)
         if failed is not None:
             return failed
@@ -299,5 +379,11 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         span.set_attribute("ragmon.events.accepted", accepted)
         if accepted == len(events):
             return JSONResponse({"accepted": accepted}, status_code=202)
-        return JSONResponse({"accepted": accepted, "rejected": len(events) - accepted,
-                             "results": [r.as_dict() for r in batch.results]}, status_code=207)
+        return JSONResponse(
+            {
+                "accepted": accepted,
+                "rejected": len(events) - accepted,
+                "results": [r.as_dict() for r in batch.results],
+            },
+            status_code=207,
+        )

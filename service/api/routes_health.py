@@ -18,8 +18,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: the broker and Redis are reachable",
-            responses={503: {"description": "broker or Redis unreachable"}})
+@router.get(
+    "/readyz",
+    summary="Readiness: the broker and Redis are reachable",
+    responses={503: {"description": "broker or Redis unreachable"}},
+)
 async def readyz(state: ApiStateDep) -> JSONResponse:
     redis_ok = await redis_ping(state)
     checks = {

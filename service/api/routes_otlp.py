@@ -37,7 +37,11 @@ tracer = trace.get_tracer("ragmon.api")
 
 # google.rpc.Code of each HTTP status we answer with.
 _RPC_CODE = {400: 3, 401: 16, 403: 7, 408: 4, 413: 3, 415: 3, 429: 8, 503: 14}
-_CONTENT_TYPES = {"application/x-protobuf": PROTOBUF, "application/protobuf": PROTOBUF, "application/json": JSON}
+_CONTENT_TYPES = {
+    "application/x-protobuf": PROTOBUF,
+    "application/protobuf": PROTOBUF,
+    "application/json": JSON,
+}
 # The rate limiter charges one token per BYTES_PER_TOKEN decompressed bytes, besides one per span
 # and per resource or scope entry: an export of no spans still costs what it took to read.
 
@@ -63,8 +67,12 @@ def _content_type(request: Request) -> str:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     encoding = _CONTENT_TYPES.get(ctype)
     if encoding is None:
-        raise IngestError(415, f"Content-Type must be application/x-protobuf or application/json, got "
-                          f"{ctype or 'none'!r}", field="Content-Type", rule="otlp_content_type")
+        raise IngestError(
+            415,
+            f"Content-Type must be application/x-protobuf or application/json, got {ctype or 'none'!r}",
+            field="Content-Type",
+            rule="otlp_content_type",
+        )
     return encoding
 
 
@@ -83,14 +91,26 @@ def _check_json_shape(data: bytes, max_resources: int, max_scopes: int) -> None:
     the few members of each entry's resource object (at most 4 counted per entry)."""
     shape = wire.json_shape(data, (2, 4))
     if shape.max_depth > L.MAX_JSON_DEPTH:
-        raise IngestError(400, f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
-                          field="body", rule="max_json_depth")
+        raise IngestError(
+            400,
+            f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
+            field="body",
+            rule="max_json_depth",
+        )
     if shape.items[2] > max_resources:
-        raise IngestError(413, f"{shape.items[2]} resourceSpans entries in one export; at most {max_resources}",
-                          field="resourceSpans", rule="otlp_max_resource_entries")
+        raise IngestError(
+            413,
+            f"{shape.items[2]} resourceSpans entries in one export; at most {max_resources}",
+            field="resourceSpans",
+            rule="otlp_max_resource_entries",
+        )
     if shape.items[4] > max_scopes + 4 * shape.items[2]:
-        raise IngestError(413, f"more than {max_scopes} scopeSpans entries in one export; lower the exporter's "
-                          "batch size", field="resourceSpans", rule="otlp_max_scope_entries")
+        raise IngestError(
+            413,
+            f"more than {max_scopes} scopeSpans entries in one export; lower the exporter's batch size",
+            field="resourceSpans",
+            rule="otlp_max_scope_entries",
+        )
 
 
 def _parse(data: bytes, encoding: str, max_spans: int) -> tuple[ExportTraceServiceRequest, wire.ExportCounts]:
@@ -102,8 +122,12 @@ def _parse(data: bytes, encoding: str, max_spans: int) -> tuple[ExportTraceServi
     export = parse_request(data, encoding)
     counts = _count_entries(export)
     if counts.spans > max_spans:
-        raise IngestError(413, f"{counts.spans} spans in one export; at most {max_spans}: lower the exporter's "
-                          "batch size", field="resourceSpans", rule="otlp_max_spans_per_request")
+        raise IngestError(
+            413,
+            f"{counts.spans} spans in one export; at most {max_spans}: lower the exporter's batch size",
+            field="resourceSpans",
+            rule="otlp_max_spans_per_request",
+        )
     return export, counts
 
 
@@ -112,8 +136,9 @@ def rate_cost(counts: wire.ExportCounts, decompressed_bytes: int) -> int:
     return counts.spans + counts.entries + decompressed_bytes // BYTES_PER_TOKEN
 
 
-async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding: str,
-                      debit: bool = False) -> Response | None:
+async def _rate_limit(
+    state: ApiState, principal: Principal, cost: int, encoding: str, debit: bool = False
+) -> Response | None:
     s = state.settings
     rate = principal.rate_limit_eps or s.rate_limit_eps
     # A request of the largest allowed span count must fit in the bucket, or it could never pass;
@@ -130,8 +155,13 @@ async def _rate_limit(state: ApiState, principal: Principal, cost: int, encoding
     if decision.allowed:
         return None
     state.metrics.rate_limited.labels(principal.tenant).inc()
-    return _refuse(429, f"tenant '{principal.tenant}' is over its rate of {rate:g} spans/s (burst {burst}); "
-                   f"retry after {decision.retry_after_s}s", encoding, {"Retry-After": str(decision.retry_after_s)})
+    return _refuse(
+        429,
+        f"tenant '{principal.tenant}' is over its rate of {rate:g} spans/s (burst {burst}); "
+        f"retry after {decision.retry_after_s}s",
+        encoding,
+        {"Retry-After": str(decision.retry_after_s)},
+    )
 
 
 async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response | None:
@@ -140,12 +170,21 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
     retry = {"Retry-After": str(s.retry_after_s)}
     if not state.producer.up:
         state.metrics.shed.labels("broker_down").inc()
-        return _refuse(503, f"broker unavailable ({state.producer.last_error}); nothing was accepted, retry",
-                       encoding, retry)
+        return _refuse(
+            503,
+            f"broker unavailable ({state.producer.last_error}); nothing was accepted, retry",
+            encoding,
+            retry,
+        )
     if state.inflight_events + n > s.max_inflight_events:
         state.metrics.shed.labels("overloaded").inc()
-        return _refuse(503, f"{state.inflight_events} records await acknowledgement; over the limit of "
-                       f"{s.max_inflight_events}; retry", encoding, retry)
+        return _refuse(
+            503,
+            f"{state.inflight_events} records await acknowledgement; over the limit of "
+            f"{s.max_inflight_events}; retry",
+            encoding,
+            retry,
+        )
     state.inflight_events += n
     state.metrics.inflight_events.set(state.inflight_events)
     started = time.perf_counter()
@@ -154,7 +193,9 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
         before = batch.rejected["record_refused"]
         batch.refuse_records(refused, "record_refused")
         if refused:
-            state.metrics.otlp_spans_rejected.labels("record_refused").inc(batch.rejected["record_refused"] - before)
+            state.metrics.otlp_spans_rejected.labels("record_refused").inc(
+                batch.rejected["record_refused"] - before
+            )
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
         return _refuse(503, f"broker did not acknowledge ({exc}); retry the export", encoding, retry)
@@ -165,7 +206,9 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
     return None
 
 
-async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, ExportTraceServiceRequest, int, int]:
+async def _decode(
+    request: Request, state: ApiState
+) -> tuple[Principal, str, ExportTraceServiceRequest, int, int]:
     """The caller, the body's encoding, the export, its rate-limit cost and its decompressed size."""
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
@@ -176,11 +219,14 @@ async def _decode(request: Request, state: ApiState) -> tuple[Principal, str, Ex
     limited = await _rate_limit(state, principal, paid, encoding)
     if limited is not None:
         raise _Limited(limited)
-    data = await off_loop(len(raw), bool(content_encoding), decompress_body, raw, content_encoding,
-                          s.max_decompressed_bytes)
+    data = await off_loop(
+        len(raw), bool(content_encoding), decompress_body, raw, content_encoding, s.max_decompressed_bytes
+    )
     # paid before the parse, so a refused big body costs its sender
     prepaid = max(0, prepaid_tokens(len(data)) - paid)
-    limited = await _rate_limit(state, principal, prepaid, encoding, debit=True)  # inflated: paid even if refused
+    limited = await _rate_limit(
+        state, principal, prepaid, encoding, debit=True
+    )  # inflated: paid even if refused
     if limited is not None:
         raise _Limited(limited)
     prepaid += paid
@@ -208,8 +254,9 @@ async def export_traces(request: Request) -> Response:
         limited = await _rate_limit(state, principal, cost, encoding)
         if limited is not None:
             return limited
-        batch = await off_loop(size, False, state.span_preparer.prepare, export, principal.tenant,
-                               current_traceparent())
+        batch = await off_loop(
+            size, False, state.span_preparer.prepare, export, principal.tenant, current_traceparent()
+        )
         _count(state, principal, batch)
         message = batch.message(state.settings.otlp_max_attribute_chars)
         if batch.rejected_spans and not batch.accepted_spans:
@@ -236,4 +283,3 @@ def _count(state: ApiState, principal: Principal, batch: OtlpBatch) -> None:
         state.metrics.otlp_values_truncated.inc(batch.truncated_values)
     for kind, n in batch.redactions.items():
         state.metrics.redactions.labels(kind).inc(n)
-

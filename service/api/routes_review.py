@@ -36,12 +36,22 @@ from service.review.reports import all_reports, store_reports
 from service.review.store import ForeignItem, LabelInput, NotAssigned
 
 router = APIRouter(prefix="/review", include_in_schema=False)
-REASONS = ("", "unsupported_claim", "contradicts_context", "missing_context", "wrong_documents", "incomplete",
-           "refusal_wrong", "other")
+REASONS = (
+    "",
+    "unsupported_claim",
+    "contradicts_context",
+    "missing_context",
+    "wrong_documents",
+    "incomplete",
+    "refusal_wrong",
+    "other",
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; "
-                               "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
+    "img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
 # Bounds on what a form post may be, checked before a byte of it is parsed (the sign-in form is unauthenticated).
@@ -66,7 +76,9 @@ def _service(request: Request) -> ReviewService:
     state: ApiState = getattr(request.state, STATE_KEY)
     review = state.review
     if review is None or review.store is None:
-        raise PageError(503, "the review page is off: set RAGMON_DATABASE_URL to a PostgreSQL (ragmon up starts one)")
+        raise PageError(
+            503, "the review page is off: set RAGMON_DATABASE_URL to a PostgreSQL (ragmon up starts one)"
+        )
     return review
 
 
@@ -87,21 +99,30 @@ async def _reviewer(request: Request, review: ReviewService) -> Reviewer | None:
         if await review.revoked(session):
             return None
     except SessionStoreDown as exc:
-        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
-                        {"Retry-After": "2"}) from exc
+        raise PageError(
+            503, "the session store (Redis) is unreachable; try again shortly", {"Retry-After": "2"}
+        ) from exc
     return session
 
 
-def _render(request: Request, review: ReviewService, template: str, status: int = 200,
-            reviewer: Reviewer | None = None, **context: Any) -> HTMLResponse:
+def _render(
+    request: Request,
+    review: ReviewService,
+    template: str,
+    status: int = 200,
+    reviewer: Reviewer | None = None,
+    **context: Any,
+) -> HTMLResponse:
     browser = usable_browser_token(request.cookies.get(CSRF_COOKIE)) or review.signer.new_browser_token()
     headers = {**SECURITY_HEADERS, **context.pop("headers", {})}
     html = review.templates.get_template(template).render(
-        reviewer=reviewer, csrf=review.signer.csrf_token(browser), error=context.pop("error", None), **context)
+        reviewer=reviewer, csrf=review.signer.csrf_token(browser), error=context.pop("error", None), **context
+    )
     response = HTMLResponse(html, status_code=status, headers=headers)
     if request.cookies.get(CSRF_COOKIE) != browser:
-        response.set_cookie(CSRF_COOKIE, browser, httponly=True, samesite="strict", path="/review",
-                            secure=_https(request))
+        response.set_cookie(
+            CSRF_COOKIE, browser, httponly=True, samesite="strict", path="/review", secure=_https(request)
+        )
     return response
 
 
@@ -114,8 +135,11 @@ def _error_page(request: Request, exc: PageError) -> Response:
     try:
         review = _service(request)
     except PageError:
-        return HTMLResponse(f"<p>{html.escape(exc.message)}</p>", status_code=exc.status,
-                            headers={**SECURITY_HEADERS, **exc.headers})
+        return HTMLResponse(
+            f"<p>{html.escape(exc.message)}</p>",
+            status_code=exc.status,
+            headers={**SECURITY_HEADERS, **exc.headers},
+        )
     return _render(request, review, "review/base.html", exc.status, error=exc.message, headers=exc.headers)
 
 
@@ -126,11 +150,16 @@ async def read_form(request: Request, max_bytes: int, max_fields: int) -> FormDa
     check of ours; here the media type and the size are checked first and the body is read with a cap.
     """
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media == "" and request.headers.get("content-length") in (None, "0") and "transfer-encoding" not in request.headers:
+    if (
+        media == ""
+        and request.headers.get("content-length") in (None, "0")
+        and "transfer-encoding" not in request.headers
+    ):
         return FormData()  # an empty post: no fields (the CSRF check then refuses it)
     if media != "application/x-www-form-urlencoded":
-        raise PageError(415, "Content-Type: forms here are application/x-www-form-urlencoded "
-                             "(no multipart, no files)")
+        raise PageError(
+            415, "Content-Type: forms here are application/x-www-form-urlencoded (no multipart, no files)"
+        )
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_bytes):
         raise PageError(413, f"form: at most {max_bytes} bytes")
@@ -143,16 +172,24 @@ async def read_form(request: Request, max_bytes: int, max_fields: int) -> FormDa
         text = body.decode("ascii")  # urlencoded forms are ASCII; anything else is percent-encoded
         pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=max_fields, errors="strict")
     except UnicodeDecodeError as exc:
-        raise PageError(400, "form: not application/x-www-form-urlencoded (raw non-ASCII bytes or a "
-                             "percent-escape that is not UTF-8)") from exc
+        raise PageError(
+            400,
+            "form: not application/x-www-form-urlencoded (raw non-ASCII bytes or a "
+            "percent-escape that is not UTF-8)",
+        ) from exc
     except ValueError as exc:
         raise PageError(413, f"form: at most {max_fields} fields") from exc
     fields: list[tuple[str, str | UploadFile]] = list(pairs)
     return FormData(fields)
 
 
-async def _checked_form(request: Request, review: ReviewService, reviewer: Reviewer | None,
-                        max_bytes: int = SMALL_FORM_MAX_BYTES, max_fields: int = SMALL_FORM_MAX_FIELDS) -> FormData:
+async def _checked_form(
+    request: Request,
+    review: ReviewService,
+    reviewer: Reviewer | None,
+    max_bytes: int = SMALL_FORM_MAX_BYTES,
+    max_fields: int = SMALL_FORM_MAX_FIELDS,
+) -> FormData:
     """The posted form, after the CSRF check (skipped only for Bearer-key clients, which no browser sends)."""
     origin = request.headers.get("origin")
     if origin and urlsplit(origin).netloc != request.headers.get("host"):
@@ -178,19 +215,24 @@ async def _login_allowed(review: ReviewService, address: str) -> None:
     try:
         await review.check_login_allowed(address)
     except LoginThrottled as exc:
-        raise PageError(429, f"too many failed sign-ins from {address}; try again in {exc.retry_after_s} s",
-                        {"Retry-After": str(exc.retry_after_s)}) from exc
+        raise PageError(
+            429,
+            f"too many failed sign-ins from {address}; try again in {exc.retry_after_s} s",
+            {"Retry-After": str(exc.retry_after_s)},
+        ) from exc
     except SessionStoreDown as exc:
-        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
-                        {"Retry-After": "2"}) from exc
+        raise PageError(
+            503, "the session store (Redis) is unreachable; try again shortly", {"Retry-After": "2"}
+        ) from exc
 
 
 async def _login_failed(review: ReviewService, address: str) -> None:
     try:
         await review.login_failed(address)
     except SessionStoreDown as exc:
-        raise PageError(503, "the session store (Redis) is unreachable; try again shortly",
-                        {"Retry-After": "2"}) from exc
+        raise PageError(
+            503, "the session store (Redis) is unreachable; try again shortly", {"Retry-After": "2"}
+        ) from exc
 
 
 @router.get("/static/review.js")
@@ -208,8 +250,9 @@ async def index(request: Request) -> Response:
         assert review.store is not None
         progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
         reviewers = await asyncio.to_thread(review.store.reviewers, reviewer.tenant)
-        return _render(request, review, "review/index.html", reviewer=reviewer, progress=progress,
-                       reviewers=reviewers)
+        return _render(
+            request, review, "review/index.html", reviewer=reviewer, progress=progress, reviewers=reviewers
+        )
     except PageError as exc:
         return _error_page(request, exc)
 
@@ -224,15 +267,23 @@ async def login(request: Request) -> Response:
         key = form.get("key")
         state: ApiState = getattr(request.state, STATE_KEY)
         try:
-            principal = state.keys.authenticate(f"Bearer {key}" if isinstance(key, str) and key else None,
-                                                scope="review")
+            principal = state.keys.authenticate(
+                f"Bearer {key}" if isinstance(key, str) and key else None, scope="review"
+            )
         except AuthError as exc:
             await _login_failed(review, address)
             raise PageError(exc.status, exc.message) from exc
         response = RedirectResponse("/review", status_code=303)
         cookie = review.signer.issue(principal.tenant, reviewer_name(principal.name), principal.key_id)
-        response.set_cookie(SESSION_COOKIE, cookie, max_age=review.settings.review_session_s, httponly=True,
-                            samesite="strict", path="/review", secure=_https(request))
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=review.settings.review_session_s,
+            httponly=True,
+            samesite="strict",
+            path="/review",
+            secure=_https(request),
+        )
         return response
     except PageError as exc:
         return _error_page(request, exc)
@@ -247,8 +298,11 @@ async def logout(request: Request) -> Response:
             try:
                 await review.revoke(reviewer, time.time())
             except SessionStoreDown as exc:
-                raise PageError(503, "the session store (Redis) is unreachable: not signed out; try again",
-                                {"Retry-After": "2"}) from exc
+                raise PageError(
+                    503,
+                    "the session store (Redis) is unreachable: not signed out; try again",
+                    {"Retry-After": "2"},
+                ) from exc
         response = RedirectResponse("/review", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/review")
         return response
@@ -274,8 +328,11 @@ def _documents(content: dict[str, Any]) -> list[dict[str, Any]]:
     """Context documents in prompt order, then exclusion candidates not in the context (ids only)."""
     docs = [dict(d) for d in content.get("documents", [])]
     seen = {d["id"] for d in docs}
-    docs += [{"id": c["id"], "text": None, "score": c.get("score")} for c in content.get("candidates", [])
-             if c["id"] not in seen]
+    docs += [
+        {"id": c["id"], "text": None, "score": c.get("score")}
+        for c in content.get("candidates", [])
+        if c["id"] not in seen
+    ]
     return docs
 
 
@@ -298,10 +355,20 @@ async def show_item(request: Request, item_id: int) -> Response:
         assert review.store is not None
         progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
         mine = item["my_label"]
-        return _render(request, review, "review/item.html", reviewer=reviewer, item=item, mine=mine,
-                       revealed=mine is not None, documents=_documents(item["content"]),
-                       gold=set(mine["gold_ids"]) if mine else set(), reasons=REASONS, progress=progress,
-                       max_note=L.MAX_NOTE_CHARS)
+        return _render(
+            request,
+            review,
+            "review/item.html",
+            reviewer=reviewer,
+            item=item,
+            mine=mine,
+            revealed=mine is not None,
+            documents=_documents(item["content"]),
+            gold=set(mine["gold_ids"]) if mine else set(),
+            reasons=REASONS,
+            progress=progress,
+            max_note=L.MAX_NOTE_CHARS,
+        )
     except PageError as exc:
         return _error_page(request, exc)
 
@@ -326,8 +393,13 @@ def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -
         raise PageError(422, f"note: at most {L.MAX_NOTE_CHARS} characters")
     if note and review.redactor is not None:  # what reviewers type joins the golden set: no PII there either
         note = review.redactor.redact(note, Counter())
-    return LabelInput(faithful == "yes", None if not answerable else answerable == "yes",
-                      list(dict.fromkeys(gold)), reason or None, note.strip() or None)
+    return LabelInput(
+        faithful == "yes",
+        None if not answerable else answerable == "yes",
+        list(dict.fromkeys(gold)),
+        reason or None,
+        note.strip() or None,
+    )
 
 
 @router.post("/items/{item_id}/label")
@@ -343,8 +415,11 @@ async def save_label(request: Request, item_id: int) -> Response:
         except (ForeignItem, KeyError) as exc:
             raise PageError(404, f"no review item {item_id}") from exc
         except NotAssigned as exc:
-            raise PageError(409, f"item {item_id} is not assigned to you (or its lease ran out): take your next "
-                                 "item from /review/next") from exc
+            raise PageError(
+                409,
+                f"item {item_id} is not assigned to you (or its lease ran out): take your next "
+                "item from /review/next",
+            ) from exc
         review.metrics.labels_saved.labels(reviewer.tenant).inc()
         review.relay.wake.set()
         target = "/review/next" if form.get("action") == "save_next" else f"/review/items/{item_id}"

@@ -32,7 +32,9 @@ _QUOTE, _OPEN_LIST, _OPEN_OBJ, _CLOSE_LIST, _CLOSE_OBJ, _COMMA = 34, 91, 123, 93
 @dataclass(frozen=True)
 class JsonShape:
     max_depth: int
-    items: dict[int, int]  # depth -> values held by the containers whose values are at that depth (upper bound)
+    items: dict[
+        int, int
+    ]  # depth -> values held by the containers whose values are at that depth (upper bound)
 
 
 def json_shape(data: bytes, count_at: tuple[int, ...] = ()) -> JsonShape:
@@ -50,8 +52,13 @@ def json_shape(data: bytes, count_at: tuple[int, ...] = ()) -> JsonShape:
     for start in range(0, len(text), _CHUNK):
         chunk = np.frombuffer(text, np.uint8, count=min(_CHUNK, len(text) - start), offset=start)
         quotes = np.flatnonzero(chunk == _QUOTE)
-        brackets = _outside(quotes, quotes_before, np.flatnonzero(
-            (chunk == _OPEN_LIST) | (chunk == _OPEN_OBJ) | (chunk == _CLOSE_LIST) | (chunk == _CLOSE_OBJ)))
+        brackets = _outside(
+            quotes,
+            quotes_before,
+            np.flatnonzero(
+                (chunk == _OPEN_LIST) | (chunk == _OPEN_OBJ) | (chunk == _CLOSE_LIST) | (chunk == _CLOSE_OBJ)
+            ),
+        )
         quotes_before += len(quotes)
         opening = (chunk[brackets] == _OPEN_LIST) | (chunk[brackets] == _OPEN_OBJ)
         after = np.cumsum(np.where(opening, 1, -1), dtype=np.int64)
@@ -117,8 +124,12 @@ def _fields(data: bytes, pos: int, end: int, budget: _Budget) -> Iterator[tuple[
     while pos < end:
         budget.left -= 1
         if budget.left < 0:
-            raise ingest.IngestError(413, "the export holds more fields than its entries and spans allow",
-                              field="resourceSpans", rule="otlp_max_fields")
+            raise ingest.IngestError(
+                413,
+                "the export holds more fields than its entries and spans allow",
+                field="resourceSpans",
+                rule="otlp_max_fields",
+            )
         tag, pos = _varint(data, pos, end)
         wire = tag & 7
         if wire == 0:
@@ -170,11 +181,19 @@ def count_export(data: bytes, max_resources: int, max_scopes: int, max_spans: in
                         if counts.spans > max_spans:
                             raise _over("spans", counts.spans, max_spans, "otlp_max_spans_per_request")
     except _Malformed:
-        raise ingest.IngestError(400, "body is not a valid ExportTraceServiceRequest protobuf: its fields do not frame",
-                          field="body", rule="otlp_protobuf") from None
+        raise ingest.IngestError(
+            400,
+            "body is not a valid ExportTraceServiceRequest protobuf: its fields do not frame",
+            field="body",
+            rule="otlp_protobuf",
+        ) from None
     return counts
 
 
 def _over(what: str, seen: int, limit: int, rule: str) -> ingest.IngestError:
-    return ingest.IngestError(413, f"at least {seen} {what} in one export; at most {limit}: lower the "
-                              "exporter's batch size", field="resourceSpans", rule=rule)
+    return ingest.IngestError(
+        413,
+        f"at least {seen} {what} in one export; at most {limit}: lower the exporter's batch size",
+        field="resourceSpans",
+        rule=rule,
+    )

@@ -29,9 +29,11 @@ class EmbeddingDimensions:
         if first is None or first[0] == len(embedding):
             return None
         dims, where = first
-        return (f"events[{index}].body.query.embedding: {len(embedding)} dimensions, but embedding_model "
-                f"{model!r} has {dims} in events[{where}] of this batch; one model has one dimension "
-                f"({EMBEDDING_DIMS_RULE})")
+        return (
+            f"events[{index}].body.query.embedding: {len(embedding)} dimensions, but embedding_model "
+            f"{model!r} has {dims} in events[{where}] of this batch; one model has one dimension "
+            f"({EMBEDDING_DIMS_RULE})"
+        )
 
     def accept(self, index: int, model: str | None, embedding: list[float] | None) -> None:
         if model is not None and embedding is not None:

@@ -31,7 +31,9 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
         return {}
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"{CONFIG_ENV}={str(p)!r}: no such file; point it at a ragmon YAML config or unset it")
+        raise ConfigError(
+            f"{CONFIG_ENV}={str(p)!r}: no such file; point it at a ragmon YAML config or unset it"
+        )
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as exc:

@@ -29,8 +29,9 @@ def record_flag(pipe: Any, prefix: str, tenant: str, intent: str, drifted: bool,
         pipe.hdel(key, intent)
 
 
-def flagged_windows(client: Any, prefix: str, tenants: list[str], now: float,
-                    max_age_s: float) -> dict[str, frozenset[str]]:
+def flagged_windows(
+    client: Any, prefix: str, tenants: list[str], now: float, max_age_s: float
+) -> dict[str, frozenset[str]]:
     """tenant -> intents whose window is flagged now ("all" for the whole tenant); one round trip."""
     if not tenants:
         return {}

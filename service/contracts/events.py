@@ -92,11 +92,21 @@ _METADATA_SCHEMA = {
     "propertyNames": {"minLength": 1, "maxLength": L.MAX_METADATA_KEY_LEN},
     "additionalProperties": {
         "anyOf": [
-            {"type": "string", "maxLength": L.MAX_METADATA_STR_LEN}, {"type": "number"}, {"type": "boolean"},
+            {"type": "string", "maxLength": L.MAX_METADATA_STR_LEN},
+            {"type": "number"},
+            {"type": "boolean"},
             {"type": "null"},
-            {"type": "array", "maxItems": L.MAX_METADATA_LIST_LEN,
-             "items": {"anyOf": [{"type": "string", "maxLength": L.MAX_METADATA_STR_LEN}, {"type": "number"},
-                                 {"type": "boolean"}]}},
+            {
+                "type": "array",
+                "maxItems": L.MAX_METADATA_LIST_LEN,
+                "items": {
+                    "anyOf": [
+                        {"type": "string", "maxLength": L.MAX_METADATA_STR_LEN},
+                        {"type": "number"},
+                        {"type": "boolean"},
+                    ]
+                },
+            },
         ]
     },
 }
@@ -207,7 +217,9 @@ class Retrieval(Strict):
     exclusion_sample: ExclusionSample | None = None
 
 
-EMBEDDING_NEEDS_MODEL = "embedding_model is required with embedding: vectors of different models are never compared"
+EMBEDDING_NEEDS_MODEL = (
+    "embedding_model is required with embedding: vectors of different models are never compared"
+)
 
 
 class Query(Strict):
@@ -257,7 +269,11 @@ class TraceBody(Strict):
 class FeedbackBody(Strict):
     trace_id: Identifier
     kind: FeedbackKind
-    value: bool | Annotated[float, Field(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE, allow_inf_nan=False)] | None = None
+    value: (
+        bool
+        | Annotated[float, Field(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE, allow_inf_nan=False)]
+        | None
+    ) = None
     reason: FeedbackReason | None = None
     document_id: Identifier | None = None
 

@@ -38,8 +38,10 @@ def missing(modules: tuple[str, ...]) -> list[str]:
 
 def missing_line(part: str, extra: str, absent: list[str], consequence: str = "off") -> str:
     """The one line that says what is missing and the command that fixes it."""
-    return (f"{part}: {consequence}: the '{extra}' extra is not installed (no module {', '.join(absent)}); "
-            f"fix: {FIX.format(extra=extra)}")
+    return (
+        f"{part}: {consequence}: the '{extra}' extra is not installed (no module {', '.join(absent)}); "
+        f"fix: {FIX.format(extra=extra)}"
+    )
 
 
 def require(worker: str, extra: str, modules: tuple[str, ...]) -> None:

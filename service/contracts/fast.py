@@ -53,8 +53,18 @@ from service.contracts.views import (
     whole_pattern,
 )
 
-__all__ = ["BODIES", "Candidate", "ExclusionSample", "PlainEnvelope", "Usage", "body_ids", "check_body", "plain_batch_decoder",
-           "predicates_fit", "rules_hold"]
+__all__ = [
+    "BODIES",
+    "Candidate",
+    "ExclusionSample",
+    "PlainEnvelope",
+    "Usage",
+    "body_ids",
+    "check_body",
+    "plain_batch_decoder",
+    "predicates_fit",
+    "rules_hold",
+]
 
 # Identifiers: lengths checked by msgspec, ID_PATTERN by rules_hold over all of a body's identifiers
 # at once after the decode. msgspec checks a pattern by one call into Python's re per string, about
@@ -176,8 +186,12 @@ class LabelBody(View, forbid_unknown_fields=True):
             raise ValueError(LABEL_NEEDS_A_JUDGEMENT)
 
 
-BODIES: dict[str, type[View]] = {"trace": TraceBody, "feedback": FeedbackBody, "release": ReleaseBody,
-                                 "label": LabelBody}
+BODIES: dict[str, type[View]] = {
+    "trace": TraceBody,
+    "feedback": FeedbackBody,
+    "release": ReleaseBody,
+    "label": LabelBody,
+}
 _ = (ModelName, TokenKind)  # the Usage and Query structs reuse them: every rule lives in views.py
 
 # ID_PATTERN's characters; any other character (a line break included) in an identifier breaks it.
@@ -190,7 +204,12 @@ _NAME = re.compile(whole_pattern(NAME_PATTERN))
 def body_ids(event_type: str, body: Any) -> list[str]:
     """Every identifier of a body read by these structs."""
     if event_type == "trace":
-        ids = [body.trace_id, body.request_id, *(d.id for d in body.retrieval.documents), *body.answer.citations]
+        ids = [
+            body.trace_id,
+            body.request_id,
+            *(d.id for d in body.retrieval.documents),
+            *body.answer.citations,
+        ]
         for optional in (body.release, body.session_id):
             if optional is not None:
                 ids.append(optional)
@@ -223,7 +242,9 @@ def rules_hold(event_type: str, body: Any) -> bool:
         return _NAME.fullmatch(body.variant) is not None
     if event_type != "trace":
         return True
-    if _NAME.fullmatch(body.variant) is None or (body.intent is not None and _NAME.fullmatch(body.intent) is None):
+    if _NAME.fullmatch(body.variant) is None or (
+        body.intent is not None and _NAME.fullmatch(body.intent) is None
+    ):
         return False
     filters = body.retrieval.filters
     if not (predicates_fit(filters.entitlement) and predicates_fit(filters.relevance)):

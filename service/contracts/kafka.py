@@ -27,8 +27,11 @@ def ensure_topics(settings: CommonSettings, timeout_s: float = 10.0) -> list[str
     )
     try:
         existing = set(admin.list_topics())
-        missing = [NewTopic(t, settings.kafka_partitions, 1, topic_configs=TOPIC_CONFIGS)
-                   for t in settings.topics.all() if t not in existing]
+        missing = [
+            NewTopic(t, settings.kafka_partitions, 1, topic_configs=TOPIC_CONFIGS)
+            for t in settings.topics.all()
+            if t not in existing
+        ]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics(missing, timeout_ms=int(timeout_s * 1000))

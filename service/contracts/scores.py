@@ -102,7 +102,9 @@ class ExcludedGold(_Strict):
     """One eligible gold document that no relevance predicate let through."""
 
     doc_id: str
-    predicates: list[str] = Field(description="'field op' of each relevance predicate it fails (never values)")
+    predicates: list[str] = Field(
+        description="'field op' of each relevance predicate it fails (never values)"
+    )
 
 
 class ExclusionResultEvent(_TraceScore):
@@ -118,14 +120,18 @@ class ExclusionResultEvent(_TraceScore):
     surviving_gold: int = Field(ge=0)
     falsely_excluded: bool | None
     excluded_gold: list[ExcludedGold] = Field(default_factory=list, max_length=100)
-    leaked: int = Field(0, ge=0, description="candidates or context documents violating an entitlement predicate")
+    leaked: int = Field(
+        0, ge=0, description="candidates or context documents violating an entitlement predicate"
+    )
 
 
 def exclusion_event_id(source_event_id: uuid.UUID, gold_source: str) -> uuid.UUID:
     return uuid.uuid5(SCORE_EVENT_NAMESPACE, f"{source_event_id}/exclusion/{gold_source}")
 
 
-def score_record(event: FaithfulnessScoreEvent | ExclusionResultEvent) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+def score_record(
+    event: FaithfulnessScoreEvent | ExclusionResultEvent,
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """(key, value, headers) for the scores topic, for any score event kind."""
     key = record_key("trace", event.tenant, {"request_id": event.request_id})
     headers = [

@@ -16,10 +16,13 @@ class CommonSettings(BaseSettings):
         "127.0.0.1:9092", description="host:port[,host:port] of the Kafka-protocol brokers"
     )
     kafka_topic_prefix: str = Field("ragmon", pattern=r"^[A-Za-z0-9._-]+$")
-    kafka_partitions: int = Field(4, ge=1, le=1024, description="partitions per topic when ragmon creates them")
+    kafka_partitions: int = Field(
+        4, ge=1, le=1024, description="partitions per topic when ragmon creates them"
+    )
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="Redis for dedupe keys, joins and windows")
     database_url: str | None = Field(
-        None, description="PostgreSQL of the review store (review worker, /review); `ragmon up` starts one")
+        None, description="PostgreSQL of the review store (review worker, /review); `ragmon up` starts one"
+    )
 
     @property
     def topics(self) -> Topics:

@@ -80,7 +80,9 @@ def trace_event_id(tenant: str, trace_id_hex: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def encode_span_record(tenant: str, trace_id_hex: str, data: TracesData) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
+def encode_span_record(
+    tenant: str, trace_id_hex: str, data: TracesData
+) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """Key, value and headers of the record carrying one trace's spans of one export."""
     value = data.SerializeToString(deterministic=True)
     count = sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
@@ -112,7 +114,9 @@ def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) ->
         raise SpanRecordError(f"value is not a TracesData protobuf: {exc}") from exc
     trace_ids = {span.trace_id for rs in data.resource_spans for ss in rs.scope_spans for span in ss.spans}
     if len(trace_ids) != 1 or len(next(iter(trace_ids))) != 16:
-        raise SpanRecordError(f"record must hold spans of exactly one 16-byte trace id, found {len(trace_ids)}")
+        raise SpanRecordError(
+            f"record must hold spans of exactly one 16-byte trace id, found {len(trace_ids)}"
+        )
     trace_hex = next(iter(trace_ids)).hex()
     event_id = found.get(T.H_EVENT_ID, b"").decode() or span_record_id(tenant, trace_hex, value)
     return SpanRecord(tenant, trace_hex, event_id, data)

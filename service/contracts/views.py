@@ -43,7 +43,9 @@ _LARGEST = 1.7976931348623157e308  # JSON numbers beyond it decode as inf: rejec
 
 Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=whole_pattern(ID_PATTERN))]
 Name = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(NAME_PATTERN))]
-StageName = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(STAGE_PATTERN))]
+StageName = Annotated[
+    str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(STAGE_PATTERN))
+]
 FiniteFloat = Annotated[float, Meta(ge=-_LARGEST, le=_LARGEST)]
 AwareDatetime = Annotated[datetime, Meta(tz=True)]
 ModelName = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]

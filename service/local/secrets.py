@@ -26,8 +26,12 @@ class LocalSecrets:
 
 
 def _generate() -> LocalSecrets:
-    return LocalSecrets(secrets.token_urlsafe(48), secrets.token_urlsafe(32), secrets.token_urlsafe(32),
-                        secrets.token_urlsafe(32))
+    return LocalSecrets(
+        secrets.token_urlsafe(48),
+        secrets.token_urlsafe(32),
+        secrets.token_urlsafe(32),
+        secrets.token_urlsafe(32),
+    )
 
 
 def load_or_create_secrets(workdir: Path) -> LocalSecrets:

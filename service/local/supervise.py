@@ -32,16 +32,16 @@ DURABLE_KAFKA_SETTING = "RAGMON_KAFKA_BOOTSTRAP_SERVERS"
 # What a restart of each kind of process loses; a crash is reported with it.
 LOST = {
     "tansu": "every topic, every event accepted but not yet processed, and every consumer offset "
-             f"(the embedded broker is memory-only; set {DURABLE_KAFKA_SETTING} to use a durable Kafka)",
+    f"(the embedded broker is memory-only; set {DURABLE_KAFKA_SETTING} to use a durable Kafka)",
     "redis": "dedupe keys (events redelivered later may be counted twice), feedback waiting for its trace, "
-             "drift windows and rate-limit buckets (the embedded Redis keeps nothing on disk)",
+    "drift windows and rate-limit buckets (the embedded Redis keeps nothing on disk)",
     "api": "nothing accepted: the API answers 2xx only after the broker acknowledged; in-flight requests "
-           "got an error and the app retries them",
+    "got an error and the app retries them",
     "worker": "nothing: the records it had not committed are redelivered and deduplicated by event id; "
-              "its in-process counters restart from 0 (Prometheus rate() handles the reset)",
+    "its in-process counters restart from 0 (Prometheus rate() handles the reset)",
     "postgres": "nothing committed: the review queue, labels and outbox are on disk (its WAL is replayed at "
-                "start); transactions in flight were rolled back and are retried (the sampler's batch, a "
-                "reviewer's save)",
+    "start); transactions in flight were rolled back and are retried (the sampler's batch, a "
+    "reviewer's save)",
     "prometheus": "nothing on disk; alerts pending in memory restart their for: timers",
     "alertmanager": "silences and notification state kept in memory",
 }
@@ -69,11 +69,14 @@ class GiveUp(Exception):
 
 def respawn_same(child: ChildProcess, env: dict[str, str] | None) -> Callable[[], ChildProcess]:
     """Start the same command again, on the same port, appending to the same log."""
+
     def start() -> ChildProcess:
         out = open(child.log_path, "ab") if child.log_path else subprocess.DEVNULL  # noqa: SIM115 - the child's
-        proc = subprocess.Popen(child.proc.args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            child.proc.args, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         return ChildProcess(child.name, proc, child.port, child.log_path, child.extra)
+
     return start
 
 
@@ -96,8 +99,13 @@ def _kind(name: str) -> str:
 
 
 class Supervisor:
-    def __init__(self, stack: Stack, policy: RestartPolicy, metrics: SupervisorMetrics,
-                 say: Callable[[str], None] = lambda line: print(line, flush=True)) -> None:
+    def __init__(
+        self,
+        stack: Stack,
+        policy: RestartPolicy,
+        metrics: SupervisorMetrics,
+        say: Callable[[str], None] = lambda line: print(line, flush=True),
+    ) -> None:
         self.stack = stack
         self.policy = policy
         self.metrics = metrics
@@ -106,8 +114,13 @@ class Supervisor:
         # process -> why it is off or reduced (an extra it needs is not installed; no model): the status line
         self.off: dict[str, str] = {}
 
-    def watch(self, child: ChildProcess, env: dict[str, str] | None, restart: bool = True,
-              respawn: Callable[[], ChildProcess] | None = None) -> None:
+    def watch(
+        self,
+        child: ChildProcess,
+        env: dict[str, str] | None,
+        restart: bool = True,
+        respawn: Callable[[], ChildProcess] | None = None,
+    ) -> None:
         """Restart `child` when it dies: the same command (`respawn_same`), or `respawn` where a process
         needs more than that (PostgreSQL: its old backends killed, started as its own user)."""
         self._watched[child.name] = _Watched((respawn or respawn_same(child, env)) if restart else None)
@@ -142,12 +155,16 @@ class Supervisor:
             watched.crashes.popleft()
         n = len(watched.crashes)
         if n >= p.max_crashes:
-            raise GiveUp(f"{child.name} crashed {n} times within {p.window_s:.0f}s (limit {p.max_crashes}): "
-                         f"giving up and stopping; see {child.log_path}")
+            raise GiveUp(
+                f"{child.name} crashed {n} times within {p.window_s:.0f}s (limit {p.max_crashes}): "
+                f"giving up and stopping; see {child.log_path}"
+            )
         delay = min(p.initial_backoff_s * 2 ** (n - 1), p.max_backoff_s)
         watched.restart_at = now + delay
-        self.say(f"{child.name} exited with {code} (crash {n} of {p.max_crashes} allowed within "
-                 f"{p.window_s:.0f}s); lost: {lost}; restarting in {delay:.0f}s; see {child.log_path}")
+        self.say(
+            f"{child.name} exited with {code} (crash {n} of {p.max_crashes} allowed within "
+            f"{p.window_s:.0f}s); lost: {lost}; restarting in {delay:.0f}s; see {child.log_path}"
+        )
 
     def _restart(self, child: ChildProcess, watched: _Watched, now: float) -> ChildProcess:
         assert watched.respawn is not None

@@ -84,8 +84,13 @@ def _spawn_ragmon(name: str, argv: list[str], env: dict[str, str], logs: Path, p
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{name}.log"
     out = open(log_path, "ab")  # noqa: SIM115 - owned by the child
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", *argv], stdout=out, stderr=subprocess.STDOUT,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", *argv],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     return ChildProcess(name, proc, port, log_path)
 
 
@@ -119,8 +124,16 @@ def _start_workers(opts: UpOptions, env: dict[str, str], stack: Stack, logs: Pat
     return ports
 
 
-def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom: str | None, opts: UpOptions,
-                   supervisor_port: int, api_metrics: str) -> None:
+def _print_summary(
+    api: str,
+    key: str,
+    tenant: str,
+    ports: dict[str, int],
+    prom: str | None,
+    opts: UpOptions,
+    supervisor_port: int,
+    api_metrics: str,
+) -> None:
     lines = [
         "",
         "ragmon is up",
@@ -129,7 +142,9 @@ def _print_summary(api: str, key: str, tenant: str, ports: dict[str, int], prom:
         f"  API key      {key}   (tenant '{tenant}')",
     ]
     lines += [f"  worker {n:<10} http://127.0.0.1:{p}/metrics" for n, p in ports.items()]
-    lines.append(f"  supervisor   http://127.0.0.1:{supervisor_port}/metrics   (ragmon_supervisor_restarts_total)")
+    lines.append(
+        f"  supervisor   http://127.0.0.1:{supervisor_port}/metrics   (ragmon_supervisor_restarts_total)"
+    )
     if prom:
         lines.append(f"  Prometheus   {prom}   (alerts: {prom}/alerts)")
     else:
@@ -161,8 +176,10 @@ def _status_line(api_metrics: str, ports: dict[str, int], off: dict[str, str] | 
             continue  # off: nothing to count
         parts.append(f"{name}={total(f'http://127.0.0.1:{port}/metrics', 'ragmon_worker_events_total'):.0f}")
     # what is off or reduced, and why (the line each of them printed when it stopped or started)
-    parts += [f"| {name.removeprefix('worker-')} {why if why.startswith('reduced') else 'off: ' + why}"
-              for name, why in sorted(off.items())]
+    parts += [
+        f"| {name.removeprefix('worker-')} {why if why.startswith('reduced') else 'off: ' + why}"
+        for name, why in sorted(off.items())
+    ]
     return time.strftime("%H:%M:%S ") + " ".join(parts)
 
 
@@ -174,13 +191,17 @@ def _start_kafka(stack: Stack, supervisor: Supervisor, logs: Path) -> str:
         return external
     broker = stack.add(start_broker(preferred_or_free(19092), log_dir=logs))
     supervisor.watch(broker, None, restart=False)
-    print(f"Kafka: embedded Tansu broker on 127.0.0.1:{broker.port}, memory-only: every event in it is lost when "
-          f"it stops; set {DURABLE_KAFKA_SETTING}=host:port to use a durable Kafka", flush=True)
+    print(
+        f"Kafka: embedded Tansu broker on 127.0.0.1:{broker.port}, memory-only: every event in it is lost when "
+        f"it stops; set {DURABLE_KAFKA_SETTING}=host:port to use a durable Kafka",
+        flush=True,
+    )
     return f"127.0.0.1:{broker.port}"
 
 
-def _supervise(stack: Stack, supervisor: Supervisor, api_metrics: str, ports: dict[str, int],
-               stopping: list[bool]) -> None:
+def _supervise(
+    stack: Stack, supervisor: Supervisor, api_metrics: str, ports: dict[str, int], stopping: list[bool]
+) -> None:
     """Until Ctrl-C or SIGTERM: restart crashed processes; a status line every ten seconds."""
     while not stopping:
         supervisor.check()
@@ -197,26 +218,54 @@ class _Keys:
     review: str  # a reviewer's key (scope `review`) for /review, of the first demo tenant
 
 
-def _environment(opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys,
-                 database_url: str) -> dict[str, str]:
+def _environment(
+    opts: UpOptions, workdir: Path, kafka: str, redis_port: int, keys: _Keys, database_url: str
+) -> dict[str, str]:
     # Secrets travel in the environment (readable by the owner only), never on a command line.
     local = load_or_create_secrets(workdir)
     review_secret = os.environ.get("RAGMON_REVIEW_SECRET") or local.review_secret
     pseudonym_key = os.environ.get("RAGMON_PSEUDONYM_KEY") or local.pseudonym_key
-    env = {**os.environ, DURABLE_KAFKA_SETTING: kafka, "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-           "RAGMON_DEV_API_KEY": keys.dev, "RAGMON_DEV_TENANT": keys.tenant, "PYTHONUNBUFFERED": "1",
-           "RAGMON_DATABASE_URL": database_url, "RAGMON_REVIEW_SECRET": review_secret,
-           "RAGMON_PSEUDONYM_KEY": pseudonym_key,
-           # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
-           # first one a reviewer's key for /review.
-           "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS") or json.dumps(
-               # the simulator sends offline gold labels too: its keys have the `label` scope
-               [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"], "name": f"{t}-simulator"}
-                for t, k in keys.demo.items()]
-               + [{"tenant": DEMO_TENANTS[0], "key_sha256": hash_key(keys.review), "scopes": ["review"],
-                   "name": "reviewer"}])}
-    config = (str(Path(opts.config).resolve()) if opts.config else str(DEMO_CONFIG) if opts.demo
-              else os.environ.get("RAGMON_CONFIG"))
+    env = {
+        **os.environ,
+        DURABLE_KAFKA_SETTING: kafka,
+        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "RAGMON_DEV_API_KEY": keys.dev,
+        "RAGMON_DEV_TENANT": keys.tenant,
+        "PYTHONUNBUFFERED": "1",
+        "RAGMON_DATABASE_URL": database_url,
+        "RAGMON_REVIEW_SECRET": review_secret,
+        "RAGMON_PSEUDONYM_KEY": pseudonym_key,
+        # Keys configured by the caller win; otherwise each demo tenant gets a fresh key, and the
+        # first one a reviewer's key for /review.
+        "RAGMON_API_KEYS": os.environ.get("RAGMON_API_KEYS")
+        or json.dumps(
+            # the simulator sends offline gold labels too: its keys have the `label` scope
+            [
+                {
+                    "tenant": t,
+                    "key_sha256": hash_key(k),
+                    "scopes": ["ingest", "label"],
+                    "name": f"{t}-simulator",
+                }
+                for t, k in keys.demo.items()
+            ]
+            + [
+                {
+                    "tenant": DEMO_TENANTS[0],
+                    "key_sha256": hash_key(keys.review),
+                    "scopes": ["review"],
+                    "name": "reviewer",
+                }
+            ]
+        ),
+    }
+    config = (
+        str(Path(opts.config).resolve())
+        if opts.config
+        else str(DEMO_CONFIG)
+        if opts.demo
+        else os.environ.get("RAGMON_CONFIG")
+    )
     config = with_local_models(config, workdir)
     if config:
         env["RAGMON_CONFIG"] = config
@@ -240,25 +289,29 @@ def _start_api(opts: UpOptions, env: dict[str, str], stack: Stack, supervisor: S
     env["RAGMON_API_METRICS_HOST"] = "127.0.0.1"
     env["RAGMON_API_METRICS_PORT"] = str(preferred_or_free(9180))
     api_port = preferred_or_free(opts.api_port)
-    api = stack.add(_spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs,
-                                  api_port))
+    api = stack.add(
+        _spawn_ragmon("api", ["api", "--port", str(api_port), "--log-level", "warning"], env, logs, api_port)
+    )
     supervisor.watch(api, env)
     wait_for_port("127.0.0.1", api_port, 30, api.proc)
     _wait_ready(f"http://127.0.0.1:{api_port}/readyz", api, 30)
     return api_port
 
 
-def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
-               registry: CollectorRegistry) -> tuple[str, dict[str, int]]:
+def _start_all(
+    opts: UpOptions, stack: Stack, supervisor: Supervisor, registry: CollectorRegistry
+) -> tuple[str, dict[str, int]]:
     workdir = opts.workdir.resolve()
     logs = workdir / "logs"
     kafka = _start_kafka(stack, supervisor, logs)
     redis = stack.add(start_redis(preferred_or_free(16379), log_dir=logs))
     supervisor.watch(redis, None)
-    keys = _Keys(os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
-                 os.environ.get("RAGMON_DEV_TENANT", "demo"),
-                 {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS},
-                 f"rgm_review_{secrets.token_urlsafe(12)}")
+    keys = _Keys(
+        os.environ.get("RAGMON_DEV_API_KEY") or f"rgm_dev_{secrets.token_urlsafe(12)}",
+        os.environ.get("RAGMON_DEV_TENANT", "demo"),
+        {t: f"rgm_{t}_{secrets.token_urlsafe(12)}" for t in DEMO_TENANTS},
+        f"rgm_review_{secrets.token_urlsafe(12)}",
+    )
     # The review store: the caller's PostgreSQL, else a private one kept in the workdir across runs.
     database_url = os.environ.get("RAGMON_DATABASE_URL") or _start_postgres(stack, supervisor, workdir, logs)
     env = _environment(opts, workdir, kafka, redis.port, keys, database_url)
@@ -271,8 +324,12 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
         report_faithfulness(f"http://127.0.0.1:{ports['faithfulness']}", off=supervisor.off)
     absent = missing(DRIFT_ENCODER_MODULES) if "drift" in ports else []
     if absent:  # the status line names it too, with what is off
-        print(missing_line("Drift", "ml", absent, "reduced (on the app's embeddings only, no pinned-encoder "
-                           "query drift)"), flush=True)
+        print(
+            missing_line(
+                "Drift", "ml", absent, "reduced (on the app's embeddings only, no pinned-encoder query drift)"
+            ),
+            flush=True,
+        )
         supervisor.off["worker-drift"] = "reduced: " + FIX.format(extra="ml")
     for child in stack.children:
         if child.name.startswith("worker-"):
@@ -281,20 +338,35 @@ def _start_all(opts: UpOptions, stack: Stack, supervisor: Supervisor,
     start_http_server(supervisor_port, addr="127.0.0.1", registry=registry)
     prom_url = None
     if opts.prometheus:
-        prom_url = start_prometheus_stack(stack, workdir, metrics_port, ports, env, opts.scrape_interval,
-                                          extra_jobs={"ragmon-up": supervisor_port})
+        prom_url = start_prometheus_stack(
+            stack,
+            workdir,
+            metrics_port,
+            ports,
+            env,
+            opts.scrape_interval,
+            extra_jobs={"ragmon-up": supervisor_port},
+        )
         for child in stack.children:
             if child.name in ("prometheus", "alertmanager"):
                 supervisor.watch(child, None)
     if opts.demo:
         # Keys travel in the environment, not on the command line (ps shows argv).
-        sim_env = {**env, "RAGMON_API_KEY": keys.dev,
-                   "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.demo.items())}
-        stack.add(_spawn_ragmon("simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url],
-                                sim_env, logs, 0))
+        sim_env = {
+            **env,
+            "RAGMON_API_KEY": keys.dev,
+            "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.demo.items()),
+        }
+        stack.add(
+            _spawn_ragmon(
+                "simulator", ["simulate", "send", opts.scenario or "demo", "--api", api_url], sim_env, logs, 0
+            )
+        )
     _print_summary(api_url, keys.dev, keys.tenant, ports, prom_url, opts, supervisor_port, api_metrics)
     if not os.environ.get("RAGMON_API_KEYS"):
-        print(f"  Review       {api_url}/review   (key {keys.review}, tenant '{DEMO_TENANTS[0]}')\n", flush=True)
+        print(
+            f"  Review       {api_url}/review   (key {keys.review}, tenant '{DEMO_TENANTS[0]}')\n", flush=True
+        )
     return api_metrics, ports
 
 

@@ -25,8 +25,11 @@ class ModelFiles:
 
 
 MODELS = (
-    ModelFiles("vectara/hallucination_evaluation_model", HHEM_DIR,
-               ("config.json", "*.safetensors", "model.safetensors.index.json")),
+    ModelFiles(
+        "vectara/hallucination_evaluation_model",
+        HHEM_DIR,
+        ("config.json", "*.safetensors", "model.safetensors.index.json"),
+    ),
     # Only what our loader reads: the encoder's shape and the tokenizer, not flan-t5's 1 GB of weights.
     ModelFiles("google/flan-t5-base", FOUNDATION_DIR, ("config.json", "tokenizer.json")),
 )
@@ -45,8 +48,12 @@ def fetch(root: Path, revision: str | None = None) -> None:
         target = root / m.subdir
         print(f"fetching {m.repo_id} ({', '.join(m.patterns)}) into {target}", flush=True)
         try:
-            snapshot_download(repo_id=m.repo_id, allow_patterns=list(m.patterns), local_dir=str(target),
-                              revision=revision if m.subdir == HHEM_DIR else None)
+            snapshot_download(
+                repo_id=m.repo_id,
+                allow_patterns=list(m.patterns),
+                local_dir=str(target),
+                revision=revision if m.subdir == HHEM_DIR else None,
+            )
         except Exception as exc:  # the hub client raises many types; all mean "could not download"
             reason = str(exc).splitlines()[0] if str(exc) else ""
             raise FetchError(
@@ -57,8 +64,10 @@ def fetch(root: Path, revision: str | None = None) -> None:
 
 
 def config_lines(root: Path) -> str:
-    return (f"faithfulness:\n  model: {(root / HHEM_DIR).resolve()}\n"
-            f"  foundation: {(root / FOUNDATION_DIR).resolve()}")
+    return (
+        f"faithfulness:\n  model: {(root / HHEM_DIR).resolve()}\n"
+        f"  foundation: {(root / FOUNDATION_DIR).resolve()}"
+    )
 
 
 def _verified(root: Path) -> int:
@@ -68,10 +77,15 @@ def _verified(root: Path) -> int:
     for problem in report.problems:
         print(f"  BAD {problem}", file=sys.stderr)
     if not report.ok:
-        print(f"{root}: not usable by the faithfulness worker ({len(report.problems)} problems above)", file=sys.stderr)
+        print(
+            f"{root}: not usable by the faithfulness worker ({len(report.problems)} problems above)",
+            file=sys.stderr,
+        )
         return 1
-    print(f"{root}: complete. Point the faithfulness worker at it in the ragmon config "
-          f"(`ragmon up` does so by itself for ./{DEFAULT_DIR}):\n{config_lines(root)}")
+    print(
+        f"{root}: complete. Point the faithfulness worker at it in the ragmon config "
+        f"(`ragmon up` does so by itself for ./{DEFAULT_DIR}):\n{config_lines(root)}"
+    )
     return 0
 
 
@@ -80,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="action", required=True)
     for name, text in (("fetch", "download, then verify"), ("verify", "check a directory already there")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"target directory (default ./{DEFAULT_DIR})")
+        p.add_argument(
+            "--dir", type=Path, default=DEFAULT_DIR, help=f"target directory (default ./{DEFAULT_DIR})"
+        )
         if name == "fetch":
             p.add_argument("--revision", default=None, help="HHEM revision (tag or commit) to pin")
     args = parser.parse_args(argv)

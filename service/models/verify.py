@@ -67,15 +67,21 @@ def safetensors_problem(path: Path) -> str | None:
         return "holds no tensor"
     end = max(int(t["data_offsets"][1]) for t in tensors.values())
     if 8 + length + end != size:
-        return f"tensors end at byte {8 + length + end} but the file has {size} (truncated or padded download)"
+        return (
+            f"tensors end at byte {8 + length + end} but the file has {size} (truncated or padded download)"
+        )
     return None
 
 
 def verify_hhem(directory: Path, report: Report) -> None:
     config = _json(directory / "config.json", report)
-    if config is not None and (config.get("model_type") not in HHEM_MODEL_TYPES or not config.get("foundation")):
-        report.problems.append(f"{directory / 'config.json'}: not an HHEM-2 config (model_type "
-                               f"{config.get('model_type')!r}, foundation {config.get('foundation')!r})")
+    if config is not None and (
+        config.get("model_type") not in HHEM_MODEL_TYPES or not config.get("foundation")
+    ):
+        report.problems.append(
+            f"{directory / 'config.json'}: not an HHEM-2 config (model_type "
+            f"{config.get('model_type')!r}, foundation {config.get('foundation')!r})"
+        )
     weights = sorted(directory.glob("*.safetensors"))
     if not weights:
         report.problems.append(f"{directory}: no *.safetensors weights")

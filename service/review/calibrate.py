@@ -73,10 +73,16 @@ def figures_at(threshold: float, items: Sequence[Scored]) -> ThresholdFigures:
     predicted = [s.score >= threshold for s in items]
     weights = [s.weight for s in items]
     strata = [s.stratum for s in items]
-    population = PopulationFigures(weighted_balanced_accuracy(truth, predicted, weights, strata),
-                                   weighted_kappa(truth, predicted, weights, strata))
-    return ThresholdFigures(threshold, balanced_accuracy(truth, predicted),
-                            cohen_kappa(Confusion.of(truth, predicted)), population)
+    population = PopulationFigures(
+        weighted_balanced_accuracy(truth, predicted, weights, strata),
+        weighted_kappa(truth, predicted, weights, strata),
+    )
+    return ThresholdFigures(
+        threshold,
+        balanced_accuracy(truth, predicted),
+        cohen_kappa(Confusion.of(truth, predicted)),
+        population,
+    )
 
 
 @dataclass
@@ -108,30 +114,53 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def calibrate(kind: str, items: Sequence[Scored], configured_threshold: float | None,
-              max_interval_width: float = DEFAULT_MAX_INTERVAL_WIDTH) -> CalibrationReport:
+def calibrate(
+    kind: str,
+    items: Sequence[Scored],
+    configured_threshold: float | None,
+    max_interval_width: float = DEFAULT_MAX_INTERVAL_WIDTH,
+) -> CalibrationReport:
     selection = [s for s in items if in_selection_half(s.item)]
     heldout = [s for s in items if not in_selection_half(s.item)]
     points = roc([s.score for s in items], [s.human for s in items])
-    configured = figures_at(configured_threshold, heldout) if configured_threshold is not None and heldout else None
+    configured = (
+        figures_at(configured_threshold, heldout) if configured_threshold is not None and heldout else None
+    )
     chosen = youden_threshold([s.score for s in selection], [s.human for s in selection])
-    report = CalibrationReport(kind, len(items), len(selection), len(heldout), auc(points), configured, None,
-                               "label_more", "",
-                               [{"threshold": p.threshold, "tpr": p.tpr, "fpr": p.fpr} for p in points])
+    report = CalibrationReport(
+        kind,
+        len(items),
+        len(selection),
+        len(heldout),
+        auc(points),
+        configured,
+        None,
+        "label_more",
+        "",
+        [{"threshold": p.threshold, "tpr": p.tpr, "fpr": p.fpr} for p in points],
+    )
     if chosen is None:
-        report.message = (f"label more: the selection half ({len(selection)} items) needs both passing and failing "
-                          "human labels to choose a threshold")
+        report.message = (
+            f"label more: the selection half ({len(selection)} items) needs both passing and failing "
+            "human labels to choose a threshold"
+        )
         return report
     suggested = figures_at(chosen, heldout)
     report.suggested = suggested
     interval = suggested.balanced_accuracy.interval
     if interval is None:
-        report.message = (f"label more: the held-out half ({len(heldout)} items) needs both passing and failing "
-                          "human labels to check the threshold")
+        report.message = (
+            f"label more: the held-out half ({len(heldout)} items) needs both passing and failing "
+            "human labels to check the threshold"
+        )
     elif interval.width > max_interval_width:
-        report.message = (f"label more: held-out balanced accuracy interval is {interval.width:.2f} wide "
-                          f"(limit {max_interval_width:.2f}) on {len(heldout)} items; no threshold suggested")
+        report.message = (
+            f"label more: held-out balanced accuracy interval is {interval.width:.2f} wide "
+            f"(limit {max_interval_width:.2f}) on {len(heldout)} items; no threshold suggested"
+        )
     else:
         report.verdict = "suggest"
-        report.message = f"suggested threshold {chosen:.3f} (Youden's J on {len(selection)}, checked on {len(heldout)})"
+        report.message = (
+            f"suggested threshold {chosen:.3f} (Youden's J on {len(selection)}, checked on {len(heldout)})"
+        )
     return report

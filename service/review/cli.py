@@ -38,22 +38,28 @@ def _interval(i: dict[str, float] | None) -> str:
 
 
 def print_threshold_report(r: dict[str, Any]) -> None:
-    print(f"{r['kind']}: n={r['n']} (threshold chosen on {r['n_selection']}, reported on {r['n_heldout']}); "
-          f"AUC {_fmt(r['auc'])}")
+    print(
+        f"{r['kind']}: n={r['n']} (threshold chosen on {r['n_selection']}, reported on {r['n_heldout']}); "
+        f"AUC {_fmt(r['auc'])}"
+    )
     for which in ("configured", "suggested"):
         f = r[which]
         if f is None:
             print(f"  {which:<10} no data")
             continue
         ba, kappa = f["balanced_accuracy"], f["kappa"] or {}
-        print(f"  {which:<10} threshold {f['threshold']:.3f}  reviewed mix: balanced accuracy {_fmt(ba['value'])}"
-              f"{_interval(ba['interval'])}  kappa {_fmt(kappa.get('kappa'))}{_interval(kappa.get('interval'))}")
+        print(
+            f"  {which:<10} threshold {f['threshold']:.3f}  reviewed mix: balanced accuracy {_fmt(ba['value'])}"
+            f"{_interval(ba['interval'])}  kappa {_fmt(kappa.get('kappa'))}{_interval(kappa.get('interval'))}"
+        )
         pop = f.get("population")
         if pop:
             pba, pk = pop["balanced_accuracy"], pop["kappa"]
-            print(f"  {'':<10} {'':<15} population (1/π): balanced accuracy {_fmt(pba['value'])}"
-                  f"{_interval(pba['interval'])}  kappa {_fmt(pk['value'])}{_interval(pk['interval'])}"
-                  f"  effective n {pk['effective_n']:.0f}")
+            print(
+                f"  {'':<10} {'':<15} population (1/π): balanced accuracy {_fmt(pba['value'])}"
+                f"{_interval(pba['interval'])}  kappa {_fmt(pk['value'])}{_interval(pk['interval'])}"
+                f"  effective n {pk['effective_n']:.0f}"
+            )
     print(f"  {r['message']}")
 
 
@@ -62,7 +68,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         if args.what == "faithfulness":
             report = faithfulness_report(conn, args.tenant, args.max_width)
         elif args.what == "exclusion":
-            configured = args.proxy_threshold if args.proxy_threshold is not None else proxy_threshold_from_config()
+            configured = (
+                args.proxy_threshold if args.proxy_threshold is not None else proxy_threshold_from_config()
+            )
             report = exclusion_proxy_report(conn, args.tenant, configured, args.max_width)
         elif args.what == "reviewers":
             report = reviewers_report(conn, args.tenant)
@@ -91,8 +99,11 @@ def _golden(args: argparse.Namespace) -> int:
     finally:
         if args.out:
             out.close()
-    print(f"{n} reviewed items of tenant {args.tenant!r}" + (f" written to {Path(args.out)}" if args.out else ""),
-          file=sys.stderr)
+    print(
+        f"{n} reviewed items of tenant {args.tenant!r}"
+        + (f" written to {Path(args.out)}" if args.out else ""),
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -100,9 +111,16 @@ def add_commands(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="judges against human labels (review store)")
     cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate"])
     cal.add_argument("--tenant", required=True)
-    cal.add_argument("--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest")
-    cal.add_argument("--proxy-threshold", type=float, default=None, help="configured exclusion proxy threshold (default: exclusion.proxy_score_threshold "
-                     "of RAGMON_CONFIG)")
+    cal.add_argument(
+        "--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest"
+    )
+    cal.add_argument(
+        "--proxy-threshold",
+        type=float,
+        default=None,
+        help="configured exclusion proxy threshold (default: exclusion.proxy_score_threshold "
+        "of RAGMON_CONFIG)",
+    )
     cal.add_argument("--days", type=int, default=30, help="window of the faithful-rate estimate")
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_calibrate)

@@ -33,16 +33,23 @@ def _agreed(labels: list[dict[str, Any]], field: str) -> Any:
 def golden_rows(conn: psycopg.Connection, tenant: str) -> Iterator[dict[str, Any]]:
     with conn.cursor(name="golden_export") as cur:  # server-side cursor: the set can be large
         cur.execute(_ROWS, (tenant,))
-        for (item_id, trace_id, stratum, reason, probability, content, scorer, policy, config,
-             labels) in cur:
+        for item_id, trace_id, stratum, reason, probability, content, scorer, policy, config, labels in cur:
             gold = sorted({g for label in labels for g in (label["gold_ids"] or [])})
             yield {
-                "tenant": tenant, "item_id": item_id, "trace_id": trace_id,
-                "query": content.get("query"), "documents": content.get("documents", []),
-                "answer": content.get("answer"), "refused": content.get("refused", False),
+                "tenant": tenant,
+                "item_id": item_id,
+                "trace_id": trace_id,
+                "query": content.get("query"),
+                "documents": content.get("documents", []),
+                "answer": content.get("answer"),
+                "refused": content.get("refused", False),
                 "citations": content.get("citations", []),
-                "faithful": _agreed(labels, "faithful"), "answerable": _agreed(labels, "answerable"),
-                "gold_ids": gold, "labels": labels,
-                "stratum": stratum, "queue_reason": reason, "inclusion_probability": probability,
+                "faithful": _agreed(labels, "faithful"),
+                "answerable": _agreed(labels, "answerable"),
+                "gold_ids": gold,
+                "labels": labels,
+                "stratum": stratum,
+                "queue_reason": reason,
+                "inclusion_probability": probability,
                 "versions": {"scorer": scorer, "policy": policy, "config": config},
             }

@@ -56,16 +56,23 @@ def _first_labels(conn: psycopg.Connection, tenant: str) -> list[tuple[Any, ...]
     return conn.execute(_FIRST_LABELS, (tenant,)).fetchall()
 
 
-def faithfulness_report(conn: psycopg.Connection, tenant: str,
-                        max_width: float = DEFAULT_MAX_INTERVAL_WIDTH) -> dict[str, Any]:
-    rows = [r for r in _first_labels(conn, tenant) if r[5] == "scored" and r[3] is not None and r[6] is not None]
+def faithfulness_report(
+    conn: psycopg.Connection, tenant: str, max_width: float = DEFAULT_MAX_INTERVAL_WIDTH
+) -> dict[str, Any]:
+    rows = [
+        r for r in _first_labels(conn, tenant) if r[5] == "scored" and r[3] is not None and r[6] is not None
+    ]
     items = [Scored(r[1], float(r[3]), bool(r[6]), _weight(r[9]), r[2]) for r in rows]
     configured = float(rows[-1][4]) if rows and rows[-1][4] is not None else None
     return calibrate("faithfulness", items, configured, max_width).as_dict()
 
 
-def exclusion_proxy_report(conn: psycopg.Connection, tenant: str, configured: float | None,
-                           max_width: float = DEFAULT_MAX_INTERVAL_WIDTH) -> dict[str, Any]:
+def exclusion_proxy_report(
+    conn: psycopg.Connection,
+    tenant: str,
+    configured: float | None,
+    max_width: float = DEFAULT_MAX_INTERVAL_WIDTH,
+) -> dict[str, Any]:
     """The proxy calls a candidate gold when its retrieval score clears a threshold: check it per document."""
     items: list[Scored] = []
     for _, trace_id, stratum, *_rest, gold_ids, content, pi in _first_labels(conn, tenant):
@@ -74,15 +81,25 @@ def exclusion_proxy_report(conn: psycopg.Connection, tenant: str, configured: fl
         for doc in [*content.get("documents", []), *content.get("candidates", [])]:
             if doc.get("score") is not None and doc["id"] not in seen:
                 seen.add(doc["id"])
-                items.append(Scored(f"{trace_id}/{doc['id']}", float(doc["score"]), doc["id"] in gold,
-                                    _weight(pi), stratum))
+                items.append(
+                    Scored(
+                        f"{trace_id}/{doc['id']}",
+                        float(doc["score"]),
+                        doc["id"] in gold,
+                        _weight(pi),
+                        stratum,
+                    )
+                )
     return calibrate("exclusion_proxy", items, configured, max_width).as_dict()
 
 
 def reviewers_report(conn: psycopg.Connection, tenant: str) -> dict[str, Any]:
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         SELECT item_id, array_agg(faithful ORDER BY labelled_at, id) FROM review_label
-        WHERE tenant = %s AND faithful IS NOT NULL GROUP BY item_id HAVING count(*) >= 2""", (tenant,)).fetchall()
+        WHERE tenant = %s AND faithful IS NOT NULL GROUP BY item_id HAVING count(*) >= 2""",
+        (tenant,),
+    ).fetchall()
     first = [bool(r[1][0]) for r in rows]
     second = [bool(r[1][1]) for r in rows]
     kappa = cohen_kappa(Confusion.of(first, second))
@@ -96,20 +113,31 @@ def faithful_rate_report(conn: psycopg.Connection, tenant: str, days: int = 30) 
     the sampler). Labelled side: blind-sample items (a uniform random subset)
     with a score and a human `faithful` label.
     """
-    totals = conn.execute("SELECT coalesce(sum(scored), 0), coalesce(sum(predicted_faithful), 0) "
-                          "FROM review_score_totals WHERE tenant = %s AND day > current_date - %s",
-                          (tenant, days)).fetchone()
+    totals = conn.execute(
+        "SELECT coalesce(sum(scored), 0), coalesce(sum(predicted_faithful), 0) "
+        "FROM review_score_totals WHERE tenant = %s AND day > current_date - %s",
+        (tenant, days),
+    ).fetchone()
     assert totals is not None
     scored, passed = int(totals[0]), int(totals[1])
-    labelled = [(bool(r[6]), float(r[3]) >= float(r[4])) for r in _first_labels(conn, tenant)
-                if r[2] == "blind" and r[5] == "scored" and r[3] is not None and r[4] is not None
-                and r[6] is not None]
+    labelled = [
+        (bool(r[6]), float(r[3]) >= float(r[4]))
+        for r in _first_labels(conn, tenant)
+        if r[2] == "blind" and r[5] == "scored" and r[3] is not None and r[4] is not None and r[6] is not None
+    ]
     estimate = prediction_powered_rate(scored, passed, labelled)
     raw = wilson(passed, scored)
-    return {"kind": "faithful_rate", "days": days, "scored": scored,
-            "raw_rate": passed / scored if scored else None, "raw_interval": asdict(raw) if raw else None,
-            "ppi_rate": estimate.value, "ppi_interval": asdict(estimate.interval) if estimate.interval else None,
-            "labelled": estimate.n, "reweighted": reweighted_rate(conn, tenant, days)}
+    return {
+        "kind": "faithful_rate",
+        "days": days,
+        "scored": scored,
+        "raw_rate": passed / scored if scored else None,
+        "raw_interval": asdict(raw) if raw else None,
+        "ppi_rate": estimate.value,
+        "ppi_interval": asdict(estimate.interval) if estimate.interval else None,
+        "labelled": estimate.n,
+        "reweighted": reweighted_rate(conn, tenant, days),
+    }
 
 
 _WEIGHTED = f"""
@@ -124,28 +152,42 @@ ORDER BY l.item_id, l.labelled_at, l.id
 def reweighted_rate(conn: psycopg.Connection, tenant: str, days: int) -> dict[str, Any]:
     """Every stratum's labels weighted by 1/π (Hajek), with the stratified weighted-bootstrap interval
     (`interval`), the linearised one beside it, and the unweighted share of the same labels."""
-    rows = [(bool(y), float(p), s) for y, p, s in conn.execute(_WEIGHTED, (tenant, days)).fetchall() if p and p > 0]
+    rows = [
+        (bool(y), float(p), s)
+        for y, p, s in conn.execute(_WEIGHTED, (tenant, days)).fetchall()
+        if p and p > 0
+    ]
     estimate = weighted_rate([(y, p) for y, p, _ in rows])
     boot = weighted_share([y for y, _, _ in rows], [1.0 / p for _, p, _ in rows], [s for _, _, s in rows])
     positive = sum(1 for y, _, _ in rows if y)
     plain = wilson(positive, len(rows))
-    return {"rate": estimate.value, "interval": asdict(boot.interval) if boot.interval else None,
-            "interval_linearised": asdict(estimate.interval) if estimate.interval else None,
-            "effective_n": boot.effective_n, "labelled": estimate.n,
-            "unweighted_rate": positive / len(rows) if rows else None,
-            "unweighted_interval": asdict(plain) if plain else None}
+    return {
+        "rate": estimate.value,
+        "interval": asdict(boot.interval) if boot.interval else None,
+        "interval_linearised": asdict(estimate.interval) if estimate.interval else None,
+        "effective_n": boot.effective_n,
+        "labelled": estimate.n,
+        "unweighted_rate": positive / len(rows) if rows else None,
+        "unweighted_interval": asdict(plain) if plain else None,
+    }
 
 
-def all_reports(conn: psycopg.Connection, tenant: str, proxy_threshold: float | None) -> dict[str, dict[str, Any]]:
-    return {"faithfulness": faithfulness_report(conn, tenant),
-            "exclusion_proxy": exclusion_proxy_report(conn, tenant, proxy_threshold),
-            "reviewers": reviewers_report(conn, tenant),
-            "faithful_rate": faithful_rate_report(conn, tenant)}
+def all_reports(
+    conn: psycopg.Connection, tenant: str, proxy_threshold: float | None
+) -> dict[str, dict[str, Any]]:
+    return {
+        "faithfulness": faithfulness_report(conn, tenant),
+        "exclusion_proxy": exclusion_proxy_report(conn, tenant, proxy_threshold),
+        "reviewers": reviewers_report(conn, tenant),
+        "faithful_rate": faithful_rate_report(conn, tenant),
+    }
 
 
 def store_reports(conn: psycopg.Connection, tenant: str, reports: dict[str, dict[str, Any]]) -> None:
     """Kept so the review worker can export the latest figures as metrics."""
     with conn.transaction():
         for kind, result in reports.items():
-            conn.execute("INSERT INTO calibration_result (tenant, kind, result) VALUES (%s, %s, %s)",
-                         (tenant, kind, Jsonb(result, dumps=lambda v: orjson.dumps(v).decode())))
+            conn.execute(
+                "INSERT INTO calibration_result (tenant, kind, result) VALUES (%s, %s, %s)",
+                (tenant, kind, Jsonb(result, dumps=lambda v: orjson.dumps(v).decode())),
+            )

@@ -75,7 +75,9 @@ def cohen_kappa(table: Confusion) -> Kappa | None:
         return Kappa(n, po, pe, None, None)
     kappa = (po - pe) / (1 - pe)
     diagonal = sum(p[i][i] * ((1 - pe) - (rows[i] + cols[i]) * (1 - po)) ** 2 for i in range(2))
-    off = (1 - po) ** 2 * sum(p[i][j] * (cols[i] + rows[j]) ** 2 for i in range(2) for j in range(2) if i != j)
+    off = (1 - po) ** 2 * sum(
+        p[i][j] * (cols[i] + rows[j]) ** 2 for i in range(2) for j in range(2) if i != j
+    )
     correction = (po * pe - 2 * pe + po) ** 2
     variance = max(0.0, (diagonal + off - correction) / (n * (1 - pe) ** 4))
     half = Z95 * math.sqrt(variance)
@@ -105,7 +107,9 @@ def balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool]) -> Balan
     var_pos = max(tpr * (1 - tpr), 0.25 / (len(pos) + 1)) / len(pos)
     var_neg = max(tnr * (1 - tnr), 0.25 / (len(neg) + 1)) / len(neg)
     half = Z95 * math.sqrt((var_pos + var_neg) / 4)
-    return BalancedAccuracy(len(pos), len(neg), tpr, tnr, value, Interval(max(0.0, value - half), min(1.0, value + half)))
+    return BalancedAccuracy(
+        len(pos), len(neg), tpr, tnr, value, Interval(max(0.0, value - half), min(1.0, value + half))
+    )
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,9 @@ class RateEstimate:
     n: int
 
 
-def prediction_powered_rate(unlabelled_n: int, unlabelled_positive: int,
-                            labelled: Sequence[tuple[bool, bool]]) -> RateEstimate:
+def prediction_powered_rate(
+    unlabelled_n: int, unlabelled_positive: int, labelled: Sequence[tuple[bool, bool]]
+) -> RateEstimate:
     """Prediction-powered estimate of a rate (Angelopoulos et al., 2023).
 
     θ = mean of the judge's verdict f over every scored item + mean of (human - f)
@@ -193,7 +198,9 @@ def weighted_rate(labelled: Sequence[tuple[bool, float]]) -> RateEstimate:
     weights = [1.0 / p for _, p in labelled]
     total = sum(weights)
     value = sum(w for (y, _), w in zip(labelled, weights, strict=True) if y) / total
-    variance = sum(w * w * (int(y) - value) ** 2 for (y, _), w in zip(labelled, weights, strict=True)) / total**2
+    variance = (
+        sum(w * w * (int(y) - value) ** 2 for (y, _), w in zip(labelled, weights, strict=True)) / total**2
+    )
     half = Z95 * math.sqrt(variance)
     return RateEstimate(value, Interval(max(0.0, value - half), min(1.0, value + half)), n)
 
@@ -269,8 +276,9 @@ def _rate_of(t: np.ndarray) -> np.ndarray:
         return t[..., 0] / t.sum(axis=-1)
 
 
-def _bootstrap(cells: np.ndarray, weights: np.ndarray, strata: np.ndarray, statistic: Any,
-               replicates: int, seed: int) -> Interval | None:
+def _bootstrap(
+    cells: np.ndarray, weights: np.ndarray, strata: np.ndarray, statistic: Any, replicates: int, seed: int
+) -> Interval | None:
     rng = np.random.default_rng(seed)
     groups = [np.flatnonzero(strata == s) for s in np.unique(strata)]
     values: list[np.ndarray] = []
@@ -286,8 +294,15 @@ def _bootstrap(cells: np.ndarray, weights: np.ndarray, strata: np.ndarray, stati
     return Interval(float(low), float(high))
 
 
-def _weighted(statistic: Any, truth: Sequence[bool], predicted: Sequence[bool], weights: Sequence[float],
-              strata: Sequence[str] | None, replicates: int, seed: int) -> Weighted:
+def _weighted(
+    statistic: Any,
+    truth: Sequence[bool],
+    predicted: Sequence[bool],
+    weights: Sequence[float],
+    strata: Sequence[str] | None,
+    replicates: int,
+    seed: int,
+) -> Weighted:
     n = len(truth)
     if len(predicted) != n or len(weights) != n or (strata is not None and len(strata) != n):
         raise ValueError("truth, predicted, weights and strata must have one entry per item")
@@ -305,21 +320,36 @@ def _weighted(statistic: Any, truth: Sequence[bool], predicted: Sequence[bool], 
     return Weighted(value, _bootstrap(cells, w, groups, statistic, replicates, seed), n, effective)
 
 
-def weighted_kappa(truth: Sequence[bool], predicted: Sequence[bool], weights: Sequence[float],
-                   strata: Sequence[str] | None = None, replicates: int = BOOTSTRAP_REPLICATES,
-                   seed: int = 0) -> Weighted:
+def weighted_kappa(
+    truth: Sequence[bool],
+    predicted: Sequence[bool],
+    weights: Sequence[float],
+    strata: Sequence[str] | None = None,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
+) -> Weighted:
     """Cohen's kappa of the population: the 2x2 table of Σ 1/π per cell."""
     return _weighted(_kappa_of, truth, predicted, weights, strata, replicates, seed)
 
 
-def weighted_balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool], weights: Sequence[float],
-                               strata: Sequence[str] | None = None, replicates: int = BOOTSTRAP_REPLICATES,
-                               seed: int = 0) -> Weighted:
+def weighted_balanced_accuracy(
+    truth: Sequence[bool],
+    predicted: Sequence[bool],
+    weights: Sequence[float],
+    strata: Sequence[str] | None = None,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
+) -> Weighted:
     """Balanced accuracy of the population: TPR and TNR as shares of Σ 1/π."""
     return _weighted(_balanced_accuracy_of, truth, predicted, weights, strata, replicates, seed)
 
 
-def weighted_share(labels: Sequence[bool], weights: Sequence[float], strata: Sequence[str] | None = None,
-                   replicates: int = BOOTSTRAP_REPLICATES, seed: int = 0) -> Weighted:
+def weighted_share(
+    labels: Sequence[bool],
+    weights: Sequence[float],
+    strata: Sequence[str] | None = None,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
+) -> Weighted:
     """The population share of True labels (Hajek), with the stratified weighted-bootstrap interval."""
     return _weighted(_rate_of, labels, labels, weights, strata, replicates, seed)

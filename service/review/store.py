@@ -76,8 +76,9 @@ class Progress:
     waiting: int  # items of the tenant still wanting a review
 
 
-def label_event(tenant: str, trace_id: str, reviewer: str, label: LabelInput, event_id: uuid.UUID,
-                at: datetime) -> dict[str, Any]:
+def label_event(
+    tenant: str, trace_id: str, reviewer: str, label: LabelInput, event_id: uuid.UUID, at: datetime
+) -> dict[str, Any]:
     """The `label` event as the API stores it in Kafka (the same shape as an ingested one)."""
     body: dict[str, Any] = {"trace_id": trace_id, "faithful": label.faithful, "reviewer": reviewer}
     if label.answerable is not None:
@@ -87,8 +88,15 @@ def label_event(tenant: str, trace_id: str, reviewer: str, label: LabelInput, ev
     if label.note:
         body["note"] = label.note
     ts = at.isoformat()
-    return {"schema_version": 1, "id": str(event_id), "type": "label", "tenant": tenant, "timestamp": ts,
-            "received_at": ts, "body": body}
+    return {
+        "schema_version": 1,
+        "id": str(event_id),
+        "type": "label",
+        "tenant": tenant,
+        "timestamp": ts,
+        "received_at": ts,
+        "body": body,
+    }
 
 
 class ReviewStore:
@@ -106,10 +114,12 @@ class ReviewStore:
             row = conn.execute(_CLAIM_NEXT, args).fetchone()
             if row is None:
                 return None
-            conn.execute("INSERT INTO review_assignment (item_id, reviewer, expires_at) "
-                         "VALUES (%(id)s, %(reviewer)s, now() + make_interval(secs => %(lease)s)) "
-                         "ON CONFLICT (item_id, reviewer) DO UPDATE SET expires_at = EXCLUDED.expires_at",
-                         {**args, "id": row[0]})
+            conn.execute(
+                "INSERT INTO review_assignment (item_id, reviewer, expires_at) "
+                "VALUES (%(id)s, %(reviewer)s, now() + make_interval(secs => %(lease)s)) "
+                "ON CONFLICT (item_id, reviewer) DO UPDATE SET expires_at = EXCLUDED.expires_at",
+                {**args, "id": row[0]},
+            )
             return int(row[0])
 
     def item(self, item_id: int, tenant: str, reviewer: str) -> dict[str, Any] | None:
@@ -120,8 +130,11 @@ class ReviewStore:
                 return None
             if row["tenant"] != tenant:
                 raise ForeignItem(item_id)
-            mine = cur.execute("SELECT faithful, answerable, gold_ids, reason, note, labelled_at FROM review_label "
-                                "WHERE item_id = %s AND reviewer = %s", (item_id, reviewer)).fetchone()
+            mine = cur.execute(
+                "SELECT faithful, answerable, gold_ids, reason, note, labelled_at FROM review_label "
+                "WHERE item_id = %s AND reviewer = %s",
+                (item_id, reviewer),
+            ).fetchone()
         row["my_label"] = mine
         return row
 
@@ -133,8 +146,11 @@ class ReviewStore:
         holds), and a label's reviewer would not be who the queue gave the item to.
         """
         with self.pool.connection() as conn, conn.transaction():
-            item = conn.execute("SELECT tenant, trace_id, scorer_version, policy_version, config_version "
-                                "FROM review_item WHERE id = %s FOR UPDATE", (item_id,)).fetchone()
+            item = conn.execute(
+                "SELECT tenant, trace_id, scorer_version, policy_version, config_version "
+                "FROM review_item WHERE id = %s FOR UPDATE",
+                (item_id,),
+            ).fetchone()
             if item is None:
                 raise KeyError(item_id)
             if item[0] != tenant:
@@ -142,39 +158,67 @@ class ReviewStore:
             allowed = conn.execute(_MAY_LABEL, {"id": item_id, "reviewer": reviewer}).fetchone()
             if not (allowed and allowed[0]):
                 raise NotAssigned(item_id)
-            saved = conn.execute(_SAVE_LABEL, {
-                "item_id": item_id, "tenant": tenant, "trace_id": item[1], "reviewer": reviewer,
-                "faithful": label.faithful, "answerable": label.answerable, "gold_ids": label.gold_ids,
-                "reason": label.reason, "note": label.note, "scorer": item[2], "policy": item[3], "config": item[4],
-            }).fetchone()
+            saved = conn.execute(
+                _SAVE_LABEL,
+                {
+                    "item_id": item_id,
+                    "tenant": tenant,
+                    "trace_id": item[1],
+                    "reviewer": reviewer,
+                    "faithful": label.faithful,
+                    "answerable": label.answerable,
+                    "gold_ids": label.gold_ids,
+                    "reason": label.reason,
+                    "note": label.note,
+                    "scorer": item[2],
+                    "policy": item[3],
+                    "config": item[4],
+                },
+            ).fetchone()
             assert saved is not None
             label_id, inserted = saved
             if inserted:
-                done = conn.execute("UPDATE review_item SET reviews_done = reviews_done + 1 WHERE id = %s "
-                                    "RETURNING reviews_done = reviews_wanted", (item_id,)).fetchone()
+                done = conn.execute(
+                    "UPDATE review_item SET reviews_done = reviews_done + 1 WHERE id = %s "
+                    "RETURNING reviews_done = reviews_wanted",
+                    (item_id,),
+                ).fetchone()
                 if done and done[0]:
-                    conn.execute("UPDATE review_tenant_stats SET completed = completed + 1 WHERE tenant = %s",
-                                 (tenant,))
-            conn.execute("DELETE FROM review_assignment WHERE item_id = %s AND reviewer = %s", (item_id, reviewer))
+                    conn.execute(
+                        "UPDATE review_tenant_stats SET completed = completed + 1 WHERE tenant = %s",
+                        (tenant,),
+                    )
+            conn.execute(
+                "DELETE FROM review_assignment WHERE item_id = %s AND reviewer = %s", (item_id, reviewer)
+            )
             event_id = uuid.uuid4()
             event = label_event(tenant, item[1], reviewer, label, event_id, datetime.now(UTC))
-            conn.execute("INSERT INTO label_outbox (label_id, event_id, tenant, event) VALUES (%s, %s, %s, %s)",
-                         (label_id, event_id, tenant, Jsonb(event, dumps=lambda v: orjson.dumps(v).decode())))
+            conn.execute(
+                "INSERT INTO label_outbox (label_id, event_id, tenant, event) VALUES (%s, %s, %s, %s)",
+                (label_id, event_id, tenant, Jsonb(event, dumps=lambda v: orjson.dumps(v).decode())),
+            )
         return event_id
 
     def progress(self, tenant: str, reviewer: str) -> Progress:
         with self.pool.connection() as conn:
-            mine = conn.execute("SELECT count(*) FILTER (WHERE labelled_at >= date_trunc('day', now())), count(*) "
-                                "FROM review_label WHERE tenant = %s AND reviewer = %s", (tenant, reviewer)).fetchone()
-            waiting = conn.execute("SELECT queued - completed FROM review_tenant_stats WHERE tenant = %s",
-                                   (tenant,)).fetchone()
+            mine = conn.execute(
+                "SELECT count(*) FILTER (WHERE labelled_at >= date_trunc('day', now())), count(*) "
+                "FROM review_label WHERE tenant = %s AND reviewer = %s",
+                (tenant, reviewer),
+            ).fetchone()
+            waiting = conn.execute(
+                "SELECT queued - completed FROM review_tenant_stats WHERE tenant = %s", (tenant,)
+            ).fetchone()
         assert mine is not None
         return Progress(int(mine[0]), int(mine[1]), int(waiting[0]) if waiting else 0)
 
     def reviewers(self, tenant: str) -> list[tuple[str, int]]:
         with self.pool.connection() as conn:
-            rows = conn.execute("SELECT reviewer, count(*) FROM review_label WHERE tenant = %s GROUP BY reviewer "
-                                "ORDER BY reviewer", (tenant,)).fetchall()
+            rows = conn.execute(
+                "SELECT reviewer, count(*) FROM review_label WHERE tenant = %s GROUP BY reviewer "
+                "ORDER BY reviewer",
+                (tenant,),
+            ).fetchall()
         return [(r[0], int(r[1])) for r in rows]
 
 
@@ -183,8 +227,14 @@ def open_pool(url: str, max_size: int = 8) -> ConnectionPool:
     try:
         # check: a connection is tested when handed out, so one broken by a PostgreSQL restart is replaced
         # instead of failing a reviewer's request.
-        pool = ConnectionPool(url, min_size=1, max_size=max_size, open=False, check=ConnectionPool.check_connection,
-                              kwargs={"autocommit": True, "connect_timeout": 5})
+        pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True, "connect_timeout": 5},
+        )
         pool.open(wait=True, timeout=15)
     except psycopg.Error as exc:
         raise ConnectionError(f"cannot reach the review store (RAGMON_DATABASE_URL): {exc}") from exc

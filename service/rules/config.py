@@ -24,7 +24,10 @@ Duration = Annotated[str, AfterValidator(_duration)]
 
 
 def seconds(duration: str) -> float:
-    value, unit = int(duration[:-2] if duration.endswith("ms") else duration[:-1]), re.sub(r"^[0-9]+", "", duration)
+    value, unit = (
+        int(duration[:-2] if duration.endswith("ms") else duration[:-1]),
+        re.sub(r"^[0-9]+", "", duration),
+    )
     return value * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[unit]
 
 
@@ -44,8 +47,16 @@ class LatencyRule(Strict):
     window: Duration = "10m"
     min_samples: int = Field(20, ge=1)
     for_: Duration = Field("5m", alias="for")
-    slo_seconds: dict[str, float] = Field(default_factory=lambda: {
-        "total": 8.0, "ttft": 2.5, "retrieval": 1.0, "rerank": 1.0, "generation": 6.0, "postprocess": 0.5})
+    slo_seconds: dict[str, float] = Field(
+        default_factory=lambda: {
+            "total": 8.0,
+            "ttft": 2.5,
+            "retrieval": 1.0,
+            "rerank": 1.0,
+            "generation": 6.0,
+            "postprocess": 0.5,
+        }
+    )
 
 
 class ExclusionRule(Strict):
@@ -62,7 +73,9 @@ class RegenerationRule(Strict):
     baseline_window: Duration = "1d"
     baseline_offset: Duration = Field("1h", description="the baseline ends this long before now")
     min_n: int = Field(50, ge=1, description="minimum queries in the current window")
-    min_baseline_n: int = Field(1000, ge=1, description="no alert before the baseline window holds this many queries")
+    min_baseline_n: int = Field(
+        1000, ge=1, description="no alert before the baseline window holds this many queries"
+    )
     sigmas: float = Field(3.0, gt=0)
     # 30m, not 15m: at 3 sigma a 15m hold fired 0.05-0.08 times a day per tenant on stationary
     # traffic; 30m keeps it near 0.01 and still sees a doubling within 2h (docs/regeneration-band.md).
@@ -90,25 +103,41 @@ class PipelineRule(Strict):
     target_down_for: Duration = "2m"
     max_lag_messages: int = Field(10_000, ge=1)
     lag_for: Duration = "10m"
-    dead_letter_window: Duration = Field("2m", description="RagmonDeadLetters clears this long after the last one")
+    dead_letter_window: Duration = Field(
+        "2m", description="RagmonDeadLetters clears this long after the last one"
+    )
     not_ready_for: Duration = "5m"
     no_traffic_for: Duration = "15m"
-    shed_for: Duration = Field("3m", description="shedding this long opens a ticket; a shorter pause that recovers never does")
+    shed_for: Duration = Field(
+        "3m", description="shedding this long opens a ticket; a shorter pause that recovers never does"
+    )
     # OTLP: the assembler, the span forwarder and the Phoenix exporter (docs/otlp.md, docs/phoenix.md)
     otlp_window: Duration = Field("30m", description="window of the late-span and dropped-trace shares")
     otlp_for: Duration = Field("15m", description="how long a share stays over its limit before a ticket")
     max_late_span_ratio: float = Field(
-        0.02, gt=0, le=1, description="late spans (after their trace's event) per span consumed: quiet period too short")
-    min_assembled_spans: int = Field(200, ge=1, description="spans in the window before the late share counts")
+        0.02,
+        gt=0,
+        le=1,
+        description="late spans (after their trace's event) per span consumed: quiet period too short",
+    )
+    min_assembled_spans: int = Field(
+        200, ge=1, description="spans in the window before the late share counts"
+    )
     max_dropped_trace_ratio: float = Field(
-        0.2, gt=0, le=1, description="OTLP traces dropped for one reason per trace finished")
-    min_assembled_traces: int = Field(50, ge=1, description="traces finished in the window before the share counts")
+        0.2, gt=0, le=1, description="OTLP traces dropped for one reason per trace finished"
+    )
+    min_assembled_traces: int = Field(
+        50, ge=1, description="traces finished in the window before the share counts"
+    )
     export_failing_for: Duration = Field(
-        "10m", description="forwarder or Phoenix exporter: every request failing this long opens a ticket")
+        "10m", description="forwarder or Phoenix exporter: every request failing this long opens a ticket"
+    )
 
 
 class ReviewRule(Strict):
-    max_blind_backlog_age: Duration = Field("3d", description="ticket when the oldest blind-sample item waits longer")
+    max_blind_backlog_age: Duration = Field(
+        "3d", description="ticket when the oldest blind-sample item waits longer"
+    )
     for_: Duration = Field("1h", alias="for")
 
 
@@ -123,9 +152,11 @@ TENANT_OVERRIDABLE = {
 class GuardrailsConfig(Strict):
     release_window: Duration = Field("30m", description="triage: a release this recent suggests a regression")
     runbook_base_url: str = Field(
-        "deploy/runbooks.md", min_length=1,
+        "deploy/runbooks.md",
+        min_length=1,
         description="where the runbook is served (e.g. your repository's URL of deploy/runbooks.md); "
-                    "each alert links to its section, <base>#<alert name in lower case>")
+        "each alert links to its section, <base>#<alert name in lower case>",
+    )
     faithfulness: FaithfulnessRule = Field(default_factory=FaithfulnessRule)
     latency: LatencyRule = Field(default_factory=LatencyRule)
     false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)
@@ -136,7 +167,8 @@ class GuardrailsConfig(Strict):
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
     review: ReviewRule = Field(default_factory=ReviewRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(
-        default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}")
+        default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}"
+    )
 
     @field_validator("tenants")
     @classmethod
@@ -145,13 +177,16 @@ class GuardrailsConfig(Strict):
             for rail, fields in rails.items():
                 allowed = TENANT_OVERRIDABLE.get(rail)
                 if allowed is None:
-                    raise ValueError(f"{tenant}.{rail}: no per-tenant overrides; overridable: {sorted(TENANT_OVERRIDABLE)}")
+                    raise ValueError(
+                        f"{tenant}.{rail}: no per-tenant overrides; overridable: {sorted(TENANT_OVERRIDABLE)}"
+                    )
                 bad = sorted(set(fields) - set(allowed))
                 if bad:
-                    raise ValueError(f"{tenant}.{rail}.{bad[0]}: not overridable per tenant; allowed: {list(allowed)}")
+                    raise ValueError(
+                        f"{tenant}.{rail}.{bad[0]}: not overridable per tenant; allowed: {list(allowed)}"
+                    )
         return v
 
     def override(self, rail: str, field: str) -> dict[str, Any]:
         """{tenant: value} for one overridable field."""
         return {t: rails[rail][field] for t, rails in self.tenants.items() if field in rails.get(rail, {})}
-

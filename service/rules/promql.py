@@ -11,7 +11,7 @@ def selector(series: str, **matchers: str) -> str:
     for key, value in matchers.items():
         for op in ("!~", "=~", "!="):
             if value.startswith(op):
-                parts.append(f'{key}{op}"{value[len(op):]}"')
+                parts.append(f'{key}{op}"{value[len(op) :]}"')
                 break
         else:
             parts.append(f'{key}="{value}"')
@@ -22,15 +22,18 @@ def number(v: float) -> str:
     return repr(float(v)) if not float(v).is_integer() else str(int(v))
 
 
-def compare_with_overrides(series: str, op: str, default: float, overrides: dict[str, float],
-                           **matchers: str) -> str:
+def compare_with_overrides(
+    series: str, op: str, default: float, overrides: dict[str, float], **matchers: str
+) -> str:
     """`series op threshold`, where the threshold is per tenant when overridden, else the default.
 
     Renders `(series{tenant="a"} op va) or ... or (series{tenant!~"a|..."} op default)`, so a
     tenant's override is one line of YAML and the alert expression stays plain PromQL.
     """
-    parts = [f"{selector(series, **matchers, tenant=tenant)} {op} {number(value)}"
-             for tenant, value in sorted(overrides.items())]
+    parts = [
+        f"{selector(series, **matchers, tenant=tenant)} {op} {number(value)}"
+        for tenant, value in sorted(overrides.items())
+    ]
     rest = dict(matchers)
     if overrides:
         rest["tenant"] = "!~" + "|".join(re.escape(t) for t in sorted(overrides))
@@ -50,8 +53,9 @@ def duration(total_seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-def window_count(series: str, window: str, by: str, offset: str | None = None, offset_s: float = 0.0,
-                 window_s: float = 0.0) -> str:
+def window_count(
+    series: str, window: str, by: str, offset: str | None = None, offset_s: float = 0.0, window_s: float = 0.0
+) -> str:
     """Events counted by a counter within a window, including a series' first sample.
 
     increase() cannot see the jump from 'no series' to its first value, so a series
@@ -62,5 +66,7 @@ def window_count(series: str, window: str, by: str, offset: str | None = None, o
     """
     at_end = f" offset {offset}" if offset else ""
     at_start = f" offset {duration(offset_s + window_s)}"
-    return (f"sum by ({by}) (\n  (increase({series}[{window}]{at_end}) and {series}{at_start})\n"
-            f"  or ({series}{at_end} unless {series}{at_start})\n)")
+    return (
+        f"sum by ({by}) (\n  (increase({series}[{window}]{at_end}) and {series}{at_start})\n"
+        f"  or ({series}{at_end} unless {series}{at_start})\n)"
+    )

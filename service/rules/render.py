@@ -23,8 +23,17 @@ PROD = "production"
 TRIAGED_CATEGORIES = ("guardrail", "security")
 
 
-def _alert(cfg: GuardrailsConfig, name: str, expr: str, for_: str, severity: str, category: str,
-           summary: str, description: str, **labels: str) -> dict[str, Any]:
+def _alert(
+    cfg: GuardrailsConfig,
+    name: str,
+    expr: str,
+    for_: str,
+    severity: str,
+    category: str,
+    summary: str,
+    description: str,
+    **labels: str,
+) -> dict[str, Any]:
     annotations = {"summary": summary, "description": description}
     if category in TRIAGED_CATEGORIES:
         annotations["triage"] = _triage(cfg)
@@ -43,11 +52,13 @@ def _triage(cfg: GuardrailsConfig) -> str:
     window = int(seconds(cfg.release_window))
     match = 'tenant=\\"%s\\",variant=\\"production\\"'
     args = " $labels.tenant"
-    query = f'ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}'
+    query = f"ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}"
     return (
         f'{{{{ with printf "{query}"{args} | query }}}}'
         "{{ range . }}Release {{ .Labels.release }} ({{ .Labels.tenant }}/{{ .Labels.variant }}) went out at "
-        "{{ .Value | humanizeTimestamp }}, within " + cfg.release_window + " of this alert: suspect a regression "
+        "{{ .Value | humanizeTimestamp }}, within "
+        + cfg.release_window
+        + " of this alert: suspect a regression "
         "from that release. {{ end }}{{ else }}"
         f"No release in the last {cfg.release_window}: suspect drift in traffic or data, not a deploy."
         "{{ end }}"
@@ -58,32 +69,52 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     lat, cost, fai, exc = cfg.latency, cfg.cost, cfg.faithfulness, cfg.false_exclusion
     tv = "tenant, variant"
     return [
-        {"record": "ragmon:release:last_timestamp_seconds",
-         "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
-                 " * on (tenant, variant) group_left (release) max by (tenant, variant, release) (ragmon_release_info)"},
-        {"record": "ragmon:rag_stage_duration_seconds:quantile",
-         "expr": f"histogram_quantile({number(lat.quantile)}, sum by ({tv}, stage, le) "
-                 f"(rate(ragmon_rag_stage_duration_seconds_bucket[{lat.window}])))"},
-        {"record": "ragmon:rag_stage_duration_seconds:samples",
-         "expr": f"sum by ({tv}, stage) (increase(ragmon_rag_stage_duration_seconds_count[{lat.window}]))"},
-        {"record": "ragmon:rag_cost_per_query_usd:mean",
-         "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_sum[{cost.window}]))"
-                 f" / sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
-        {"record": "ragmon:rag_cost_per_query_usd:samples",
-         "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))"},
+        {
+            "record": "ragmon:release:last_timestamp_seconds",
+            "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
+            " * on (tenant, variant) group_left (release) max by (tenant, variant, release) (ragmon_release_info)",
+        },
+        {
+            "record": "ragmon:rag_stage_duration_seconds:quantile",
+            "expr": f"histogram_quantile({number(lat.quantile)}, sum by ({tv}, stage, le) "
+            f"(rate(ragmon_rag_stage_duration_seconds_bucket[{lat.window}])))",
+        },
+        {
+            "record": "ragmon:rag_stage_duration_seconds:samples",
+            "expr": f"sum by ({tv}, stage) (increase(ragmon_rag_stage_duration_seconds_count[{lat.window}]))",
+        },
+        {
+            "record": "ragmon:rag_cost_per_query_usd:mean",
+            "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_sum[{cost.window}]))"
+            f" / sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))",
+        },
+        {
+            "record": "ragmon:rag_cost_per_query_usd:samples",
+            "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))",
+        },
         *regeneration_rules(cfg),
-        {"record": "ragmon:faithfulness_score:mean",
-         "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
-                 f" / sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
-        {"record": "ragmon:faithfulness_score:samples",
-         "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))"},
-        {"record": "ragmon:false_exclusion:eligible",
-         "expr": f"sum by ({tv}) (increase(ragmon_exclusion_eligible_queries_total[{exc.window}]))"},
-        {"record": "ragmon:false_exclusion:rate",
-         "expr": f"sum by ({tv}) (increase(ragmon_exclusion_falsely_excluded_queries_total[{exc.window}]))"
-                 " / (ragmon:false_exclusion:eligible > 0)"},
-        {"record": "ragmon:traces:received",
-         "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))"},
+        {
+            "record": "ragmon:faithfulness_score:mean",
+            "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
+            f" / sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))",
+        },
+        {
+            "record": "ragmon:faithfulness_score:samples",
+            "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_count[{fai.window}]))",
+        },
+        {
+            "record": "ragmon:false_exclusion:eligible",
+            "expr": f"sum by ({tv}) (increase(ragmon_exclusion_eligible_queries_total[{exc.window}]))",
+        },
+        {
+            "record": "ragmon:false_exclusion:rate",
+            "expr": f"sum by ({tv}) (increase(ragmon_exclusion_falsely_excluded_queries_total[{exc.window}]))"
+            " / (ragmon:false_exclusion:eligible > 0)",
+        },
+        {
+            "record": "ragmon:traces:received",
+            "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))",
+        },
     ]
 
 
@@ -108,17 +139,29 @@ def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         {"record": r + "baseline_queries", "expr": window_count(queries, bw, tv, bo, bos, bws)},
         {"record": r + "baseline_regenerations", "expr": window_count(regen, bw, tv, bo, bos, bws)},
         {"record": r + "baseline_rate", "expr": f"{r}baseline_regenerations / {r}baseline_queries"},
-        {"record": r + "pooled_rate",
-         "expr": f"({r}regenerations + {r}baseline_regenerations) / ({r}queries + {r}baseline_queries)"},
-        {"record": r + "band_half_width",
-         "expr": f"{number(reg.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
-                 f" * (1 / {r}queries + 1 / {r}baseline_queries))"},
+        {
+            "record": r + "pooled_rate",
+            "expr": f"({r}regenerations + {r}baseline_regenerations) / ({r}queries + {r}baseline_queries)",
+        },
+        {
+            "record": r + "band_half_width",
+            "expr": f"{number(reg.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
+            f" * (1 / {r}queries + 1 / {r}baseline_queries))",
+        },
     ]
 
 
 def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
-    return [_faithfulness(cfg), _latency(cfg), _exclusion(cfg), _exclusion_no_data(cfg), _regeneration(cfg),
-            _cost(cfg), _drift(cfg), _leak(cfg)]
+    return [
+        _faithfulness(cfg),
+        _latency(cfg),
+        _exclusion(cfg),
+        _exclusion_no_data(cfg),
+        _regeneration(cfg),
+        _cost(cfg),
+        _drift(cfg),
+        _leak(cfg),
+    ]
 
 
 def _gated(compare: str, samples: str, minimum: int, on: str = "tenant, variant") -> str:
@@ -127,14 +170,25 @@ def _gated(compare: str, samples: str, minimum: int, on: str = "tenant, variant"
 
 def _faithfulness(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.faithfulness
-    cmp = compare_with_overrides("ragmon:faithfulness_score:mean", "<", r.min_mean_score,
-                                 cfg.override("faithfulness", "min_mean_score"), variant=PROD)
-    return _alert(cfg, "RagmonFaithfulnessLow", _gated(cmp, "ragmon:faithfulness_score:samples", r.min_samples),
-                  r.for_, "page", "guardrail",
-                  "Answers of {{ $labels.tenant }} stopped following their context",
-                  f"Mean HHEM faithfulness over {r.window} is {{{{ $value | printf \"%.2f\" }}}}, below the "
-                  f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers.",
-                  guardrail="faithfulness")
+    cmp = compare_with_overrides(
+        "ragmon:faithfulness_score:mean",
+        "<",
+        r.min_mean_score,
+        cfg.override("faithfulness", "min_mean_score"),
+        variant=PROD,
+    )
+    return _alert(
+        cfg,
+        "RagmonFaithfulnessLow",
+        _gated(cmp, "ragmon:faithfulness_score:samples", r.min_samples),
+        r.for_,
+        "page",
+        "guardrail",
+        "Answers of {{ $labels.tenant }} stopped following their context",
+        f'Mean HHEM faithfulness over {r.window} is {{{{ $value | printf "%.2f" }}}}, below the '
+        f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers.",
+        guardrail="faithfulness",
+    )
 
 
 def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
@@ -143,151 +197,286 @@ def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
     parts = []
     for stage, slo in sorted(r.slo_seconds.items()):
         overrides = {t: v[stage] for t, v in per_tenant.items() if stage in v}
-        parts.append(compare_with_overrides("ragmon:rag_stage_duration_seconds:quantile", ">", slo, overrides,
-                                            variant=PROD, stage=stage))
+        parts.append(
+            compare_with_overrides(
+                "ragmon:rag_stage_duration_seconds:quantile", ">", slo, overrides, variant=PROD, stage=stage
+            )
+        )
     cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
     q = int(round(r.quantile * 100))
-    return _alert(cfg, "RagmonLatencyAboveSLO",
-                  _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage"),
-                  r.for_, "page", "guardrail",
-                  f"p{q} of stage {{{{ $labels.stage }}}} for {{{{ $labels.tenant }}}} is over its SLO",
-                  f"p{q} over {r.window} is {{{{ $value | humanizeDuration }}}}, above the stage's SLO "
-                  f"(defaults: {', '.join(f'{k} {v}s' for k, v in sorted(r.slo_seconds.items()))}).",
-                  guardrail="latency")
+    return _alert(
+        cfg,
+        "RagmonLatencyAboveSLO",
+        _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage"),
+        r.for_,
+        "page",
+        "guardrail",
+        f"p{q} of stage {{{{ $labels.stage }}}} for {{{{ $labels.tenant }}}} is over its SLO",
+        f"p{q} over {r.window} is {{{{ $value | humanizeDuration }}}}, above the stage's SLO "
+        f"(defaults: {', '.join(f'{k} {v}s' for k, v in sorted(r.slo_seconds.items()))}).",
+        guardrail="latency",
+    )
 
 
 def _exclusion(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.false_exclusion
-    cmp = compare_with_overrides("ragmon:false_exclusion:rate", ">", r.max_rate,
-                                 cfg.override("false_exclusion", "max_rate"), variant=PROD)
-    return _alert(cfg, "RagmonFalseExclusionHigh", _gated(cmp, "ragmon:false_exclusion:eligible", r.min_eligible),
-                  r.for_, "page", "guardrail",
-                  "Relevance filters of {{ $labels.tenant }} are removing the right documents",
-                  f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
-                  f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries). "
-                  "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them.",
-                  guardrail="false_exclusion")
+    cmp = compare_with_overrides(
+        "ragmon:false_exclusion:rate",
+        ">",
+        r.max_rate,
+        cfg.override("false_exclusion", "max_rate"),
+        variant=PROD,
+    )
+    return _alert(
+        cfg,
+        "RagmonFalseExclusionHigh",
+        _gated(cmp, "ragmon:false_exclusion:eligible", r.min_eligible),
+        r.for_,
+        "page",
+        "guardrail",
+        "Relevance filters of {{ $labels.tenant }} are removing the right documents",
+        f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
+        f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries). "
+        "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them.",
+        guardrail="false_exclusion",
+    )
 
 
 def _exclusion_no_data(cfg: GuardrailsConfig) -> dict[str, Any]:
     """Traces flow but no query had eligible gold: the guardrail is blind, which is not 0%."""
     r = cfg.false_exclusion
-    expr = (f"{selector('ragmon:traces:received', variant=PROD)} > 0\n"
-            f"unless on (tenant, variant) (sum by (tenant, variant) (increase("
-            f"ragmon_exclusion_eligible_queries_total{{variant=\"{PROD}\"}}[{r.no_data_for}])) > 0)")
-    return _alert(cfg, "RagmonFalseExclusionNoData", expr, r.no_data_grace, "ticket", "symptom",
-                  "No exclusion evidence for {{ $labels.tenant }}",
-                  f"Traces arrive but none carried an exclusion sample with eligible gold in the last {r.no_data_for} "
-                  "(or since ragmon started): the false-exclusion guardrail is blind (no data is not 0%).",
-                  # the worker that produces the evidence: Alertmanager binds its not-ready/halted alert to this one
-                  guardrail="false_exclusion", worker="exclusion")
+    expr = (
+        f"{selector('ragmon:traces:received', variant=PROD)} > 0\n"
+        f"unless on (tenant, variant) (sum by (tenant, variant) (increase("
+        f'ragmon_exclusion_eligible_queries_total{{variant="{PROD}"}}[{r.no_data_for}])) > 0)'
+    )
+    return _alert(
+        cfg,
+        "RagmonFalseExclusionNoData",
+        expr,
+        r.no_data_grace,
+        "ticket",
+        "symptom",
+        "No exclusion evidence for {{ $labels.tenant }}",
+        f"Traces arrive but none carried an exclusion sample with eligible gold in the last {r.no_data_for} "
+        "(or since ragmon started): the false-exclusion guardrail is blind (no data is not 0%).",
+        # the worker that produces the evidence: Alertmanager binds its not-ready/halted alert to this one
+        guardrail="false_exclusion",
+        worker="exclusion",
+    )
 
 
 def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.regeneration
-    expr = ("abs(ragmon:regeneration:rate{variant=\"production\"} - ragmon:regeneration:baseline_rate)"
-            "\n> ragmon:regeneration:band_half_width"
-            f"\nand on (tenant, variant) (ragmon:regeneration:queries{{variant=\"production\"}} >= {r.min_n})"
-            f"\nand on (tenant, variant) (ragmon:regeneration:baseline_queries{{variant=\"production\"}}"
-            f" >= {r.min_baseline_n})")
-    return _alert(cfg, "RagmonRegenerationOutOfBand", expr, r.for_, "ticket", "guardrail",
-                  "Regeneration rate of {{ $labels.tenant }} left its control band",
-                  f"The share of answers users regenerated over {r.window} moved {{{{ $value | printf \"%.3f\" }}}} "
-                  f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
-                  f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}, "
-                  f"baseline n_b ≥ {r.min_baseline_n}).",
-                  guardrail="regeneration")
+    expr = (
+        'abs(ragmon:regeneration:rate{variant="production"} - ragmon:regeneration:baseline_rate)'
+        "\n> ragmon:regeneration:band_half_width"
+        f'\nand on (tenant, variant) (ragmon:regeneration:queries{{variant="production"}} >= {r.min_n})'
+        f'\nand on (tenant, variant) (ragmon:regeneration:baseline_queries{{variant="production"}}'
+        f" >= {r.min_baseline_n})"
+    )
+    return _alert(
+        cfg,
+        "RagmonRegenerationOutOfBand",
+        expr,
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Regeneration rate of {{ $labels.tenant }} left its control band",
+        f'The share of answers users regenerated over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
+        f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
+        f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}, "
+        f"baseline n_b ≥ {r.min_baseline_n}).",
+        guardrail="regeneration",
+    )
 
 
 def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.cost
-    cmp = compare_with_overrides("ragmon:rag_cost_per_query_usd:mean", ">", r.max_mean_usd,
-                                 cfg.override("cost", "max_mean_usd"), variant=PROD)
-    return _alert(cfg, "RagmonCostPerQueryOverBudget", _gated(cmp, "ragmon:rag_cost_per_query_usd:samples",
-                                                              r.min_samples),
-                  r.for_, "ticket", "guardrail",
-                  "Cost per query of {{ $labels.tenant }} is over budget",
-                  f"Mean cost per query over {r.window} is ${{{{ $value | printf \"%.4f\" }}}}, over the budget "
-                  f"(default ${r.max_mean_usd}).", guardrail="cost")
+    cmp = compare_with_overrides(
+        "ragmon:rag_cost_per_query_usd:mean",
+        ">",
+        r.max_mean_usd,
+        cfg.override("cost", "max_mean_usd"),
+        variant=PROD,
+    )
+    return _alert(
+        cfg,
+        "RagmonCostPerQueryOverBudget",
+        _gated(cmp, "ragmon:rag_cost_per_query_usd:samples", r.min_samples),
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Cost per query of {{ $labels.tenant }} is over budget",
+        f'Mean cost per query over {r.window} is ${{{{ $value | printf "%.4f" }}}}, over the budget '
+        f"(default ${r.max_mean_usd}).",
+        guardrail="cost",
+    )
 
 
 def _drift(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return _alert(cfg, "RagmonQueryDrift", "max by (tenant, signal, intent, model) (ragmon_drift_detected) == 1",
-                  cfg.drift.for_, "ticket", "guardrail",
-                  "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
-                  "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "
-                  "(model {{ $labels.model }}). See ragmon_drift_mmd2 and ragmon_drift_p_value_ratio.",
-                  guardrail="drift")
+    return _alert(
+        cfg,
+        "RagmonQueryDrift",
+        "max by (tenant, signal, intent, model) (ragmon_drift_detected) == 1",
+        cfg.drift.for_,
+        "ticket",
+        "guardrail",
+        "Queries of {{ $labels.tenant }} drifted from the reference window ({{ $labels.signal }})",
+        "The MMD² permutation test rejects 'same distribution' for signal {{ $labels.signal }} "
+        "(model {{ $labels.model }}). See ragmon_drift_mmd2 and ragmon_drift_p_value_ratio.",
+        guardrail="drift",
+    )
 
 
 def _leak(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return _alert(cfg, "RagmonEntitlementLeak", "sum by (tenant, kind) (increase(ragmon_exclusion_leaks_total[10m])) > 0",
-                  "0m", "page", "security",
-                  "A document outside {{ $labels.tenant }}'s entitlement reached retrieval ({{ $labels.kind }})",
-                  "A candidate or context document violates an entitlement predicate (tenant, authorization, "
-                  "jurisdiction). Paged on the first one: this is a security event, not a quality drift.",
-                  guardrail="entitlement")
+    return _alert(
+        cfg,
+        "RagmonEntitlementLeak",
+        "sum by (tenant, kind) (increase(ragmon_exclusion_leaks_total[10m])) > 0",
+        "0m",
+        "page",
+        "security",
+        "A document outside {{ $labels.tenant }}'s entitlement reached retrieval ({{ $labels.kind }})",
+        "A candidate or context document violates an entitlement predicate (tenant, authorization, "
+        "jurisdiction). Paged on the first one: this is a security event, not a quality drift.",
+        guardrail="entitlement",
+    )
 
 
 def shadow_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     """Candidates are judged, never paged: category `candidate` routes to the candidate's owners."""
-    return [_alert(cfg, "RagmonShadowCandidateWorse",
-                   'max by (tenant, candidate, metric) (ragmon_shadow_verdict{verdict="worse"}) == 1',
-                   cfg.shadow.for_, "ticket", "candidate",
-                   "Candidate {{ $labels.candidate }} of {{ $labels.tenant }} is worse than production on "
-                   "{{ $labels.metric }}",
-                   "The anytime-valid paired comparison (Holm-corrected across metrics; latency and cost as "
-                   "non-inferiority) says the candidate is worse on the same requests. "
-                   "`ragmon shadow report --tenant {{ $labels.tenant }} --candidate {{ $labels.candidate }}` "
-                   "has the pairs, intervals and slices."),
-            _alert(cfg, "RagmonShadowCoverageOff",
-                   "max by (tenant, candidate) (ragmon_shadow_coverage_mismatch_detected) == 1",
-                   cfg.shadow.for_, "ticket", "candidate",
-                   "Shadow coverage of {{ $labels.candidate }} ({{ $labels.tenant }}) is far from its configured rate",
-                   "The configured shadow rate lies outside the exact binomial interval of paired / production "
-                   "requests: twins are lost (the candidate fails, its traces are not sent, request ids differ) "
-                   "or the app shadows more or less than configured. The comparison still holds for the pairs "
-                   "it has, but they may not represent production.")]
+    return [
+        _alert(
+            cfg,
+            "RagmonShadowCandidateWorse",
+            'max by (tenant, candidate, metric) (ragmon_shadow_verdict{verdict="worse"}) == 1',
+            cfg.shadow.for_,
+            "ticket",
+            "candidate",
+            "Candidate {{ $labels.candidate }} of {{ $labels.tenant }} is worse than production on "
+            "{{ $labels.metric }}",
+            "The anytime-valid paired comparison (Holm-corrected across metrics; latency and cost as "
+            "non-inferiority) says the candidate is worse on the same requests. "
+            "`ragmon shadow report --tenant {{ $labels.tenant }} --candidate {{ $labels.candidate }}` "
+            "has the pairs, intervals and slices.",
+        ),
+        _alert(
+            cfg,
+            "RagmonShadowCoverageOff",
+            "max by (tenant, candidate) (ragmon_shadow_coverage_mismatch_detected) == 1",
+            cfg.shadow.for_,
+            "ticket",
+            "candidate",
+            "Shadow coverage of {{ $labels.candidate }} ({{ $labels.tenant }}) is far from its configured rate",
+            "The configured shadow rate lies outside the exact binomial interval of paired / production "
+            "requests: twins are lost (the candidate fails, its traces are not sent, request ids differ) "
+            "or the app shadows more or less than configured. The comparison still holds for the pairs "
+            "it has, but they may not represent production.",
+        ),
+    ]
 
 
 def pipeline_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     p = cfg.pipeline
     a = _alert
     return [
-        a(cfg, "RagmonTargetDown", 'up{job=~".*ragmon.*"} == 0', p.target_down_for, "page", "pipeline",
-          "ragmon target {{ $labels.job }} ({{ $labels.instance }}) is down",
-          "Prometheus cannot scrape it: its metrics and guardrails are blind."),
-        a(cfg, "RagmonBrokerUnavailable", "max by (instance) (ragmon_api_broker_up) == 0", "1m", "page", "pipeline",
-          "The API cannot reach the Kafka broker", "Ingestion answers 503: apps must retry; nothing is accepted."),
-        a(cfg, "RagmonWorkerHalted", "max by (worker, reason, instance) (ragmon_worker_halted) == 1", "0m", "page",
-          "pipeline", "Worker {{ $labels.worker }} halted ({{ $labels.reason }})",
-          "The dead-letter limit stopped the worker to avoid draining its topic: likely a bad deploy."),
-        a(cfg, "RagmonWorkerNotReady", "max by (worker, instance) (ragmon_worker_ready) == 0", p.not_ready_for,
-          "page", "pipeline", "Worker {{ $labels.worker }} is not consuming",
-          "Not ready: a model that did not load, or an outage it keeps retrying. Its log says which."),
-        a(cfg, "RagmonScorerDown", "max by (instance) (ragmon_faithfulness_scorer_up) == 0", p.not_ready_for,
-          "page", "pipeline", "The faithfulness scorer is down",
-          "The HHEM model did not load: no faithfulness scores, so the faithfulness guardrail is blind."),
-        a(cfg, "RagmonConsumerLag", f"sum by (worker) (ragmon_worker_consumer_lag_messages) > {p.max_lag_messages}",
-          p.lag_for, "ticket", "symptom", "Worker {{ $labels.worker }} is {{ $value }} records behind",
-          "Processing is slower than traffic: scale the worker (up to the partition count) or find the slow batch."),
+        a(
+            cfg,
+            "RagmonTargetDown",
+            'up{job=~".*ragmon.*"} == 0',
+            p.target_down_for,
+            "page",
+            "pipeline",
+            "ragmon target {{ $labels.job }} ({{ $labels.instance }}) is down",
+            "Prometheus cannot scrape it: its metrics and guardrails are blind.",
+        ),
+        a(
+            cfg,
+            "RagmonBrokerUnavailable",
+            "max by (instance) (ragmon_api_broker_up) == 0",
+            "1m",
+            "page",
+            "pipeline",
+            "The API cannot reach the Kafka broker",
+            "Ingestion answers 503: apps must retry; nothing is accepted.",
+        ),
+        a(
+            cfg,
+            "RagmonWorkerHalted",
+            "max by (worker, reason, instance) (ragmon_worker_halted) == 1",
+            "0m",
+            "page",
+            "pipeline",
+            "Worker {{ $labels.worker }} halted ({{ $labels.reason }})",
+            "The dead-letter limit stopped the worker to avoid draining its topic: likely a bad deploy.",
+        ),
+        a(
+            cfg,
+            "RagmonWorkerNotReady",
+            "max by (worker, instance) (ragmon_worker_ready) == 0",
+            p.not_ready_for,
+            "page",
+            "pipeline",
+            "Worker {{ $labels.worker }} is not consuming",
+            "Not ready: a model that did not load, or an outage it keeps retrying. Its log says which.",
+        ),
+        a(
+            cfg,
+            "RagmonScorerDown",
+            "max by (instance) (ragmon_faithfulness_scorer_up) == 0",
+            p.not_ready_for,
+            "page",
+            "pipeline",
+            "The faithfulness scorer is down",
+            "The HHEM model did not load: no faithfulness scores, so the faithfulness guardrail is blind.",
+        ),
+        a(
+            cfg,
+            "RagmonConsumerLag",
+            f"sum by (worker) (ragmon_worker_consumer_lag_messages) > {p.max_lag_messages}",
+            p.lag_for,
+            "ticket",
+            "symptom",
+            "Worker {{ $labels.worker }} is {{ $value }} records behind",
+            "Processing is slower than traffic: scale the worker (up to the partition count) or find the slow batch.",
+        ),
         # Any dead letter is worth a ticket at once; the short window clears it soon after they stop.
-        a(cfg, "RagmonDeadLetters",
-          f"sum by (worker, reason) (increase(ragmon_worker_dead_letters_total[{p.dead_letter_window}])) > 0",
-          "0m", "ticket", "pipeline", "Worker {{ $labels.worker }} dead-lettered records ({{ $labels.reason }})",
-          f"Records that could not be decoded or validated went to the DLQ topic in the last {p.dead_letter_window}, "
-          "with their reason in headers."),
-        a(cfg, "RagmonNoTraffic",
-          f"sum by (tenant) (increase(ragmon_api_events_accepted_total{{type=\"trace\"}}[{p.no_traffic_for}])) == 0",
-          "0m", "ticket", "symptom", "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
-          "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind."),
+        a(
+            cfg,
+            "RagmonDeadLetters",
+            f"sum by (worker, reason) (increase(ragmon_worker_dead_letters_total[{p.dead_letter_window}])) > 0",
+            "0m",
+            "ticket",
+            "pipeline",
+            "Worker {{ $labels.worker }} dead-lettered records ({{ $labels.reason }})",
+            f"Records that could not be decoded or validated went to the DLQ topic in the last {p.dead_letter_window}, "
+            "with their reason in headers.",
+        ),
+        a(
+            cfg,
+            "RagmonNoTraffic",
+            f'sum by (tenant) (increase(ragmon_api_events_accepted_total{{type="trace"}}[{p.no_traffic_for}])) == 0',
+            "0m",
+            "ticket",
+            "symptom",
+            "No traces from {{ $labels.tenant }} for " + p.no_traffic_for,
+            "The tenant's app stopped sending (or its sampling went to zero): every guardrail of it is blind.",
+        ),
         # Shedding now (a 1m rate) by API instance (the one whose broker is unreachable), sustained for
         # shed_for: a pause shorter than shed_for - 1m that recovered never fires, and the alert clears
         # about a minute after shedding stops.
-        a(cfg, "RagmonIngestShedding", "sum by (instance) (rate(ragmon_api_shed_total[1m])) > 0", p.shed_for,
-          "ticket", "symptom", "The API ({{ $labels.instance }}) is answering 503",
-          f"Requests have been shed for {p.shed_for} (broker down or too many events awaiting acknowledgement); "
-          "apps retry with backoff."),
+        a(
+            cfg,
+            "RagmonIngestShedding",
+            "sum by (instance) (rate(ragmon_api_shed_total[1m])) > 0",
+            p.shed_for,
+            "ticket",
+            "symptom",
+            "The API ({{ $labels.instance }}) is answering 503",
+            f"Requests have been shed for {p.shed_for} (broker down or too many events awaiting acknowledgement); "
+            "apps retry with backoff.",
+        ),
     ]
 
 
@@ -297,63 +486,110 @@ def otlp_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     p = cfg.pipeline
     w = p.otlp_window
     spans = f'sum(increase(ragmon_assembler_spans_total{{outcome=~"stored|late"}}[{w}]))'
-    late = (f'sum(rate(ragmon_assembler_spans_total{{outcome="late"}}[{w}])) '
-            f'/ sum(rate(ragmon_assembler_spans_total{{outcome=~"stored|late"}}[{w}])) > {number(p.max_late_span_ratio)}'
-            f" and on () {spans} >= {p.min_assembled_spans}")
-    finished = (f"(sum(increase(ragmon_assembler_traces_dropped_total[{w}])) "
-                f"+ (sum(increase(ragmon_assembler_traces_emitted_total[{w}])) or vector(0)))")
-    dropped = (f"sum by (reason) (increase(ragmon_assembler_traces_dropped_total[{w}])) / on () group_left () "
-               f"{finished} > {number(p.max_dropped_trace_ratio)} and on () {finished} >= {p.min_assembled_traces}")
+    late = (
+        f'sum(rate(ragmon_assembler_spans_total{{outcome="late"}}[{w}])) '
+        f'/ sum(rate(ragmon_assembler_spans_total{{outcome=~"stored|late"}}[{w}])) > {number(p.max_late_span_ratio)}'
+        f" and on () {spans} >= {p.min_assembled_spans}"
+    )
+    finished = (
+        f"(sum(increase(ragmon_assembler_traces_dropped_total[{w}])) "
+        f"+ (sum(increase(ragmon_assembler_traces_emitted_total[{w}])) or vector(0)))"
+    )
+    dropped = (
+        f"sum by (reason) (increase(ragmon_assembler_traces_dropped_total[{w}])) / on () group_left () "
+        f"{finished} > {number(p.max_dropped_trace_ratio)} and on () {finished} >= {p.min_assembled_traces}"
+    )
 
     def failing(requests: str, worker: str) -> str:
-        return (f'label_replace(sum(rate({requests}{{outcome="unavailable"}}[5m])) > 0 '
-                f'unless sum(rate({requests}{{outcome="ok"}}[5m])) > 0, "worker", "{worker}", "", "")')
+        return (
+            f'label_replace(sum(rate({requests}{{outcome="unavailable"}}[5m])) > 0 '
+            f'unless sum(rate({requests}{{outcome="ok"}}[5m])) > 0, "worker", "{worker}", "", "")'
+        )
 
     def refused(counter: str, worker: str) -> str:
-        return (f'label_replace(sum(increase({counter}{{outcome="rejected"}}[5m])) > 0, '
-                f'"worker", "{worker}", "", "")')
+        return (
+            f'label_replace(sum(increase({counter}{{outcome="rejected"}}[5m])) > 0, '
+            f'"worker", "{worker}", "", "")'
+        )
 
     a = _alert
     return [
-        a(cfg, "RagmonOtlpLateSpans", late, p.otlp_for, "ticket", "symptom",
-          "{{ $value | humanizePercentage }} of OTLP spans arrive after their trace was assembled",
-          f"Over {w}, more than {number(p.max_late_span_ratio * 100)}% of the spans the assembler consumed came after "
-          "their trace's event was produced: counted, not in the event (missing documents, tokens or timings). "
-          "The app exports a trace in pieces further apart than assembler.quiet_period_s: raise it."),
-        a(cfg, "RagmonOtlpTracesDropped", dropped, p.otlp_for, "ticket", "symptom",
-          "{{ $value | humanizePercentage }} of OTLP traces are dropped ({{ $labels.reason }})",
-          f"Over {w}, more than {number(p.max_dropped_trace_ratio * 100)}% of the traces the assembler finished "
-          "were dropped for this reason instead of becoming trace events: every guardrail misses them."),
-        a(cfg, "RagmonExportFailing", f"{failing('ragmon_forwarder_requests_total', 'forwarder')} or "
-          f"{failing('ragmon_phoenix_requests_total', 'phoenix')}", p.export_failing_for, "ticket", "pipeline",
-          "Worker {{ $labels.worker }} cannot reach its collector",
-          f"For {p.export_failing_for} every request failed (down, timeout, 429/5xx, 401/403): the worker "
-          "retries the batch with backoff, nothing is lost, but its lag grows."),
-        a(cfg, "RagmonExportRefused", f"{refused('ragmon_forwarder_spans_total', 'forwarder')} or "
-          f"{refused('ragmon_phoenix_annotations_total', 'phoenix')}", "0m", "ticket", "pipeline",
-          "Worker {{ $labels.worker }}'s collector refused data for good",
-          "The collector answered 400/404/413/422 in the last 5m: those spans or annotations are counted as "
-          "rejected and not sent again. The worker log has the collector's answer."),
+        a(
+            cfg,
+            "RagmonOtlpLateSpans",
+            late,
+            p.otlp_for,
+            "ticket",
+            "symptom",
+            "{{ $value | humanizePercentage }} of OTLP spans arrive after their trace was assembled",
+            f"Over {w}, more than {number(p.max_late_span_ratio * 100)}% of the spans the assembler consumed came after "
+            "their trace's event was produced: counted, not in the event (missing documents, tokens or timings). "
+            "The app exports a trace in pieces further apart than assembler.quiet_period_s: raise it.",
+        ),
+        a(
+            cfg,
+            "RagmonOtlpTracesDropped",
+            dropped,
+            p.otlp_for,
+            "ticket",
+            "symptom",
+            "{{ $value | humanizePercentage }} of OTLP traces are dropped ({{ $labels.reason }})",
+            f"Over {w}, more than {number(p.max_dropped_trace_ratio * 100)}% of the traces the assembler finished "
+            "were dropped for this reason instead of becoming trace events: every guardrail misses them.",
+        ),
+        a(
+            cfg,
+            "RagmonExportFailing",
+            f"{failing('ragmon_forwarder_requests_total', 'forwarder')} or "
+            f"{failing('ragmon_phoenix_requests_total', 'phoenix')}",
+            p.export_failing_for,
+            "ticket",
+            "pipeline",
+            "Worker {{ $labels.worker }} cannot reach its collector",
+            f"For {p.export_failing_for} every request failed (down, timeout, 429/5xx, 401/403): the worker "
+            "retries the batch with backoff, nothing is lost, but its lag grows.",
+        ),
+        a(
+            cfg,
+            "RagmonExportRefused",
+            f"{refused('ragmon_forwarder_spans_total', 'forwarder')} or "
+            f"{refused('ragmon_phoenix_annotations_total', 'phoenix')}",
+            "0m",
+            "ticket",
+            "pipeline",
+            "Worker {{ $labels.worker }}'s collector refused data for good",
+            "The collector answered 400/404/413/422 in the last 5m: those spans or annotations are counted as "
+            "rejected and not sent again. The worker log has the collector's answer.",
+        ),
     ]
 
 
 def review_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     r = cfg.review
     limit = int(seconds(r.max_blind_backlog_age))
-    return [_alert(
-        cfg, "RagmonReviewBacklogStale",
-        f'max by (tenant) (ragmon_review_oldest_waiting_duration_seconds{{stratum="blind"}}) > {limit}', r.for_,
-        "ticket", "review", "The blind review sample of {{ $labels.tenant }} waits longer than " + r.max_blind_backlog_age,
-        "Its oldest blind-sample item is {{ $value | humanizeDuration }} old: the unbiased check of the judges "
-        "(calibration, prediction-powered faithful rate) is going stale. Add reviewers or lower review.blind_rate.")]
+    return [
+        _alert(
+            cfg,
+            "RagmonReviewBacklogStale",
+            f'max by (tenant) (ragmon_review_oldest_waiting_duration_seconds{{stratum="blind"}}) > {limit}',
+            r.for_,
+            "ticket",
+            "review",
+            "The blind review sample of {{ $labels.tenant }} waits longer than " + r.max_blind_backlog_age,
+            "Its oldest blind-sample item is {{ $value | humanizeDuration }} old: the unbiased check of the judges "
+            "(calibration, prediction-powered faithful rate) is going stale. Add reviewers or lower review.blind_rate.",
+        )
+    ]
 
 
 def render(cfg: GuardrailsConfig) -> dict[str, Any]:
-    return {"groups": [
-        {"name": "ragmon-recording", "rules": recording_rules(cfg)},
-        {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
-        {"name": "ragmon-shadow", "rules": shadow_alerts(cfg)},
-        {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
-        {"name": "ragmon-otlp", "rules": otlp_alerts(cfg)},
-        {"name": "ragmon-review", "rules": review_alerts(cfg)},
-    ]}
+    return {
+        "groups": [
+            {"name": "ragmon-recording", "rules": recording_rules(cfg)},
+            {"name": "ragmon-guardrails", "rules": guardrail_alerts(cfg)},
+            {"name": "ragmon-shadow", "rules": shadow_alerts(cfg)},
+            {"name": "ragmon-pipeline", "rules": pipeline_alerts(cfg)},
+            {"name": "ragmon-otlp", "rules": otlp_alerts(cfg)},
+            {"name": "ragmon-review", "rules": review_alerts(cfg)},
+        ]
+    }

@@ -131,8 +131,22 @@ class RagApp:
             gold = self.corpus.gold(tenant, product, topic.name, user.locale)
             topic_key = topic.name
         embedding, model = self._embed(rng, active, topic_key)
-        return Request(at_s, tc, user, session_id, request_id, active, release, intent, topic, product, query,
-                       gold, embedding, model)
+        return Request(
+            at_s,
+            tc,
+            user,
+            session_id,
+            request_id,
+            active,
+            release,
+            intent,
+            topic,
+            product,
+            query,
+            gold,
+            embedding,
+            model,
+        )
 
     def _session(self, rng: random.Random, user: User, at_s: float) -> str:
         current = self.sessions.get(user.id)
@@ -143,7 +157,9 @@ class RagApp:
         self.sessions[user.id] = (session_id, at_s)
         return session_id
 
-    def _embed(self, rng: random.Random, active: Active, topic_key: str) -> tuple[list[float] | None, str | None]:
+    def _embed(
+        self, rng: random.Random, active: Active, topic_key: str
+    ) -> tuple[list[float] | None, str | None]:
         cfg = self.scenario.embedding
         if rng.random() >= self.scenario.sampling.embedding:
             return None, None
@@ -169,8 +185,10 @@ class RagApp:
             "intent": req.intent,
             "query": {"text": req.query},
             "retrieval": {
-                "documents": [{"id": c.doc.id, "text": c.doc.text, "score": c.score, "metadata": dict(c.doc.metadata)}
-                              for c in got.context],
+                "documents": [
+                    {"id": c.doc.id, "text": c.doc.text, "score": c.score, "metadata": dict(c.doc.metadata)}
+                    for c in got.context
+                ],
                 "filters": {"entitlement": entitlement_filters(req.user), "relevance": got.relevance},
             },
             "answer": gen.answer.body,
@@ -181,47 +199,91 @@ class RagApp:
             body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
         sampled, gold_in_sample = self._attach_sample(rng, body, got, req)
         facts = TraceFacts(
-            event_id=event_id(rng.getrandbits(128)), trace_id=body["trace_id"], request_id=req.request_id,
-            tenant=req.tenant.name, variant=variant, release=body["release"], intent=req.intent,
-            phase=req.active.phase, at_s=req.at_s, sample_rate=body["sample_rate"], model=gen.model,
-            tokens=gen.usage.tokens, cost_usd=gen.usage.cost_usd, timings=gen.timings, refused=gen.answer.refused,
-            faithful=gen.answer.faithful, gold_in_context=gen.answer.gold_in_context, off_topic=req.topic is None,
-            leak=got.leak, cited=bool(gen.answer.body["citations"]), exclusion=got.truth, sampled=sampled,
-            gold_in_sample=gold_in_sample, embedding_model=req.embedding_model,
+            event_id=event_id(rng.getrandbits(128)),
+            trace_id=body["trace_id"],
+            request_id=req.request_id,
+            tenant=req.tenant.name,
+            variant=variant,
+            release=body["release"],
+            intent=req.intent,
+            phase=req.active.phase,
+            at_s=req.at_s,
+            sample_rate=body["sample_rate"],
+            model=gen.model,
+            tokens=gen.usage.tokens,
+            cost_usd=gen.usage.cost_usd,
+            timings=gen.timings,
+            refused=gen.answer.refused,
+            faithful=gen.answer.faithful,
+            gold_in_context=gen.answer.gold_in_context,
+            off_topic=req.topic is None,
+            leak=got.leak,
+            cited=bool(gen.answer.body["citations"]),
+            exclusion=got.truth,
+            sampled=sampled,
+            gold_in_sample=gold_in_sample,
+            embedding_model=req.embedding_model,
             embedding_dim=len(req.embedding) if req.embedding is not None else None,
         )
         return Served(body, facts)
 
     def _retrieve(self, rng: random.Random, req: Request, variant: str) -> Retrieved:
         sampling = self.scenario.sampling
-        relevance = relevance_filters(rng, req.user, req.intent, self.corpus.recency_cutoff, self.future,
-                                      req.active.filter_break(variant))
+        relevance = relevance_filters(
+            rng,
+            req.user,
+            req.intent,
+            self.corpus.recency_cutoff,
+            self.future,
+            req.active.filter_break(variant),
+        )
         depth = max(sampling.exclusion_candidates, MIN_RETRIEVAL_DEPTH)
-        candidates = retrieve_candidates(rng, req.tenant, req.user, req.product, req.topic, req.gold_ids, depth)
+        candidates = retrieve_candidates(
+            rng, req.tenant, req.user, req.product, req.topic, req.gold_ids, depth
+        )
         context = survivors(candidates, relevance, sampling.context_docs)
         leak = rng.random() < req.active.leak_share(variant)
         if leak:
             context = [Scored(self._leaked_doc(rng, req), round(rng.uniform(0.6, 0.75), 4)), *context]
         shown = candidates[: sampling.exclusion_candidates]
-        return Retrieved(relevance, shown, context, leak, exclusion_truth(shown, req.gold, req.user, relevance))
+        return Retrieved(
+            relevance, shown, context, leak, exclusion_truth(shown, req.gold, req.user, relevance)
+        )
 
     def _generate(
-        self, rng: random.Random, req: Request, got: Retrieved, candidate: CandidateConfig | None, variant: str
+        self,
+        rng: random.Random,
+        req: Request,
+        got: Retrieved,
+        candidate: CandidateConfig | None,
+        variant: str,
     ) -> Generated:
-        unfaithful_rate = max(req.active.unfaithful_share(variant),
-                              candidate.unfaithful_for(req.intent) if candidate else 0.0)
+        unfaithful_rate = max(
+            req.active.unfaithful_share(variant), candidate.unfaithful_for(req.intent) if candidate else 0.0
+        )
         unfaithful = rng.random() < unfaithful_rate
         refuse = self._refuses(rng, req, got.context, candidate)
         answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful)
         model = self._model(rng, candidate)
-        usage = token_usage(model, req.query, got.context, answer.body["text"],
-                            req.active.cost_factor(variant) * (candidate.cost_factor if candidate else 1.0))
+        usage = token_usage(
+            model,
+            req.query,
+            got.context,
+            answer.body["text"],
+            req.active.cost_factor(variant) * (candidate.cost_factor if candidate else 1.0),
+        )
         factors = {stage: req.active.stage_factor(variant, stage) for stage in STAGES}
-        timings = stage_timings(rng, completion_tokens(answer.body["text"]), factors,
-                                candidate.latency_factor if candidate else 1.0)
+        timings = stage_timings(
+            rng,
+            completion_tokens(answer.body["text"]),
+            factors,
+            candidate.latency_factor if candidate else 1.0,
+        )
         return Generated(answer, model.name, usage, timings)
 
-    def _attach_sample(self, rng: random.Random, body: dict[str, Any], got: Retrieved, req: Request) -> tuple[bool, bool]:
+    def _attach_sample(
+        self, rng: random.Random, body: dict[str, Any], got: Retrieved, req: Request
+    ) -> tuple[bool, bool]:
         """The exclusion sample on a share of traffic, with gold ids on a share of those."""
         sampling = self.scenario.sampling
         sampled = rng.random() < sampling.exclusion_sample
@@ -233,7 +295,9 @@ class RagApp:
             body["retrieval"]["exclusion_sample"] = sample
         return sampled, gold_in_sample
 
-    def _refuses(self, rng: random.Random, req: Request, context: list[Scored], candidate: CandidateConfig | None) -> bool:
+    def _refuses(
+        self, rng: random.Random, req: Request, context: list[Scored], candidate: CandidateConfig | None
+    ) -> bool:
         if not context:
             p = 0.9
         elif req.topic is None:
@@ -259,8 +323,17 @@ class RagApp:
         if not others:
             # One tenant and a staff user: nothing in this corpus is off-limits to them, so invent a foreign doc.
             doc = rng.choice(req.tenant.docs)
-            return Doc(f"foreign-{doc.id}", "foreign", doc.product, doc.topic, doc.intent, doc.locale, "public",
-                       doc.updated_at, doc.text)
+            return Doc(
+                f"foreign-{doc.id}",
+                "foreign",
+                doc.product,
+                doc.topic,
+                doc.intent,
+                doc.locale,
+                "public",
+                doc.updated_at,
+                doc.text,
+            )
         other = rng.choice(others)
         same_topic = [d for d in other.docs if req.topic is not None and d.topic == req.topic.name]
         return rng.choice(same_topic or other.docs)

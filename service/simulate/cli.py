@@ -66,14 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--start", type=_datetime, help="timestamp of scenario second 0 (default: now)")
     s = sub.add_parser("send", help="send events to the ragmon API")
     _common(s)
-    s.add_argument("--api", default=os.environ.get("RAGMON_API_URL", "http://127.0.0.1:8000"), help="API base URL")
-    s.add_argument("--api-key", default=os.environ.get("RAGMON_API_KEY"), help="key for tenants without --tenant-key (default $RAGMON_API_KEY)")
-    s.add_argument("--tenant-key", type=_tenant_key, action="append", default=_env_tenant_keys(), metavar="TENANT=KEY",
-                   help=f"API key of one tenant (the API takes the tenant from the key); repeatable; "
-                        f"also ${TENANT_KEYS_ENV}=TENANT=KEY,TENANT=KEY (keeps keys out of the process list)")
+    s.add_argument(
+        "--api", default=os.environ.get("RAGMON_API_URL", "http://127.0.0.1:8000"), help="API base URL"
+    )
+    s.add_argument(
+        "--api-key",
+        default=os.environ.get("RAGMON_API_KEY"),
+        help="key for tenants without --tenant-key (default $RAGMON_API_KEY)",
+    )
+    s.add_argument(
+        "--tenant-key",
+        type=_tenant_key,
+        action="append",
+        default=_env_tenant_keys(),
+        metavar="TENANT=KEY",
+        help=f"API key of one tenant (the API takes the tenant from the key); repeatable; "
+        f"also ${TENANT_KEYS_ENV}=TENANT=KEY,TENANT=KEY (keeps keys out of the process list)",
+    )
     pace = s.add_mutually_exclusive_group()
     pace.add_argument("--speed", type=float, default=1.0, help="time compression: 10 plays 10 minutes in 1")
-    pace.add_argument("--fast", action="store_true", help="as fast as possible (timestamps still follow the scenario)")
+    pace.add_argument(
+        "--fast", action="store_true", help="as fast as possible (timestamps still follow the scenario)"
+    )
     s.add_argument("--batch-size", type=int, default=100, help="events per request, at most 1000")
     s.add_argument("--batch-ms", type=float, default=250.0, help="send a partial batch after this many ms")
     s.add_argument("--senders", type=int, default=2, help="concurrent HTTP senders")
@@ -118,8 +132,10 @@ def _stop_on_signals() -> Iterator[threading.Event]:
 def _validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     duration = "endless" if scenario.duration_s is None else f"{scenario.duration_s:g} s"
-    print(f"{scenario.name}: seed {scenario.seed}, {duration} at {scenario.rate:g} requests/s, "
-          f"tenants {[t.name for t in scenario.tenants]}, variants {scenario.variants}")
+    print(
+        f"{scenario.name}: seed {scenario.seed}, {duration} at {scenario.rate:g} requests/s, "
+        f"tenants {[t.name for t in scenario.tenants]}, variants {scenario.variants}"
+    )
     for inc in scenario.incidents:
         end = "end" if inc.end_s is None else f"{inc.end_s:g}"
         every = f" every {inc.every_s:g} s" if inc.every_s else ""
@@ -142,17 +158,30 @@ def _generate(args: argparse.Namespace) -> int:
 def _send(args: argparse.Namespace) -> int:
     scenario = _scenario(args)
     try:
-        cfg = SendConfig(api=args.api, keys=dict(args.tenant_key), default_key=args.api_key,
-                         batch_size=args.batch_size, batch_ms=args.batch_ms, senders=args.senders, gzip=args.gzip,
-                         max_retries=args.max_retries, timeout_s=args.timeout, speed=args.speed, fast=args.fast)
+        cfg = SendConfig(
+            api=args.api,
+            keys=dict(args.tenant_key),
+            default_key=args.api_key,
+            batch_size=args.batch_size,
+            batch_ms=args.batch_ms,
+            senders=args.senders,
+            gzip=args.gzip,
+            max_retries=args.max_retries,
+            timeout_s=args.timeout,
+            speed=args.speed,
+            fast=args.fast,
+        )
     except ValueError as exc:
         raise ScenarioError(str(exc)) from exc
     with _stop_on_signals() as stop:
         manifest = run_send(scenario, cfg, args.manifest, stop, args.max_events)
     ev = manifest["events"]
-    print(f"sent {sum(ev['sent'].values())} events: accepted {ev['accepted']}, rejected {ev['rejected']}, "
-          f"failed {ev['failed']}; HTTP {manifest['http']['by_status']}, {manifest['http']['retries']} retries"
-          + (f"; manifest {args.manifest}" if args.manifest else ""), file=sys.stderr)
+    print(
+        f"sent {sum(ev['sent'].values())} events: accepted {ev['accepted']}, rejected {ev['rejected']}, "
+        f"failed {ev['failed']}; HTTP {manifest['http']['by_status']}, {manifest['http']['retries']} retries"
+        + (f"; manifest {args.manifest}" if args.manifest else ""),
+        file=sys.stderr,
+    )
     for error, count in list(ev["errors"].items())[:5]:
         print(f"  {count} x {error}", file=sys.stderr)
     return 1 if ev["rejected"] or ev["failed"] else 0

@@ -109,12 +109,34 @@ def _add_topic_docs(tc: TenantCorpus, rng: random.Random, product: str, topic: T
             continue
         stale = rng.random() < STALE_ARTICLE
         age = rng.randint(RECENCY_DAYS + 30, 3 * RECENCY_DAYS) if stale else rng.randint(5, RECENCY_DAYS - 30)
-        tc.add(Doc(f"{base}-{locale}", tc.name, product, topic.name, topic.intent, locale, "public",
-                   (today - timedelta(days=age)).isoformat(), _doc_text(topic, product, numbers, locale, False)))
+        tc.add(
+            Doc(
+                f"{base}-{locale}",
+                tc.name,
+                product,
+                topic.name,
+                topic.intent,
+                locale,
+                "public",
+                (today - timedelta(days=age)).isoformat(),
+                _doc_text(topic, product, numbers, locale, False),
+            )
+        )
     if rng.random() < INTERNAL_NOTE:
         age = rng.randint(5, RECENCY_DAYS - 30)
-        tc.add(Doc(f"{base}-internal", tc.name, product, topic.name, topic.intent, "en", "staff",
-                   (today - timedelta(days=age)).isoformat(), _doc_text(topic, product, numbers, "en", True)))
+        tc.add(
+            Doc(
+                f"{base}-internal",
+                tc.name,
+                product,
+                topic.name,
+                topic.intent,
+                "en",
+                "staff",
+                (today - timedelta(days=age)).isoformat(),
+                _doc_text(topic, product, numbers, "en", True),
+            )
+        )
 
 
 def _users(tc: TenantCorpus, locales: tuple[str, ...], rng: random.Random, count: int) -> list[User]:
@@ -122,8 +144,15 @@ def _users(tc: TenantCorpus, locales: tuple[str, ...], rng: random.Random, count
     for k in range(count):
         groups = ("public", "staff") if rng.random() < STAFF_USERS else ("public",)
         n_products = 2 if rng.random() < 0.25 and len(tc.products) > 1 else 1
-        users.append(User(f"{tc.name}-u{k:04d}", tc.name, rng.choice(locales), groups,
-                          tuple(rng.sample(tc.products, n_products))))
+        users.append(
+            User(
+                f"{tc.name}-u{k:04d}",
+                tc.name,
+                rng.choice(locales),
+                groups,
+                tuple(rng.sample(tc.products, n_products)),
+            )
+        )
     return users
 
 

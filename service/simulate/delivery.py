@@ -48,11 +48,20 @@ class HttpStats:
         with self.lock:
             lat = sorted(self.latencies_ms)
             return {
-                "requests": self.requests, "by_status": dict(sorted(self.by_status.items())), "retries": self.retries,
-                "retry_wait_s": round(self.retry_wait_s, 3), "network_errors": self.network_errors,
-                "failed_batches": self.failed_batches, "rejected_batches": self.rejected_batches,
-                "inconsistent_207": self.inconsistent_207, "bytes_sent": self.bytes_sent,
-                "latency_ms": {"p50": _quantile(lat, 0.5), "p99": _quantile(lat, 0.99), "max": _quantile(lat, 1.0)},
+                "requests": self.requests,
+                "by_status": dict(sorted(self.by_status.items())),
+                "retries": self.retries,
+                "retry_wait_s": round(self.retry_wait_s, 3),
+                "network_errors": self.network_errors,
+                "failed_batches": self.failed_batches,
+                "rejected_batches": self.rejected_batches,
+                "inconsistent_207": self.inconsistent_207,
+                "bytes_sent": self.bytes_sent,
+                "latency_ms": {
+                    "p50": _quantile(lat, 0.5),
+                    "p99": _quantile(lat, 0.99),
+                    "max": _quantile(lat, 1.0),
+                },
             }
 
 
@@ -80,7 +89,9 @@ def retry_after_s(value: str | None, cap: float) -> float:
         seconds = float(value)
     except ValueError:
         try:
-            seconds = (parsedate_to_datetime(value) - datetime.now(parsedate_to_datetime(value).tzinfo)).total_seconds()
+            seconds = (
+                parsedate_to_datetime(value) - datetime.now(parsedate_to_datetime(value).tzinfo)
+            ).total_seconds()
         except (TypeError, ValueError):
             seconds = DEFAULT_RETRY_AFTER_S
     return min(max(seconds, 0.0), cap)
@@ -119,7 +130,9 @@ class Deliverer:
                 self.stats.retry_wait_s += wait
             time.sleep(wait)
 
-    def _attempt(self, payload: bytes, headers: dict[str, str], batch: list[SimEvent], attempt: int) -> float | None:
+    def _attempt(
+        self, payload: bytes, headers: dict[str, str], batch: list[SimEvent], attempt: int
+    ) -> float | None:
         """Send once; the delay before a retry, or None when every event is settled."""
         last = attempt == self.cfg.max_retries
         started = time.perf_counter()

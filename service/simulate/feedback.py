@@ -43,7 +43,9 @@ def problem(facts: TraceFacts, slow_ms: float) -> str | None:
     return None
 
 
-def user_feedback(rng: random.Random, scenario: Scenario, facts: TraceFacts, citations: list[str]) -> list[Scheduled]:
+def user_feedback(
+    rng: random.Random, scenario: Scenario, facts: TraceFacts, citations: list[str]
+) -> list[Scheduled]:
     cfg = scenario.feedback
     cause = problem(facts, cfg.slow_ms)
     out: list[Scheduled] = []
@@ -76,7 +78,9 @@ def user_feedback(rng: random.Random, scenario: Scenario, facts: TraceFacts, cit
     return out
 
 
-def review_label(rng: random.Random, scenario: Scenario, facts: TraceFacts, gold: list[Doc], user: User) -> Scheduled | None:
+def review_label(
+    rng: random.Random, scenario: Scenario, facts: TraceFacts, gold: list[Doc], user: User
+) -> Scheduled | None:
     """A human review of a sampled share of production traces, some minutes later."""
     sampling = scenario.sampling
     if rng.random() >= sampling.label:

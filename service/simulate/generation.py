@@ -30,11 +30,18 @@ def _facts_of(doc_text: str) -> list[str]:
 
 
 def compose_answer(
-    rng: random.Random, context: list[Scored], gold_ids: set[str], product: str, refuse: bool, unfaithful: bool
+    rng: random.Random,
+    context: list[Scored],
+    gold_ids: set[str],
+    product: str,
+    refuse: bool,
+    unfaithful: bool,
 ) -> AnswerOutcome:
     gold_in_context = any(c.doc.id in gold_ids for c in context)
     if refuse or not context:
-        return AnswerOutcome({"text": rng.choice(REFUSALS), "refused": True, "citations": []}, True, None, gold_in_context)
+        return AnswerOutcome(
+            {"text": rng.choice(REFUSALS), "refused": True, "citations": []}, True, None, gold_in_context
+        )
     used = context[: 1 + (rng.random() < 0.4 and len(context) > 1)]
     if unfaithful:
         numbers = {"n1": rng.randint(2, 99), "n2": rng.randint(2, 99)}
@@ -89,7 +96,12 @@ def token_usage(
     cost = None
     if model.reports_cost:
         cost = round(
-            (tokens["prompt"] * model.prompt_usd_per_mtok + tokens["completion"] * model.completion_usd_per_mtok) / 1e6, 9
+            (
+                tokens["prompt"] * model.prompt_usd_per_mtok
+                + tokens["completion"] * model.completion_usd_per_mtok
+            )
+            / 1e6,
+            9,
         )
         body["cost_usd"] = cost
     return UsageOutcome(body, tokens, cost)

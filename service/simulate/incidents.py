@@ -42,22 +42,32 @@ class IncidentBase(BaseModel):
             return {**data, "name": str(data["kind"]).replace("_", "-")}
         return data
 
-    def check_against(self, loc: str, duration_s: float | None, tenants: set[str], variants: set[str]) -> None:
+    def check_against(
+        self, loc: str, duration_s: float | None, tenants: set[str], variants: set[str]
+    ) -> None:
         if self.end_s is not None and self.end_s <= self.start_s:
             raise ValueError(f"{loc}.end_s: must be greater than start_s ({self.start_s})")
         if duration_s is not None and self.start_s >= duration_s:
-            raise ValueError(f"{loc}.start_s: {self.start_s} is not before the scenario's duration_s ({duration_s})")
+            raise ValueError(
+                f"{loc}.start_s: {self.start_s} is not before the scenario's duration_s ({duration_s})"
+            )
         if self.every_s is not None:
             if self.end_s is None:
                 raise ValueError(f"{loc}.end_s: a repeating incident (every_s) needs an end_s")
             if self.every_s <= self.end_s - self.start_s:
-                raise ValueError(f"{loc}.every_s: must be longer than the incident ({self.end_s - self.start_s} s)")
+                raise ValueError(
+                    f"{loc}.every_s: must be longer than the incident ({self.end_s - self.start_s} s)"
+                )
         unknown = sorted(set(self.tenants or ()) - tenants)
         if unknown:
-            raise ValueError(f"{loc}.tenants: unknown tenant(s) {unknown}; scenario tenants are {sorted(tenants)}")
+            raise ValueError(
+                f"{loc}.tenants: unknown tenant(s) {unknown}; scenario tenants are {sorted(tenants)}"
+            )
         unknown = sorted(set(self.variants) - variants)
         if unknown:
-            raise ValueError(f"{loc}.variants: unknown variant(s) {unknown}; scenario variants are {sorted(variants)}")
+            raise ValueError(
+                f"{loc}.variants: unknown variant(s) {unknown}; scenario variants are {sorted(variants)}"
+            )
 
     def applies_to(self, tenant: str) -> bool:
         return self.tenants is None or tenant in self.tenants
@@ -91,10 +101,16 @@ class IncidentBase(BaseModel):
     def windows(self, until: float) -> list[tuple[float, float]]:
         """Every [start, end) occurrence that starts before `until`."""
         if self.every_s is None or self.end_s is None:
-            return [(self.start_s, self.end_s if self.end_s is not None else until)] if self.start_s < until else []
+            return (
+                [(self.start_s, self.end_s if self.end_s is not None else until)]
+                if self.start_s < until
+                else []
+            )
         length = self.end_s - self.start_s
         count = max(0, math.ceil((until - self.start_s) / self.every_s))
-        return [(self.start_s + k * self.every_s, self.start_s + k * self.every_s + length) for k in range(count)]
+        return [
+            (self.start_s + k * self.every_s, self.start_s + k * self.every_s + length) for k in range(count)
+        ]
 
 
 class FilterRegression(IncidentBase):
@@ -144,12 +160,23 @@ class EmbeddingModelChange(IncidentBase):
 
 
 Incident = Annotated[
-    FilterRegression | SlowStage | UnfaithfulAnswers | TopicShift | CostSpike | EntitlementLeak | EmbeddingModelChange,
+    FilterRegression
+    | SlowStage
+    | UnfaithfulAnswers
+    | TopicShift
+    | CostSpike
+    | EntitlementLeak
+    | EmbeddingModelChange,
     Field(discriminator="kind"),
 ]
 
 INCIDENT_KINDS: tuple[str, ...] = (
-    "filter_regression", "slow_stage", "unfaithful_answers", "topic_shift", "cost_spike", "entitlement_leak",
+    "filter_regression",
+    "slow_stage",
+    "unfaithful_answers",
+    "topic_shift",
+    "cost_spike",
+    "entitlement_leak",
     "embedding_model_change",
 )
 
@@ -169,7 +196,9 @@ class Active:
         return "+".join(i.name for i in self.incidents) or "clean"
 
     def _for(self, kind: type[IncidentBase], variant: str | None = None) -> list[Any]:
-        return [i for i in self.incidents if isinstance(i, kind) and (variant is None or variant in i.variants)]
+        return [
+            i for i in self.incidents if isinstance(i, kind) and (variant is None or variant in i.variants)
+        ]
 
     def filter_break(self, variant: str) -> FilterRegression | None:
         found = self._for(FilterRegression, variant)

@@ -66,7 +66,9 @@ def traces_section(traces: list[TraceFacts]) -> dict[str, Any]:
         "by_intent": dict(sorted(Counter(t.intent for t in traces).items())),
         "by_release": _nested(Counter((t.variant, t.release) for t in traces)),
         "by_phase": dict(sorted(Counter(t.phase for t in traces).items())),
-        "rows": _rows(Counter((t.tenant, t.variant, t.intent) for t in traces), ("tenant", "variant", "intent")),
+        "rows": _rows(
+            Counter((t.tenant, t.variant, t.intent) for t in traces), ("tenant", "variant", "intent")
+        ),
         "refused": sum(t.refused for t in traces),
         "without_citations": sum(not t.cited for t in traces),
         "reweighted_by_tenant": {k: round(v, 6) for k, v in sorted(reweighted.items())},
@@ -89,14 +91,23 @@ def _usage_by_model(traces: list[TraceFacts]) -> dict[str, Any]:
         entry["traces"] += 1
         entry["tokens"].update(t.tokens)
         entry["cost_usd_reported"] += t.cost_usd or 0.0
-    return {m: {**e, "tokens": dict(e["tokens"]), "cost_usd_reported": round(e["cost_usd_reported"], 9)}
-            for m, e in sorted(out.items())}
+    return {
+        m: {**e, "tokens": dict(e["tokens"]), "cost_usd_reported": round(e["cost_usd_reported"], 9)}
+        for m, e in sorted(out.items())
+    }
 
 
 def feedback_section(feedback: list[FeedbackFacts], trace_ids_in_basis: set[str]) -> dict[str, Any]:
     joined = Counter(
-        (f.trace.tenant, f.trace.variant, f.trace.release, f.trace.intent, f.kind, f.reason or "none",
-         f.trace.event_id in trace_ids_in_basis)
+        (
+            f.trace.tenant,
+            f.trace.variant,
+            f.trace.release,
+            f.trace.intent,
+            f.kind,
+            f.reason or "none",
+            f.trace.event_id in trace_ids_in_basis,
+        )
         for f in feedback
     )
     return {
@@ -120,7 +131,9 @@ def labels_section(labels: list[LabelFacts]) -> dict[str, Any]:
     }
 
 
-def phases_section(scenario: Scenario, traces: list[TraceFacts], anchor: datetime, until: float) -> dict[str, Any]:
+def phases_section(
+    scenario: Scenario, traces: list[TraceFacts], anchor: datetime, until: float
+) -> dict[str, Any]:
     phases: dict[str, Any] = {}
     for t in sorted(traces, key=lambda t: t.at_s):
         entry = phases.setdefault(t.phase, {"traces": 0, "trace_ids": {}})
@@ -129,11 +142,15 @@ def phases_section(scenario: Scenario, traces: list[TraceFacts], anchor: datetim
     incidents = []
     for inc in scenario.incidents:
         windows = inc.windows(until)
-        incidents.append({
-            **inc.model_dump(mode="json"),
-            "windows": [{"start_s": s, "end_s": e, "start": rfc3339(anchor, s), "end": rfc3339(anchor, e)}
-                        for s, e in windows],
-        })
+        incidents.append(
+            {
+                **inc.model_dump(mode="json"),
+                "windows": [
+                    {"start_s": s, "end_s": e, "start": rfc3339(anchor, s), "end": rfc3339(anchor, e)}
+                    for s, e in windows
+                ],
+            }
+        )
     return {"phases": dict(sorted(phases.items())), "incidents": incidents}
 
 
@@ -150,15 +167,24 @@ def _events_section(ledger: Ledger, mode: str) -> dict[str, Any]:
 
 
 def build_manifest(
-    scenario: Scenario, ledger: Ledger, anchor: datetime, mode: str, run: dict[str, Any],
+    scenario: Scenario,
+    ledger: Ledger,
+    anchor: datetime,
+    mode: str,
+    run: dict[str, Any],
     http: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     head: dict[str, Any] = {
         "format": FORMAT_VERSION,
         "basis": "generated" if mode == "generate" else "accepted",
-        "scenario": {"name": scenario.name, "seed": scenario.seed, "duration_s": scenario.duration_s,
-                     "rate": scenario.rate, "tenants": [t.name for t in scenario.tenants],
-                     "variants": scenario.variants},
+        "scenario": {
+            "name": scenario.name,
+            "seed": scenario.seed,
+            "duration_s": scenario.duration_s,
+            "rate": scenario.rate,
+            "tenants": [t.name for t in scenario.tenants],
+            "variants": scenario.variants,
+        },
         "run": {"mode": mode, "start": anchor.isoformat(timespec="milliseconds"), **run},
         "events": _events_section(ledger, mode),
         "http": http or {},
@@ -171,14 +197,24 @@ def build_manifest(
     labels = [e.facts for e in basis if isinstance(e.facts, LabelFacts)]
     releases = [e.facts for e in basis if isinstance(e.facts, ReleaseFacts)]
     labelled = {lb.trace.event_id for lb in labels if lb.has_gold}
-    until = scenario.duration_s if scenario.duration_s is not None else max((t.at_s for t in traces), default=0.0)
+    until = (
+        scenario.duration_s if scenario.duration_s is not None else max((t.at_s for t in traces), default=0.0)
+    )
     head["events"]["by_type_tenant"] = _nested(Counter((e.type, e.tenant) for e in basis))
     return head | {
         "traces": traces_section(traces),
         "feedback": feedback_section(feedback, {t.event_id for t in traces}),
         "labels": labels_section(labels),
-        "releases": [{"tenant": r.tenant, "release": r.release, "variant": r.variant, "at_s": r.at_s,
-                      "timestamp": rfc3339(anchor, r.at_s)} for r in sorted(releases, key=lambda r: (r.at_s, r.tenant))],
+        "releases": [
+            {
+                "tenant": r.tenant,
+                "release": r.release,
+                "variant": r.variant,
+                "at_s": r.at_s,
+                "timestamp": rfc3339(anchor, r.at_s),
+            }
+            for r in sorted(releases, key=lambda r: (r.at_s, r.tenant))
+        ],
         **phases_section(scenario, traces, anchor, until),
         "exclusion": exclusion_section(traces, labelled),
         "quality": quality_section(traces),

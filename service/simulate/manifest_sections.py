@@ -9,8 +9,14 @@ import numpy as np
 
 from service.simulate.records import TraceFacts
 
-EXCLUSION_COUNTS = ("queries", "eligible_queries", "excluded_queries", "eligible_gold_docs", "excluded_gold_docs",
-                    "ineligible_gold_docs")
+EXCLUSION_COUNTS = (
+    "queries",
+    "eligible_queries",
+    "excluded_queries",
+    "eligible_gold_docs",
+    "excluded_gold_docs",
+    "ineligible_gold_docs",
+)
 LATENCY_KEYS = ("retrieval", "rerank", "generation", "postprocess", "ttft", "total")
 
 
@@ -54,7 +60,9 @@ def exclusion_section(traces: list[TraceFacts], labelled: set[str]) -> dict[str,
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     by_phase: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for t in traces:
-        scopes = by_phase.setdefault(t.phase, {}).setdefault(t.variant, {"sampled": _empty(), "all": _empty()})
+        scopes = by_phase.setdefault(t.phase, {}).setdefault(
+            t.variant, {"sampled": _empty(), "all": _empty()}
+        )
         _add(scopes["all"], t)
         if not t.sampled:
             continue
@@ -63,11 +71,15 @@ def exclusion_section(traces: list[TraceFacts], labelled: set[str]) -> dict[str,
         _add(rows.setdefault(key, _empty()), t)
     return {
         "rows": [
-            dict(zip(("phase", "tenant", "variant", "intent", "gold_source"), key, strict=True)) | _finish(acc)
+            dict(zip(("phase", "tenant", "variant", "intent", "gold_source"), key, strict=True))
+            | _finish(acc)
             for key, acc in sorted(rows.items())
         ],
         "by_phase": {
-            phase: {variant: {scope: _finish(acc) for scope, acc in scopes.items()} for variant, scopes in sorted(v.items())}
+            phase: {
+                variant: {scope: _finish(acc) for scope, acc in scopes.items()}
+                for variant, scopes in sorted(v.items())
+            }
             for phase, v in sorted(by_phase.items())
         },
     }
@@ -88,7 +100,10 @@ def quality_section(traces: list[TraceFacts]) -> dict[str, Any]:
         c["leaks"] += t.leak
         leaks[t.tenant] += t.leak
     return {
-        "by_phase": {p: {v: dict(sorted(c.items())) for v, c in sorted(vs.items())} for p, vs in sorted(by_phase.items())},
+        "by_phase": {
+            p: {v: dict(sorted(c.items())) for v, c in sorted(vs.items())}
+            for p, vs in sorted(by_phase.items())
+        },
         "leaks_by_tenant": {k: n for k, n in sorted(leaks.items()) if n},
     }
 
@@ -96,8 +111,14 @@ def quality_section(traces: list[TraceFacts]) -> dict[str, Any]:
 def _summary(values: list[float]) -> dict[str, float]:
     arr = np.asarray(values)
     p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-    return {"count": len(values), "mean": round(float(arr.mean()), 3), "p50": round(float(p50), 3),
-            "p95": round(float(p95), 3), "p99": round(float(p99), 3), "max": round(float(arr.max()), 3)}
+    return {
+        "count": len(values),
+        "mean": round(float(arr.mean()), 3),
+        "p50": round(float(p50), 3),
+        "p95": round(float(p95), 3),
+        "p99": round(float(p99), 3),
+        "max": round(float(arr.max()), 3),
+    }
 
 
 def latency_section(traces: list[TraceFacts]) -> dict[str, Any]:
@@ -109,7 +130,9 @@ def latency_section(traces: list[TraceFacts]) -> dict[str, Any]:
             stages[k].append(t.timings[k])
     return {
         "by_phase": {
-            phase: {variant: {k: _summary(v) for k, v in stages.items()} for variant, stages in sorted(vs.items())}
+            phase: {
+                variant: {k: _summary(v) for k, v in stages.items()} for variant, stages in sorted(vs.items())
+            }
             for phase, vs in sorted(grouped.items())
         },
     }
@@ -118,8 +141,16 @@ def latency_section(traces: list[TraceFacts]) -> dict[str, Any]:
 def usage_by_phase(traces: list[TraceFacts]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for t in traces:
-        entry = out.setdefault(t.phase, {"traces": 0, "traces_with_cost": 0, "cost_usd_reported": 0.0,
-                                         "prompt_tokens": 0, "completion_tokens": 0})
+        entry = out.setdefault(
+            t.phase,
+            {
+                "traces": 0,
+                "traces_with_cost": 0,
+                "cost_usd_reported": 0.0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+            },
+        )
         entry["traces"] += 1
         entry["prompt_tokens"] += t.tokens.get("prompt", 0)
         entry["completion_tokens"] += t.tokens.get("completion", 0)

@@ -117,8 +117,13 @@ def _band(rng: random.Random, band: tuple[float, float]) -> float:
 
 
 def retrieve_candidates(
-    rng: random.Random, tc: TenantCorpus, user: User, product: str | None, topic: Topic | None,
-    gold_ids: set[str], depth: int,
+    rng: random.Random,
+    tc: TenantCorpus,
+    user: User,
+    product: str | None,
+    topic: Topic | None,
+    gold_ids: set[str],
+    depth: int,
 ) -> list[Scored]:
     """Top `depth` entitled documents by score (entitlement filters only)."""
     scores: dict[str, tuple[Doc, float]] = {}

@@ -42,7 +42,10 @@ def _limited(events: Iterator[SimEvent], max_events: int | None) -> Iterator[Sim
 
 
 def run_generate(
-    scenario: Scenario, out: IO[bytes], start: datetime | None = None, max_events: int | None = None,
+    scenario: Scenario,
+    out: IO[bytes],
+    start: datetime | None = None,
+    max_events: int | None = None,
     manifest_path: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Write the event stream as JSON lines (no network); returns the manifest."""
@@ -61,8 +64,12 @@ def run_generate(
 
 
 def run_send(
-    scenario: Scenario, cfg: SendConfig, manifest_path: str | os.PathLike[str] | None = None,
-    stop: threading.Event | None = None, max_events: int | None = None, now: datetime | None = None,
+    scenario: Scenario,
+    cfg: SendConfig,
+    manifest_path: str | os.PathLike[str] | None = None,
+    stop: threading.Event | None = None,
+    max_events: int | None = None,
+    now: datetime | None = None,
     keep_truth: bool | None = None,
 ) -> dict[str, Any]:
     """Send the scenario to the API; returns the manifest (counts over accepted events).
@@ -79,9 +86,15 @@ def run_send(
     events = _limited(generate_events(scenario, anchor), max_events)
     stats = send_events(events, cfg, anchor, ledger, stop, tenants=[t.name for t in scenario.tenants])
     run = {
-        "api": cfg.api, "speed": None if cfg.fast else cfg.speed, "fast": cfg.fast, "gzip": cfg.gzip,
-        "batch_size": cfg.batch_size, "senders": cfg.senders, "started_at": started.isoformat(),
-        "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"), "interrupted": stop.is_set(),
+        "api": cfg.api,
+        "speed": None if cfg.fast else cfg.speed,
+        "fast": cfg.fast,
+        "gzip": cfg.gzip,
+        "batch_size": cfg.batch_size,
+        "senders": cfg.senders,
+        "started_at": started.isoformat(),
+        "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "interrupted": stop.is_set(),
     }
     manifest = build_manifest(scenario, ledger, anchor, "send", run, stats.as_dict())
     if manifest_path is not None:

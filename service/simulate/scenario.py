@@ -178,7 +178,9 @@ class Scenario(Strict):
         default_factory=lambda: [TenantConfig(name="acme"), TenantConfig(name="globex")]
     )
     intents: dict[Literal[INTENTS], Annotated[float, Field(ge=0)]] | None = None  # type: ignore[valid-type]
-    models: Annotated[list[ModelConfig], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+    models: Annotated[list[ModelConfig], Field(min_length=1)] = Field(
+        default_factory=lambda: list(DEFAULT_MODELS)
+    )
     candidate: CandidateConfig | None = None
     sampling: SamplingConfig = Field(default_factory=SamplingConfig)
     feedback: FeedbackConfig = Field(default_factory=lambda: FeedbackConfig.model_validate({}))
@@ -201,7 +203,9 @@ class Scenario(Strict):
         if self.intents is not None and sum(self.intents.values()) <= 0:
             raise ValueError("intents: at least one intent needs a positive weight")
         if self.candidate and self.candidate.model and self.candidate.model not in self.model_names:
-            raise ValueError(f"candidate.model: {self.candidate.model!r} is not one of models {self.model_names}")
+            raise ValueError(
+                f"candidate.model: {self.candidate.model!r} is not one of models {self.model_names}"
+            )
         tenants = {t.name for t in self.tenants}
         variants = {"production"} | ({self.candidate.name} if self.candidate else set())
         for idx, inc in enumerate(self.incidents):
@@ -246,7 +250,9 @@ def parse_scenario(data: Any, source: str = "scenario") -> Scenario:
 def _describe(err: Any) -> str:
     parts = [p for p in err["loc"] if not str(p).startswith(("function-", "tagged-union"))]
     # Drop the union tag pydantic inserts after a list index: the file says incidents.1.factor.
-    kept = [p for i, p in enumerate(parts) if not (p in INCIDENT_KINDS and i and isinstance(parts[i - 1], int))]
+    kept = [
+        p for i, p in enumerate(parts) if not (p in INCIDENT_KINDS and i and isinstance(parts[i - 1], int))
+    ]
     loc = ".".join(str(p) for p in kept)
     msg = str(err["msg"]).removeprefix("Value error, ")
     # Cross-field checks name their own field path in the message.
@@ -271,7 +277,9 @@ def load_scenario(name_or_path: str) -> Scenario:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from exc
+        raise ScenarioError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}"
+        ) from exc
     if not isinstance(data, dict):
         raise ScenarioError(f"{path}: the top level must be a mapping of scenario fields")
     return parse_scenario(data, source=str(path))

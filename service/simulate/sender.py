@@ -49,7 +49,9 @@ class SendConfig:
     def key_for(self, tenant: str) -> str:
         key = self.keys.get(tenant, self.default_key)
         if key is None:
-            raise ScenarioError(f"no API key for tenant {tenant!r}: pass --tenant-key {tenant}=KEY or --api-key KEY")
+            raise ScenarioError(
+                f"no API key for tenant {tenant!r}: pass --tenant-key {tenant}=KEY or --api-key KEY"
+            )
         return key
 
     @property
@@ -67,10 +69,14 @@ def send_anchor(scenario: Scenario, cfg: SendConfig, now: datetime) -> datetime:
     if not cfg.compressed:
         return now
     if scenario.duration_s is None:
-        raise ScenarioError("duration_s: an endless scenario can only be sent in real time (speed 1, not --fast)")
+        raise ScenarioError(
+            "duration_s: an endless scenario can only be sent in real time (speed 1, not --fast)"
+        )
     span = scenario.duration_s + scenario.tail_s()
     if span > L.MAX_EVENT_AGE_S - AGE_MARGIN_S:
-        raise ScenarioError(f"duration_s: {span:.0f} s of events cannot be compressed into the API's {L.MAX_EVENT_AGE_S} s window")
+        raise ScenarioError(
+            f"duration_s: {span:.0f} s of events cannot be compressed into the API's {L.MAX_EVENT_AGE_S} s window"
+        )
     factor = 1.0 if cfg.fast else 1.0 - 1.0 / cfg.speed
     return now - timedelta(seconds=span * factor)
 
@@ -114,10 +120,17 @@ class _Batches:
             self.flush(tenant)
 
 
-def _sender(cfg: SendConfig, work: queue.Queue[tuple[str, list[SimEvent]] | None], anchor: datetime,
-            ledger: Ledger, stats: HttpStats) -> None:
+def _sender(
+    cfg: SendConfig,
+    work: queue.Queue[tuple[str, list[SimEvent]] | None],
+    anchor: datetime,
+    ledger: Ledger,
+    stats: HttpStats,
+) -> None:
     url = cfg.api.rstrip("/") + "/v1/events"
-    deliverer = Deliverer(DeliveryConfig(url, cfg.gzip, cfg.max_retries, cfg.max_retry_wait_s, cfg.timeout_s), ledger, stats)
+    deliverer = Deliverer(
+        DeliveryConfig(url, cfg.gzip, cfg.max_retries, cfg.max_retry_wait_s, cfg.timeout_s), ledger, stats
+    )
     try:
         while (item := work.get()) is not None:
             tenant, batch = item
@@ -131,7 +144,11 @@ def _sender(cfg: SendConfig, work: queue.Queue[tuple[str, list[SimEvent]] | None
 
 
 def send_events(
-    events: Iterable[SimEvent], cfg: SendConfig, anchor: datetime, ledger: Ledger, stop: threading.Event | None = None,
+    events: Iterable[SimEvent],
+    cfg: SendConfig,
+    anchor: datetime,
+    ledger: Ledger,
+    stop: threading.Event | None = None,
     tenants: Iterable[str] = (),
 ) -> HttpStats:
     """Send until the stream ends or `stop` is set; every handed-out event is settled on return."""
@@ -140,8 +157,12 @@ def send_events(
     stop = stop or threading.Event()
     stats = HttpStats()
     work: queue.Queue[tuple[str, list[SimEvent]] | None] = queue.Queue(maxsize=cfg.senders * 2)
-    threads = [threading.Thread(target=_sender, args=(cfg, work, anchor, ledger, stats), name=f"ragmon-sim-{i}",
-                                daemon=True) for i in range(cfg.senders)]
+    threads = [
+        threading.Thread(
+            target=_sender, args=(cfg, work, anchor, ledger, stats), name=f"ragmon-sim-{i}", daemon=True
+        )
+        for i in range(cfg.senders)
+    ]
     for thread in threads:
         thread.start()
     batches = _Batches(cfg, work)

@@ -61,7 +61,9 @@ class EventStream:
                 facts.before_trace = not facts.trace.emitted
             yield event
 
-    def _release(self, rng: random.Random, at_s: float, tenant: str, release: str, variant: str, why: str) -> None:
+    def _release(
+        self, rng: random.Random, at_s: float, tenant: str, release: str, variant: str, why: str
+    ) -> None:
         body = {"release": release, "variant": variant, "description": why}
         facts = ReleaseFacts(event_id(rng.getrandbits(128)), tenant, release, variant, at_s)
         self._push(SimEvent(at_s, at_s, tenant, "release", facts.event_id, body, facts))
@@ -69,9 +71,13 @@ class EventStream:
     def _initial_releases(self, rng: random.Random) -> None:
         cand = self.scenario.candidate
         for tenant in self.scenario.tenants:
-            self._release(rng, 0.0, tenant.name, self.scenario.release, "production", "serving at simulation start")
+            self._release(
+                rng, 0.0, tenant.name, self.scenario.release, "production", "serving at simulation start"
+            )
             if cand is not None:
-                self._release(rng, 0.0, tenant.name, cand.release, cand.name, "shadow candidate at simulation start")
+                self._release(
+                    rng, 0.0, tenant.name, cand.release, cand.name, "shadow candidate at simulation start"
+                )
 
     def _incident_releases(self, rng: random.Random, after: float, until: float) -> None:
         """Release markers for incident occurrences that started in (after, until]."""
@@ -90,13 +96,33 @@ class EventStream:
         req = self.app.plan(rng, at_s)
         production = self.app.serve(rng, req, None)
         self._push_trace(rng, production)
-        for item in user_feedback(rng, self.scenario, production.facts, production.body["answer"]["citations"]):
-            self._push(SimEvent(item.at_s, item.at_s, production.facts.tenant, item.type, item.facts.event_id,
-                                item.body, item.facts))
+        for item in user_feedback(
+            rng, self.scenario, production.facts, production.body["answer"]["citations"]
+        ):
+            self._push(
+                SimEvent(
+                    item.at_s,
+                    item.at_s,
+                    production.facts.tenant,
+                    item.type,
+                    item.facts.event_id,
+                    item.body,
+                    item.facts,
+                )
+            )
         label = review_label(rng, self.scenario, production.facts, req.gold, req.user)
         if label is not None:
-            self._push(SimEvent(label.at_s, label.at_s, production.facts.tenant, label.type, label.facts.event_id,
-                                label.body, label.facts))
+            self._push(
+                SimEvent(
+                    label.at_s,
+                    label.at_s,
+                    production.facts.tenant,
+                    label.type,
+                    label.facts.event_id,
+                    label.body,
+                    label.facts,
+                )
+            )
         cand = self.scenario.candidate
         if cand is not None and rng.random() < cand.share:
             self._push_trace(rng, self.app.serve(rng, req, cand))
@@ -107,8 +133,17 @@ class EventStream:
         emit_s = served.facts.at_s + served.facts.timings["total"] / 1000.0
         if rng.random() < sampling.trace_lag:
             emit_s += rng.uniform(*sampling.trace_lag_s)
-        self._push(SimEvent(emit_s, served.facts.at_s, served.facts.tenant, "trace", served.facts.event_id,
-                            served.body, served.facts))
+        self._push(
+            SimEvent(
+                emit_s,
+                served.facts.at_s,
+                served.facts.tenant,
+                "trace",
+                served.facts.event_id,
+                served.body,
+                served.facts,
+            )
+        )
 
 
 def generate_events(scenario: Scenario, start: datetime) -> Iterator[SimEvent]:

@@ -37,7 +37,9 @@ def load_alibi() -> Any:
     return MMDDrift
 
 
-def alibi_mmd(reference: np.ndarray, current: np.ndarray, sigma: float, permutations: int, alpha: float) -> dict[str, float]:
+def alibi_mmd(
+    reference: np.ndarray, current: np.ndarray, sigma: float, permutations: int, alpha: float
+) -> dict[str, float]:
     detector_cls = load_alibi()
     detector = detector_cls(
         reference,
@@ -55,8 +57,11 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("input", type=Path)
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--float64-check", action="store_true",
-                        help="also report MMD² on float64 copies (untimed, 1 permutation): the exact comparison")
+    parser.add_argument(
+        "--float64-check",
+        action="store_true",
+        help="also report MMD² on float64 copies (untimed, 1 permutation): the exact comparison",
+    )
     args = parser.parse_args(argv)
     data = np.load(args.input)
     reference = np.ascontiguousarray(data["reference"], dtype=np.float32)
@@ -75,8 +80,18 @@ def main(argv: list[str]) -> int:
     import alibi_detect
     import torch
 
-    print(json.dumps({**out, "seconds": seconds, "cpu_seconds": cpu, "alibi_detect": alibi_detect.__version__,
-                      "torch": torch.__version__, "numpy": np.__version__}))
+    print(
+        json.dumps(
+            {
+                **out,
+                "seconds": seconds,
+                "cpu_seconds": cpu,
+                "alibi_detect": alibi_detect.__version__,
+                "torch": torch.__version__,
+                "numpy": np.__version__,
+            }
+        )
+    )
     return 0
 
 

@@ -33,8 +33,10 @@ from workers.drift.mmd import (  # noqa: E402
 try:
     load_alibi()
 except ImportError:
-    pytest.skip("alibi-detect is not installed here: run in .venv-alibi (tests/alibi/setup_venv.sh)",
-                allow_module_level=True)
+    pytest.skip(
+        "alibi-detect is not installed here: run in .venv-alibi (tests/alibi/setup_venv.sh)",
+        allow_module_level=True,
+    )
 
 
 def windows(seed: int, n: int, m: int, dim: int, shift: float, dtype: type) -> tuple[np.ndarray, np.ndarray]:
@@ -48,12 +50,18 @@ def our_sigma(reference: np.ndarray) -> float:
     return median_sigma(squared_distances(reference, reference))
 
 
-@pytest.mark.parametrize(("n", "m", "dim", "shift"), [(40, 40, 8, 0.0), (120, 80, 384, 0.05), (200, 150, 32, 0.3)])
+@pytest.mark.parametrize(
+    ("n", "m", "dim", "shift"), [(40, 40, 8, 0.0), (120, 80, 384, 0.05), (200, 150, 32, 0.3)]
+)
 def test_mmd2_equals_alibi_in_float64(n: int, m: int, dim: int, shift: float) -> None:
     reference, current = windows(n + m + dim, n, m, dim, shift, np.float64)
     sigma = our_sigma(reference)
-    ours = mmd2_unbiased(rbf_kernel(squared_distances(np.vstack([reference, current]),
-                                                      np.vstack([reference, current])), sigma), n)
+    ours = mmd2_unbiased(
+        rbf_kernel(
+            squared_distances(np.vstack([reference, current]), np.vstack([reference, current])), sigma
+        ),
+        n,
+    )
     theirs = alibi_mmd(reference, current, sigma, permutations=20, alpha=0.05)["mmd2"]
     assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-12)
 
@@ -62,7 +70,9 @@ def test_mmd2_equals_alibi_in_float32_within_its_rounding() -> None:
     """Production windows are float32; alibi-detect also sums the kernel in float32."""
     reference, current = windows(7, 300, 300, 384, 0.02, np.float32)
     sigma = our_sigma(reference)
-    ours = mmd_test(reference, current, alpha=0.05, permutations=50, rng=np.random.default_rng(0), sigma=sigma)
+    ours = mmd_test(
+        reference, current, alpha=0.05, permutations=50, rng=np.random.default_rng(0), sigma=sigma
+    )
     theirs = alibi_mmd(reference, current, sigma, permutations=50, alpha=0.05)
     # float32 sums of 9e4 kernel values near 1: ~1e-7 relative each, the statistic is their difference
     assert abs(ours.mmd2 - theirs["mmd2"]) < 2e-7
@@ -82,8 +92,14 @@ def test_p_values_agree_within_permutation_noise(seed: int, shift: float) -> Non
     reference, current = windows(seed, 100, 100, 16, shift, np.float64)
     sigma = our_sigma(reference)
     permutations = 1000
-    ours = mmd_test(reference, current, alpha=0.05, permutations=permutations,
-                    rng=np.random.default_rng(seed), sigma=sigma)
+    ours = mmd_test(
+        reference,
+        current,
+        alpha=0.05,
+        permutations=permutations,
+        rng=np.random.default_rng(seed),
+        sigma=sigma,
+    )
     theirs = alibi_mmd(reference, current, sigma, permutations=permutations, alpha=0.05)
     assert ours.mmd2 == pytest.approx(theirs["mmd2"], rel=1e-9, abs=1e-12)
     # Two independent Monte Carlo estimates of one p: their difference has sd sqrt(2 p(1-p)/B);

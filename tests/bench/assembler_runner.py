@@ -59,7 +59,9 @@ class StageClock:
 
 
 def run(count: int, timeout_s: float) -> dict[str, Any]:
-    if os.environ.get(BLOCK_HIREDIS) == "1":  # a reference revision that did not depend on hiredis runs without it
+    if (
+        os.environ.get(BLOCK_HIREDIS) == "1"
+    ):  # a reference revision that did not depend on hiredis runs without it
         sys.modules["hiredis"] = None  # type: ignore[assignment]  # redis-py then falls back to its Python parser
     import redis
     from prometheus_client import CollectorRegistry
@@ -79,20 +81,32 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
     config = load_section("assembler", AssemblerConfig)
     registry = CollectorRegistry()
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
-    emitter = KafkaEmitter(settings, client_id="bench-assembler", linger_ms=main_module.EMIT_LINGER_MS,
-                           batch_size=main_module.EMIT_BATCH_BYTES)
-    assembler = Assembler(config, main_module.build_store(client, config), emitter, settings.topics,
-                          AssemblerMetrics(registry))
+    emitter = KafkaEmitter(
+        settings,
+        client_id="bench-assembler",
+        linger_ms=main_module.EMIT_LINGER_MS,
+        batch_size=main_module.EMIT_BATCH_BYTES,
+    )
+    assembler = Assembler(
+        config, main_module.build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry)
+    )
     loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
     clock = StageClock()
-    holders = {"assembler": assembler, "store": assembler.store, "consumer": loop.consumer, "emitter": emitter}
+    holders = {
+        "assembler": assembler,
+        "store": assembler.store,
+        "consumer": loop.consumer,
+        "emitter": emitter,
+    }
     for stage, (holder, names) in STAGES.items():
         for name in names:
             if hasattr(holders[holder], name):
                 setattr(holders[holder], name, clock.wrap(stage, getattr(holders[holder], name)))
                 break
     poll = loop.consumer.poll
-    first: list[tuple[float, float, float]] = []  # clocks when the first records were fetched (the group joined)
+    first: list[
+        tuple[float, float, float]
+    ] = []  # clocks when the first records were fetched (the group joined)
 
     def fetch(*args: Any, **kwargs: Any) -> Any:
         w, c, p = time.perf_counter(), time.thread_time(), time.process_time()
@@ -107,8 +121,13 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
     loop.consumer.poll = fetch
 
     def emitted() -> float:
-        return sum(s.value for m in registry.collect() if m.name == "ragmon_assembler_traces_emitted"
-                   for s in m.samples if s.name.endswith("_total"))
+        return sum(
+            s.value
+            for m in registry.collect()
+            if m.name == "ragmon_assembler_traces_emitted"
+            for s in m.samples
+            if s.name.endswith("_total")
+        )
 
     tune_gc()  # as main() does once start-up is over
     deadline = time.monotonic() + timeout_s
@@ -124,11 +143,14 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
         loop.consumer.close(autocommit=False)
         emitter.close()
         client.close()
-    return {"traces": emitted(), "spans": registry.get_sample_value("ragmon_assembler_spans_total",
-                                                                     {"outcome": "stored"}) or 0.0,
-            "wall": clock.wall, "cpu": clock.cpu,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "hiredis": bool(redis.utils.HIREDIS_AVAILABLE)}
+    return {
+        "traces": emitted(),
+        "spans": registry.get_sample_value("ragmon_assembler_spans_total", {"outcome": "stored"}) or 0.0,
+        "wall": clock.wall,
+        "cpu": clock.cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "hiredis": bool(redis.utils.HIREDIS_AVAILABLE),
+    }
 
 
 def main() -> int:

@@ -78,9 +78,18 @@ def windows(n: int, dim: int = 384, seed: int = 0, shift: float = 0.02) -> tuple
 def bench_ours(n: int, permutations: int, repeats: int) -> dict[str, Any]:
     ref, cur = windows(n)
     rng = np.random.default_rng(1)
-    times, result, share = timed(lambda: mmd_test(ref, cur, alpha=0.05, permutations=permutations, rng=rng), repeats)
-    return {"n": n, "seconds": statistics.median(times), "min": min(times), "cpu_share": share, "result": result,
-            "ref": ref, "cur": cur}
+    times, result, share = timed(
+        lambda: mmd_test(ref, cur, alpha=0.05, permutations=permutations, rng=rng), repeats
+    )
+    return {
+        "n": n,
+        "seconds": statistics.median(times),
+        "min": min(times),
+        "cpu_share": share,
+        "result": result,
+        "ref": ref,
+        "cur": cur,
+    }
 
 
 def bench_alibi(python: Path, ours: dict[str, Any], permutations: int, repeats: int) -> dict[str, Any] | str:
@@ -88,10 +97,28 @@ def bench_alibi(python: Path, ours: dict[str, Any], permutations: int, repeats: 
         return f"not measured: {python} missing (bash tests/alibi/setup_venv.sh)"
     WORK.mkdir(parents=True, exist_ok=True)
     data = WORK / "drift_windows.npz"
-    np.savez(data, reference=ours["ref"], current=ours["cur"], sigma=ours["result"].sigma,
-             permutations=permutations, alpha=0.05)
-    done = subprocess.run([str(python), str(ROOT / "tests" / "alibi" / "alibi_mmd.py"), str(data),
-                           "--repeats", str(repeats), "--float64-check"], capture_output=True, text=True, timeout=1800, check=False)
+    np.savez(
+        data,
+        reference=ours["ref"],
+        current=ours["cur"],
+        sigma=ours["result"].sigma,
+        permutations=permutations,
+        alpha=0.05,
+    )
+    done = subprocess.run(
+        [
+            str(python),
+            str(ROOT / "tests" / "alibi" / "alibi_mmd.py"),
+            str(data),
+            "--repeats",
+            str(repeats),
+            "--float64-check",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     if done.returncode != 0:
         return f"not measured: alibi run failed: {done.stderr.strip().splitlines()[-1:]}"
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -105,7 +132,9 @@ def exact_mmd2(ours: dict[str, Any]) -> float:
     from workers.drift.mmd import mmd2_unbiased, rbf_kernel, squared_distances
 
     pooled = np.concatenate([ours["ref"], ours["cur"]]).astype(np.float64)
-    return mmd2_unbiased(rbf_kernel(squared_distances(pooled, pooled), ours["result"].sigma), len(ours["ref"]))
+    return mmd2_unbiased(
+        rbf_kernel(squared_distances(pooled, pooled), ours["result"].sigma), len(ours["ref"])
+    )
 
 
 def bench_encoder(repeats: int) -> dict[str, Any]:
@@ -124,18 +153,27 @@ def bench_encoder(repeats: int) -> dict[str, Any]:
     return {"load_s": load, "queries": len(texts), "rates": rates, "name": encoder.name}
 
 
-def report(args: argparse.Namespace, ours: dict[str, Any], alibi: dict[str, Any] | str,
-           scaling: list[dict[str, Any]], enc: dict[str, Any]) -> tuple[str, bool]:
+def report(
+    args: argparse.Namespace,
+    ours: dict[str, Any],
+    alibi: dict[str, Any] | str,
+    scaling: list[dict[str, Any]],
+    enc: dict[str, Any],
+) -> tuple[str, bool]:
     r = ours["result"]
     lines = [
-        "# Drift worker benchmark", "",
+        "# Drift worker benchmark",
+        "",
         f"`python tests/bench/bench_drift.py` — {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()}, {os.cpu_count()} CPUs, numpy {np.__version__}, {datetime.now(UTC):%Y-%m-%d}. "
         f"Medians of {args.repeats} repeats (alibi-detect: {args.alibi_repeats}) after a warm-up. "
         f"Load average over 1 min before / after the run: {args.load_before:.2f} / {os.getloadavg()[0]:.2f} "
-        "(a shared 2-core machine: other processes inflate every number here).", "",
-        "## MMD test: 1,000 reference vs 1,000 current, 384-dim, 1,000 permutations", "",
-        "| implementation | seconds (median) | fastest | MMD² | p-value |", "|---|---:|---:|---:|---:|",
+        "(a shared 2-core machine: other processes inflate every number here).",
+        "",
+        "## MMD test: 1,000 reference vs 1,000 current, 384-dim, 1,000 permutations",
+        "",
+        "| implementation | seconds (median) | fastest | MMD² | p-value |",
+        "|---|---:|---:|---:|---:|",
         f"| ragmon `mmd_test` (numpy, one kernel matrix, permutations as one matrix product) | {ours['seconds']:.3f} "
         f"| {ours['min']:.3f} | {r.mmd2:.6e} | {r.p_value:.4f} |",
     ]
@@ -148,7 +186,8 @@ def report(args: argparse.Namespace, ours: dict[str, Any], alibi: dict[str, Any]
         diff64 = abs(alibi["mmd2_float64"] - exact)
         lines += [
             f"| alibi-detect {alibi['alibi_detect']} `MMDDrift(backend='pytorch')`, torch {alibi['torch']} "
-            f"| {alibi['median']:.3f} | {min(alibi['seconds']):.3f} | {alibi['mmd2']:.6e} | {alibi['p_value']:.4f} |", "",
+            f"| {alibi['median']:.3f} | {min(alibi['seconds']):.3f} | {alibi['mmd2']:.6e} | {alibi['p_value']:.4f} |",
+            "",
             f"- ragmon: {ours['seconds']:.3f} s median, target < {TARGET_S} s: **{'met' if ok else 'MISSED'}**; "
             f"it got {ours['cpu_share']:.0%} of the machine's CPU time while measured (other processes had the rest).",
             f"- speed-up over alibi-detect in the same run: **{ratio:.0f}×** median over median, "
@@ -164,15 +203,30 @@ def report(args: argparse.Namespace, ours: dict[str, Any], alibi: dict[str, Any]
         ok = ok and min(ratio, ratio_fastest) >= TARGET_RATIO and diff64 / abs(exact) < 1e-9
     else:
         lines += ["", f"- ragmon: {ours['seconds']:.3f} s (target < {TARGET_S} s). alibi-detect {alibi}."]
-    lines += ["", "## ragmon's test at other window sizes (n vs n, 384-dim, 1,000 permutations)", "",
-              "| n | seconds (median) | fastest | CPU share |", "|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "## ragmon's test at other window sizes (n vs n, 384-dim, 1,000 permutations)",
+        "",
+        "| n | seconds (median) | fastest | CPU share |",
+        "|---:|---:|---:|---:|",
+    ]
     lines += [f"| {s['n']:,} | {s['seconds']:.3f} | {s['min']:.3f} | {s['cpu_share']:.0%} |" for s in scaling]
-    lines += ["", f"## Pinned encoder ({enc['name']})", "",
-              f"Load (imports + weights from site-packages, hub off): {enc['load_s']:.1f} s. "
-              f"{enc['queries']} real query texts per pass.", "", "| batch size | queries/s | CPU share |", "|---:|---:|---:|"]
+    lines += [
+        "",
+        f"## Pinned encoder ({enc['name']})",
+        "",
+        f"Load (imports + weights from site-packages, hub off): {enc['load_s']:.1f} s. "
+        f"{enc['queries']} real query texts per pass.",
+        "",
+        "| batch size | queries/s | CPU share |",
+        "|---:|---:|---:|",
+    ]
     lines += [f"| {b} | {q:,.0f} | {share:.0%} |" for b, (q, share) in enc["rates"].items()]
-    lines += ["", "The worker's throughput end to end (record bytes -> commit, app embeddings): "
-              "[drift_worker.md](drift_worker.md)."]
+    lines += [
+        "",
+        "The worker's throughput end to end (record bytes -> commit, app embeddings): "
+        "[drift_worker.md](drift_worker.md).",
+    ]
     return "\n".join(lines) + "\n", ok
 
 

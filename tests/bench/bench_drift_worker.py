@@ -26,8 +26,14 @@ from tests.bench.common import write_report
 
 TARGET_PER_S = 5_000
 DIM = 384
-CONFIG = {"drift": {"encoder": {"enabled": False}, "app_embeddings": {"models": ["emb"]},
-                    "reference_size": 1000, "current_size": 1000}}
+CONFIG = {
+    "drift": {
+        "encoder": {"enabled": False},
+        "app_embeddings": {"models": ["emb"]},
+        "reference_size": 1000,
+        "current_size": 1000,
+    }
+}
 
 
 def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
@@ -37,12 +43,28 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
     now = datetime.now(UTC).isoformat()
     out: list[tuple[str, bytes | None, bytes]] = []
     for i, vector in enumerate(vectors):
-        body = {"trace_id": f"t-{i}", "request_id": f"r-{i}", "intent": "billing",
-                "query": {"text": f"question {i}", "embedding": [round(float(x), 6) for x in vector],
-                          "embedding_model": "emb"},
-                "answer": {"text": "an answer"}}
-        value = orjson.dumps({"schema_version": 1, "id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
-                              "timestamp": now, "received_at": now, "body": body})
+        body = {
+            "trace_id": f"t-{i}",
+            "request_id": f"r-{i}",
+            "intent": "billing",
+            "query": {
+                "text": f"question {i}",
+                "embedding": [round(float(x), 6) for x in vector],
+                "embedding_model": "emb",
+            },
+            "answer": {"text": "an answer"},
+        }
+        value = orjson.dumps(
+            {
+                "schema_version": 1,
+                "id": str(uuid.uuid4()),
+                "type": "trace",
+                "tenant": "acme",
+                "timestamp": now,
+                "received_at": now,
+                "body": body,
+            }
+        )
         out.append(("trace", record_key("trace", "acme", body), value))
     return out
 
@@ -83,10 +105,16 @@ def main() -> int:
     ap.add_argument("--reference", default=None, help="git revision measured as the reference")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
-    runs = e2e.measure(e2e.Workload("drift", stored_records(args.events), CONFIG), args.repeats, args.reference)
+    runs = e2e.measure(
+        e2e.Workload("drift", stored_records(args.events), CONFIG), args.repeats, args.reference
+    )
     results = {path: e2e.summary(path_runs) for path, path_runs in runs.items()}
-    write_report("drift_worker", "Drift worker benchmark (app embeddings)",
-                 report(results, args, (load_before, os.getloadavg()[0])), args.out)
+    write_report(
+        "drift_worker",
+        "Drift worker benchmark (app embeddings)",
+        report(results, args, (load_before, os.getloadavg()[0])),
+        args.out,
+    )
     return 0
 
 

@@ -121,8 +121,17 @@ def stored_records(samples: int) -> list[tuple[str, bytes | None, bytes]]:
     out: list[tuple[str, bytes | None, bytes]] = []
     for i in range(samples):
         body = sample_body(rng, i)
-        value = orjson.dumps({"schema_version": 1, "id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
-                              "timestamp": now, "received_at": now, "body": body})
+        value = orjson.dumps(
+            {
+                "schema_version": 1,
+                "id": str(uuid.uuid4()),
+                "type": "trace",
+                "tenant": "acme",
+                "timestamp": now,
+                "received_at": now,
+                "body": body,
+            }
+        )
         out.append(("trace", record_key("trace", "acme", body), value))
     return out
 
@@ -151,8 +160,12 @@ def pure_vs_naive(records: list[tuple[str, bytes | None, bytes]], repeats: int) 
     return {path: statistics.median(values) for path, values in runs.items()}
 
 
-def report(results: dict[str, dict[str, float]], pure: dict[str, float], args: argparse.Namespace,
-           load: tuple[float, float]) -> str:
+def report(
+    results: dict[str, dict[str, float]],
+    pure: dict[str, float],
+    args: argparse.Namespace,
+    load: tuple[float, float],
+) -> str:
     change = results["change"]
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
     return f"""`python tests/bench/bench_exclusion.py --reference {args.reference}` — {args.samples:,} samples of

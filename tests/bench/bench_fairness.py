@@ -39,12 +39,20 @@ ATTACKER_RATE_EPS = 2_000.0
 def _stack(root: Path) -> UpStack:
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump({"assembler": {"quiet_period_s": 1.0}}))
-    keys = json.dumps([
-        {"tenant": ATTACKER, "key_sha256": hash_key(ATTACKER_KEY), "rate_limit_eps": ATTACKER_RATE_EPS, "burst": 4_000},
-        {"tenant": VICTIM, "key_sha256": hash_key(VICTIM_KEY)},
-    ])
-    return start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_FREE_PORTS": "1"},
-                    extra_args=("--workers", "metrics"))
+    keys = json.dumps(
+        [
+            {
+                "tenant": ATTACKER,
+                "key_sha256": hash_key(ATTACKER_KEY),
+                "rate_limit_eps": ATTACKER_RATE_EPS,
+                "burst": 4_000,
+            },
+            {"tenant": VICTIM, "key_sha256": hash_key(VICTIM_KEY)},
+        ]
+    )
+    return start_up(
+        root, config, {"RAGMON_API_KEYS": keys, "RAGMON_FREE_PORTS": "1"}, extra_args=("--workers", "metrics")
+    )
 
 
 def _hold_connections(attacker: Tenant) -> None:
@@ -86,9 +94,13 @@ def _phase(name: str | None, victim: Tenant, attacker: Tenant, seconds: float) -
         outcome.update(results.get(timeout=90))
         process.join(30)
     report = traffic.report
-    outcome.update(victim_p99=report.p99(report.latencies_s), health_p99=report.p99(report.health_latencies_s),
-                   batches=sum(report.statuses.values()), failures=len(report.failures),
-                   statuses=dict(report.statuses))
+    outcome.update(
+        victim_p99=report.p99(report.latencies_s),
+        health_p99=report.p99(report.health_latencies_s),
+        batches=sum(report.statuses.values()),
+        failures=len(report.failures),
+        statuses=dict(report.statuses),
+    )
     return outcome
 
 
@@ -101,7 +113,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ragmon-fairness-") as tmp:
         stack = _stack(Path(tmp))
         try:
-            victim, attacker = Tenant(VICTIM, VICTIM_KEY, stack.api), Tenant(ATTACKER, ATTACKER_KEY, stack.api)
+            victim, attacker = (
+                Tenant(VICTIM, VICTIM_KEY, stack.api),
+                Tenant(ATTACKER, ATTACKER_KEY, stack.api),
+            )
             _phase(None, victim, attacker, 2)  # warm-up: connections, topics' metadata
             phases = [_phase(None, victim, attacker, args.phase_s)]
             for name in attacks:
@@ -109,27 +124,44 @@ def main() -> int:
                 phases.append(_phase(None, victim, attacker, args.phase_s / 2))
         finally:
             stack.stop()
-    write_report("fairness", "Fairness under attack: victim p99 and /healthz p99", _report(args, phases), args.out)
+    write_report(
+        "fairness", "Fairness under attack: victim p99 and /healthz p99", _report(args, phases), args.out
+    )
     return 0
 
 
 def _report(args: argparse.Namespace, phases: list[dict[str, Any]]) -> str:
     calm = [p for p in phases if p["attack"] == "undisturbed"]
-    base_victim, base_health = median([p["victim_p99"] for p in calm]), median([p["health_p99"] for p in calm])
-    rows = ["| phase | attack requests | victim batches | victim failures | victim p99 ms | x undisturbed | "
-            "/healthz p99 ms | x undisturbed | within 2x |", "|---|---|---|---|---|---|---|---|---|"]
+    base_victim, base_health = (
+        median([p["victim_p99"] for p in calm]),
+        median([p["health_p99"] for p in calm]),
+    )
+    rows = [
+        "| phase | attack requests | victim batches | victim failures | victim p99 ms | x undisturbed | "
+        "/healthz p99 ms | x undisturbed | within 2x |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in phases:
         if p["attack"] == "undisturbed":
             continue
         rv, rh = p["victim_p99"] / base_victim, p["health_p99"] / base_health
-        rows.append(f"| {p['attack']} | {p['sent']} | {p['batches']} | {p['failures']} | {p['victim_p99'] * 1000:.1f} | "
-                    f"{rv:.2f} | {p['health_p99'] * 1000:.1f} | {rh:.2f} | {'yes' if rv <= 2 else 'NO'} |")
-    unexpected = {p["attack"]: p["unexpected"][:2] + p["errors"][:2] for p in phases if p["unexpected"] or p["errors"]}
+        rows.append(
+            f"| {p['attack']} | {p['sent']} | {p['batches']} | {p['failures']} | {p['victim_p99'] * 1000:.1f} | "
+            f"{rv:.2f} | {p['health_p99'] * 1000:.1f} | {rh:.2f} | {'yes' if rv <= 2 else 'NO'} |"
+        )
+    unexpected = {
+        p["attack"]: p["unexpected"][:2] + p["errors"][:2] for p in phases if p["unexpected"] or p["errors"]
+    }
     notes = "\n".join(f"- {k}: {v}" for k, v in unexpected.items()) or "- none"
-    return (f"Phases of {args.phase_s:g} s; undisturbed phases between attacks, same run: victim p99 "
-            f"{base_victim * 1000:.1f} ms, /healthz p99 {base_health * 1000:.1f} ms (median of {len(calm)} phases).\n\n"
-            + "\n".join(rows) + "\n\nUnexpected attack statuses or errors:\n\n" + notes + "\n\n"
-            "Command: `python -m tests.bench.bench_fairness` (also `tests/bench/run_all.py --only fairness`).\n")
+    return (
+        f"Phases of {args.phase_s:g} s; undisturbed phases between attacks, same run: victim p99 "
+        f"{base_victim * 1000:.1f} ms, /healthz p99 {base_health * 1000:.1f} ms (median of {len(calm)} phases).\n\n"
+        + "\n".join(rows)
+        + "\n\nUnexpected attack statuses or errors:\n\n"
+        + notes
+        + "\n\n"
+        "Command: `python -m tests.bench.bench_fairness` (also `tests/bench/run_all.py --only fairness`).\n"
+    )
 
 
 if __name__ == "__main__":

@@ -65,8 +65,11 @@ MAX_RSS_MB = 1536.0
 E2E_TRACES = 400
 # The budget is a deployment's cost cap (2 pairs/s by default); lifted here so the model sets the pace.
 E2E_CONFIG = {"pairs_per_second": 10_000.0}
-PAIRS, SCORED, TOKENS = ("ragmon_faithfulness_pairs_total", "ragmon_faithfulness_scored_total",
-                         "ragmon_faithfulness_scored_tokens_total")
+PAIRS, SCORED, TOKENS = (
+    "ragmon_faithfulness_pairs_total",
+    "ragmon_faithfulness_scored_total",
+    "ragmon_faithfulness_scored_tokens_total",
+)
 FORWARD = "ragmon_faithfulness_inference_duration_seconds_sum"  # wall seconds of the forward passes
 Pairs = list[tuple[str, str]]
 
@@ -171,15 +174,18 @@ def stored_traces(count: int) -> list[tuple[str, bytes | None, bytes]]:
     out: list[tuple[str, bytes | None, bytes]] = []
     for sim in generate_events(load_scenario("demo"), anchor):
         if sim.type == "trace":
-            value = orjson.dumps({"schema_version": 1, "tenant": sim.tenant, "received_at": now,
-                                  **sim.envelope(anchor)})
+            value = orjson.dumps(
+                {"schema_version": 1, "tenant": sim.tenant, "received_at": now, **sim.envelope(anchor)}
+            )
             out.append(("trace", record_key("trace", sim.tenant, sim.body), value))
             if len(out) == count:
                 return out
     raise RuntimeError("the demo scenario ended early")
 
 
-def measure_e2e(model_dir: Path, traces: int, repeats: int, reference: str | None) -> dict[str, dict[str, float]]:
+def measure_e2e(
+    model_dir: Path, traces: int, repeats: int, reference: str | None
+) -> dict[str, dict[str, float]]:
     config = {"faithfulness": {"model": str(model_dir), **E2E_CONFIG}}
     runs = e2e.measure(e2e.Workload("faithfulness", stored_traces(traces), config), repeats, reference)
     results = {}
@@ -190,7 +196,9 @@ def measure_e2e(model_dir: Path, traces: int, repeats: int, reference: str | Non
             if len(counts) != 1:
                 raise RuntimeError(f"{path}: {counter} differs between repeats: {sorted(counts)}")
             out[name] = counts.pop()
-        out["forward_share"] = median([r["counters"].get(FORWARD, 0.0) / r["wall"]["end_to_end"] for r in path_runs])
+        out["forward_share"] = median(
+            [r["counters"].get(FORWARD, 0.0) / r["wall"]["end_to_end"] for r in path_runs]
+        )
         for clock in ("wall", "cpu"):
             out[f"pairs_{clock}"] = median([out["pairs"] / r[clock]["end_to_end"] for r in path_runs])
             out[f"tokens_{clock}"] = median([out["tokens"] / r[clock]["end_to_end"] for r in path_runs])
@@ -198,41 +206,57 @@ def measure_e2e(model_dir: Path, traces: int, repeats: int, reference: str | Non
     return results
 
 
-def e2e_section(results: dict[str, dict[str, float]], run: Run, traces: int, repeats: int,
-                reference: str | None, loads: tuple[float, float]) -> str:
+def e2e_section(
+    results: dict[str, dict[str, float]],
+    run: Run,
+    traces: int,
+    repeats: int,
+    reference: str | None,
+    loads: tuple[float, float],
+) -> str:
     c, mix = results["change"], run.results[MIX]
     ceiling = {clock: mix.rate("ours", clock) for clock in ("wall", "cpu")}
-    ceiling_tokens = {clock: sum(mix.tokens) / statistics.median(getattr(mix, clock)["ours"])
-                      for clock in ("wall", "cpu")}
-    rows = ["| path | traces/s, wall | traces/CPU-s | scored pairs/s, wall | scored pairs/CPU-s | "
-            "prompt tokens/CPU-s | peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|"]
+    ceiling_tokens = {
+        clock: sum(mix.tokens) / statistics.median(getattr(mix, clock)["ours"]) for clock in ("wall", "cpu")
+    }
+    rows = [
+        "| path | traces/s, wall | traces/CPU-s | scored pairs/s, wall | scored pairs/CPU-s | "
+        "prompt tokens/CPU-s | peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for path, r in results.items():
-        rows.append(f"| {path} | {r['e2e']:,.1f} | {r['e2e_cpu']:,.1f} | {r['pairs_wall']:.2f} | "
-                    f"{r['pairs_cpu']:.2f} | {r['tokens_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |")
-    rows.append(f"| scorer alone, realistic mix (ceiling) | | | {ceiling['wall']:.2f} | {ceiling['cpu']:.2f} | "
-                f"{ceiling_tokens['cpu']:,.0f} | {run.peaks['ours']:,.0f} |")
+        rows.append(
+            f"| {path} | {r['e2e']:,.1f} | {r['e2e_cpu']:,.1f} | {r['pairs_wall']:.2f} | "
+            f"{r['pairs_cpu']:.2f} | {r['tokens_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |"
+        )
+    rows.append(
+        f"| scorer alone, realistic mix (ceiling) | | | {ceiling['wall']:.2f} | {ceiling['cpu']:.2f} | "
+        f"{ceiling_tokens['cpu']:,.0f} | {run.peaks['ours']:,.0f} |"
+    )
     command = "python tests/bench/bench_faithfulness.py" + (f" --reference {reference}" if reference else "")
-    turns = f"; the change and the reference (`{reference}`) take turns within each repeat" if reference else ""
+    turns = (
+        f"; the change and the reference (`{reference}`) take turns within each repeat" if reference else ""
+    )
     return f"""`{command}` — {traces:,} trace records of the simulator's `demo` traffic (production and shadow
 twins, refusals, the tenants' own sample rates) stored in a private Tansu broker as the API stores them; one
 faithfulness worker process runs its real runtime loop (batches of up to 500) on the full-size checkpoint,
 loaded by our loader, until every record is committed. Faithfulness settings at their defaults (sample rate
 10 %, answer mode, 1,024-token premises, score cache on) except the pairs-per-second budget, lifted to
-{E2E_CONFIG['pairs_per_second']:,.0f} so the model sets the pace. Median of {repeats} repeats{turns}. 1-minute load
+{E2E_CONFIG["pairs_per_second"]:,.0f} so the model sets the pace. Median of {repeats} repeats{turns}. 1-minute load
 average {loads[0]:.1f} before, {loads[1]:.1f} after.
 
 ## End to end: record bytes -> commit, one process
 
-Each run: {c['scored']:,.0f} traces scored, {c['pairs']:,.0f} pairs through the scorer ({c['tokens']:,.0f} prompt
-tokens, {c['tokens'] / max(c['pairs'], 1):,.0f} a pair; the realistic mix below averages
+Each run: {c["scored"]:,.0f} traces scored, {c["pairs"]:,.0f} pairs through the scorer ({c["tokens"]:,.0f} prompt
+tokens, {c["tokens"] / max(c["pairs"], 1):,.0f} a pair; the realistic mix below averages
 {statistics.mean(mix.tokens):,.0f}).
 
 {chr(10).join(rows)}
 
-Forward passes are **{c['forward_share']:.1%}** of the end-to-end wall time (the worker's own
+Forward passes are **{c["forward_share"]:.1%}** of the end-to-end wall time (the worker's own
 `ragmon_faithfulness_inference_duration_seconds` sum over the run's handle() time): everything else the worker does
 per record (fetch aside) costs the rest. End to end / the scorer alone measured after it in the same run (per
-CPU-second): {c['pairs_cpu'] / ceiling['cpu']:.2f}× in scored pairs, {c['tokens_cpu'] / ceiling_tokens['cpu']:.2f}×
+CPU-second): {c["pairs_cpu"] / ceiling["cpu"]:.2f}× in scored pairs, {c["tokens_cpu"] / ceiling_tokens["cpu"]:.2f}×
 in prompt tokens; on this shared machine the scorer's CPU-seconds swell with the neighbours' load (its threads spin
 while they wait for a core), so the in-run share above is the steadier figure. {e2e.ratio_line(results)}
 
@@ -466,7 +490,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work", type=Path, default=WORK, help="where the checkpoint is built (kept between runs)"
     )
-    parser.add_argument("--traces", type=int, default=E2E_TRACES, help="trace records for the end-to-end runs")
+    parser.add_argument(
+        "--traces", type=int, default=E2E_TRACES, help="trace records for the end-to-end runs"
+    )
     parser.add_argument("--reference", default=None, help="git revision measured as the end-to-end reference")
     parser.add_argument("--child", choices=("ours", "reference"), help=argparse.SUPPRESS)
     parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)

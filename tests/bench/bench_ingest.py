@@ -75,8 +75,12 @@ def api_cpu_s(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-RAW_HEADERS = [(T.H_EVENT_ID, b"0b7f9a52-6c0e-4c8e-9a51-2f1f7f0f3e11"), (T.H_EVENT_TYPE, b"trace"),
-               (T.H_TENANT, b"bench"), (T.H_SCHEMA, b"1")]  # the headers the API puts on every record
+RAW_HEADERS = [
+    (T.H_EVENT_ID, b"0b7f9a52-6c0e-4c8e-9a51-2f1f7f0f3e11"),
+    (T.H_EVENT_TYPE, b"trace"),
+    (T.H_TENANT, b"bench"),
+    (T.H_SCHEMA, b"1"),
+]  # the headers the API puts on every record
 
 
 def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: str) -> tuple[float, float]:
@@ -86,18 +90,29 @@ def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: 
     the same producer (service/api/kafka_private.append_records, 100 records per call as per
     request). The CPU time is this process's (the caller and kafka-python's sender thread).
     """
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="lz4", linger_ms=2,
-                             batch_size=512 * 1024, max_request_size=16 * 1024 * 1024)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        compression_type="lz4",
+        linger_ms=2,
+        batch_size=512 * 1024,
+        max_request_size=16 * 1024 * 1024,
+    )
     producer.send(topic, b"warm").get(10)
     keys = [f"bench/req-{i % 64}".encode() for i in range(len(records))]
     started, cpu = time.perf_counter(), time.process_time()
     if path == "send":
-        futures = [producer.send(topic, key=k, value=v, headers=RAW_HEADERS) for k, v in zip(keys, records, strict=True)]
+        futures = [
+            producer.send(topic, key=k, value=v, headers=RAW_HEADERS)
+            for k, v in zip(keys, records, strict=True)
+        ]
     else:
         futures = []
         for i in range(0, len(records), BATCH):
-            futures += append_records(producer, [(topic, keys[j], records[j], RAW_HEADERS)
-                                                 for j in range(i, min(i + BATCH, len(records)))])
+            futures += append_records(
+                producer,
+                [(topic, keys[j], records[j], RAW_HEADERS) for j in range(i, min(i + BATCH, len(records)))],
+            )
     producer.flush()
     for f in futures:
         f.get(0)
@@ -108,9 +123,23 @@ def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: 
 
 def start_api(tree: Path, env: dict[str, str], api_workers: int, name: str) -> tuple[Any, int]:
     port = free_port()
-    api = spawn([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--log-level", "warning",
-                 "--workers", str(api_workers)], {**env, "PYTHONPATH": str(tree)},
-                ROOT / "tests" / "bench" / ".work" / f"api-{name}.log", cwd=tree)
+    api = spawn(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "api",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--workers",
+            str(api_workers),
+        ],
+        {**env, "PYTHONPATH": str(tree)},
+        ROOT / "tests" / "bench" / ".work" / f"api-{name}.log",
+        cwd=tree,
+    )
     return api, port
 
 
@@ -138,17 +167,24 @@ def main() -> int:
     args = ap.parse_args()
 
     envelopes = trace_envelopes(5000)
-    bodies = [orjson.dumps({"events": envelopes[i:i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
-    stored = [orjson.dumps({"schema_version": 1, "tenant": "bench", "received_at": e["timestamp"], **e})
-              for e in envelopes]
+    bodies = [orjson.dumps({"events": envelopes[i : i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
+    stored = [
+        orjson.dumps({"schema_version": 1, "tenant": "bench", "received_at": e["timestamp"], **e})
+        for e in envelopes
+    ]
     avg_event = sum(len(orjson.dumps(e)) for e in envelopes) / len(envelopes)
     trees = {"change": ROOT} | ({"reference": reference_tree(args.reference)} if args.reference else {})
     load_before = os.getloadavg()[0]
     broker = start_broker()
     redis = start_redis()
-    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
-           "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": KEY,
-           "RAGMON_DEV_TENANT": "bench", "RAGMON_RATE_LIMIT_EPS": "1000000", "RAGMON_RATE_LIMIT_BURST": "2000000"}
+    env = {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
+        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
+        "RAGMON_DEV_API_KEY": KEY,
+        "RAGMON_DEV_TENANT": "bench",
+        "RAGMON_RATE_LIMIT_EPS": "1000000",
+        "RAGMON_RATE_LIMIT_BURST": "2000000",
+    }
     apis: dict[str, tuple[Any, int]] = {}
     try:
         for path, tree in trees.items():
@@ -185,8 +221,13 @@ class Row:
         return max(self.ceiling_send, self.ceiling_append)
 
 
-def measure_apis(apis: dict[str, tuple[Any, int]], args: argparse.Namespace, bodies: list[bytes],
-                 stored: list[bytes], bootstrap: str) -> dict[str, list[Row]]:
+def measure_apis(
+    apis: dict[str, tuple[Any, int]],
+    args: argparse.Namespace,
+    bodies: list[bytes],
+    stored: list[bytes],
+    bootstrap: str,
+) -> dict[str, list[Row]]:
     """Each repeat loads every API in turn, each run followed by the raw produce ceilings (both ways)."""
     headers = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"}
     rows: dict[str, list[Row]] = {path: [] for path in apis}
@@ -194,15 +235,29 @@ def measure_apis(apis: dict[str, tuple[Any, int]], args: argparse.Namespace, bod
         for path, (api, port) in apis.items():
             requests = [build_request("127.0.0.1", port, "/v1/events", b, headers) for b in bodies]
             cpu = api_cpu_s(api.pid)
-            load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds)
+            load = run_load(
+                "127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds
+            )
             cpu = api_cpu_s(api.pid) - cpu
             # 20,000 records a way (a few seconds): one second's worth swung ±50% between neighbours' bursts.
-            send, send_cpu = raw_produce_ceiling(bootstrap, stored * 4, f"bench-raw-{path}-{rep}-send", "send")
-            append, append_cpu = raw_produce_ceiling(bootstrap, stored * 4, f"bench-raw-{path}-{rep}-append", "append")
-            rows[path].append(Row(load.events_per_s, median(load.latencies_s) * 1000,
-                                  percentile(load.latencies_s, 99) * 1000, send, append,
-                                  cpu / load.events_all * 1e6 if load.events_all else float("nan"),
-                                  append_cpu if append >= send else send_cpu, dict(load.statuses)))
+            send, send_cpu = raw_produce_ceiling(
+                bootstrap, stored * 4, f"bench-raw-{path}-{rep}-send", "send"
+            )
+            append, append_cpu = raw_produce_ceiling(
+                bootstrap, stored * 4, f"bench-raw-{path}-{rep}-append", "append"
+            )
+            rows[path].append(
+                Row(
+                    load.events_per_s,
+                    median(load.latencies_s) * 1000,
+                    percentile(load.latencies_s, 99) * 1000,
+                    send,
+                    append,
+                    cpu / load.events_all * 1e6 if load.events_all else float("nan"),
+                    append_cpu if append >= send else send_cpu,
+                    dict(load.statuses),
+                )
+            )
             print(f"{path} run {rep}: {rows[path][-1]}", flush=True)
     return rows
 
@@ -213,54 +268,95 @@ def ingest_stages(tree: Path, bodies: list[bytes]) -> dict[str, float]:
     work.mkdir(parents=True, exist_ok=True)
     batches = work / "ingest_batches.json"
     batches.write_text(json.dumps([b.decode() for b in bodies[:30]]))
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "bench" / "ingest_stages.py"), str(batches)],
-                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True,
-                          check=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "bench" / "ingest_stages.py"), str(batches)],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
     stages: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return stages
 
 
 def stages_table(stages: dict[str, dict[str, float]]) -> str:
     paths = list(stages)
-    rows = [("full path, parse: JSON of the batch", lambda s: s["parse"]),
-            ("prepare: validate, redact, stored record JSON", lambda s: s["prepare"]),
-            ("of which body validation", lambda s: s["prepare"] - s["prepare_without_body_check"]),
-            ("of which the rest", lambda s: s["prepare_without_body_check"])]
-    lines = ["", "### Where the API's time goes before the producer (CPU µs per event, one process, no HTTP)", "",
-             "| stage | " + " | ".join(paths) + " |", "|---|" + "---:|" * len(paths)]
-    lines += [f"| {name} | " + " | ".join(f"{get(stages[p]):.1f}" for p in paths) + " |" for name, get in rows]
-    lines.append("| **plain form, the path nearly every batch takes: parse, validate, redact, stored record** | "
-                 + " | ".join(f"**{stages[p]['plain']:.1f}**" if "plain" in stages[p] else "— (none)" for p in paths)
-                 + " |")
-    lines += ["", "`python tests/bench/ingest_stages.py` on each tree, 3,000 of the same trace events, best of 5. "
-              "The rest of an event's cost is the producer (records into kafka-python's accumulator, and its sender "
-              "thread), HTTP and the event loop: `python tests/bench/profile_ingest.py` (py-spy) shows all of it, "
-              "docs/throughput.md has the profile before and after."]
+    rows = [
+        ("full path, parse: JSON of the batch", lambda s: s["parse"]),
+        ("prepare: validate, redact, stored record JSON", lambda s: s["prepare"]),
+        ("of which body validation", lambda s: s["prepare"] - s["prepare_without_body_check"]),
+        ("of which the rest", lambda s: s["prepare_without_body_check"]),
+    ]
+    lines = [
+        "",
+        "### Where the API's time goes before the producer (CPU µs per event, one process, no HTTP)",
+        "",
+        "| stage | " + " | ".join(paths) + " |",
+        "|---|" + "---:|" * len(paths),
+    ]
+    lines += [
+        f"| {name} | " + " | ".join(f"{get(stages[p]):.1f}" for p in paths) + " |" for name, get in rows
+    ]
+    lines.append(
+        "| **plain form, the path nearly every batch takes: parse, validate, redact, stored record** | "
+        + " | ".join(f"**{stages[p]['plain']:.1f}**" if "plain" in stages[p] else "— (none)" for p in paths)
+        + " |"
+    )
+    lines += [
+        "",
+        "`python tests/bench/ingest_stages.py` on each tree, 3,000 of the same trace events, best of 5. "
+        "The rest of an event's cost is the producer (records into kafka-python's accumulator, and its sender "
+        "thread), HTTP and the event loop: `python tests/bench/profile_ingest.py` (py-spy) shows all of it, "
+        "docs/throughput.md has the profile before and after.",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def report(rows: dict[str, list[Row]], rss: dict[str, float],
-           args: argparse.Namespace, avg_event: float, load: tuple[float, float]) -> str:
-    summary = {path: {"eps": median([r.eps for r in rs]), "p50": median([r.p50_ms for r in rs]),
-                      "p99": median([r.p99_ms for r in rs]), "ratio": median([r.eps / r.ceiling for r in rs]),
-                      "ceiling": median([r.ceiling for r in rs]), "send": median([r.ceiling_send for r in rs]),
-                      "ratio_send": median([r.eps / r.ceiling_send for r in rs]),
-                      "append": median([r.ceiling_append for r in rs]), "cpu": median([r.api_cpu_us for r in rs]),
-                      "raw_cpu": median([r.raw_cpu_us for r in rs])}
-               for path, rs in rows.items()}
-    table = "\n".join(f"| {path} | {i + 1} | {r.eps:,.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.ceiling_send:,.0f} | "
-                      f"{r.ceiling_append:,.0f} | {r.eps / r.ceiling:.2f} | {r.api_cpu_us:.0f} | {r.raw_cpu_us:.0f} | "
-                      f"{r.statuses} |" for path, rs in rows.items() for i, r in enumerate(rs))
-    heads = "\n".join(f"| {path} | {s['eps']:,.0f} | {s['p50']:.1f} | {s['p99']:.1f} | {s['ceiling']:,.0f} | "
-                      f"**{s['ratio']:.0%}** | {s['cpu']:.0f} | {s['raw_cpu']:.0f} | {rss[path]:.0f} |"
-                      for path, s in summary.items())
+def report(
+    rows: dict[str, list[Row]],
+    rss: dict[str, float],
+    args: argparse.Namespace,
+    avg_event: float,
+    load: tuple[float, float],
+) -> str:
+    summary = {
+        path: {
+            "eps": median([r.eps for r in rs]),
+            "p50": median([r.p50_ms for r in rs]),
+            "p99": median([r.p99_ms for r in rs]),
+            "ratio": median([r.eps / r.ceiling for r in rs]),
+            "ceiling": median([r.ceiling for r in rs]),
+            "send": median([r.ceiling_send for r in rs]),
+            "ratio_send": median([r.eps / r.ceiling_send for r in rs]),
+            "append": median([r.ceiling_append for r in rs]),
+            "cpu": median([r.api_cpu_us for r in rs]),
+            "raw_cpu": median([r.raw_cpu_us for r in rs]),
+        }
+        for path, rs in rows.items()
+    }
+    table = "\n".join(
+        f"| {path} | {i + 1} | {r.eps:,.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.ceiling_send:,.0f} | "
+        f"{r.ceiling_append:,.0f} | {r.eps / r.ceiling:.2f} | {r.api_cpu_us:.0f} | {r.raw_cpu_us:.0f} | "
+        f"{r.statuses} |"
+        for path, rs in rows.items()
+        for i, r in enumerate(rs)
+    )
+    heads = "\n".join(
+        f"| {path} | {s['eps']:,.0f} | {s['p50']:.1f} | {s['p99']:.1f} | {s['ceiling']:,.0f} | "
+        f"**{s['ratio']:.0%}** | {s['cpu']:.0f} | {s['raw_cpu']:.0f} | {rss[path]:.0f} |"
+        for path, s in summary.items()
+    )
     c = summary["change"]
     versus = ""
     if "reference" in summary:
         r = summary["reference"]
-        versus = (f" Against the reference (`{args.reference}`) in the same run: {c['eps'] / r['eps']:.2f}× the "
-                  f"events/s, {c['ratio'] / r['ratio']:.2f}× the share of the ceiling, {c['cpu'] / r['cpu']:.2f}× "
-                  "the API's CPU per event.")
+        versus = (
+            f" Against the reference (`{args.reference}`) in the same run: {c['eps'] / r['eps']:.2f}× the "
+            f"events/s, {c['ratio'] / r['ratio']:.2f}× the share of the ceiling, {c['cpu'] / r['cpu']:.2f}× "
+            "the API's CPU per event."
+        )
     return f"""`python tests/bench/bench_ingest.py --reference {args.reference}` — trace events from the simulator's
 `clean` scenario (mean {avg_event:,.0f} bytes of JSON per event), batches of {BATCH}, {args.clients} concurrent
 keep-alive clients on 127.0.0.1, {args.seconds:.0f} s measured after a 3 s warm-up, {args.repeats} repetitions.
@@ -282,9 +378,9 @@ repetition. CPU µs per event: the API's processes' CPU time over the run (warm-
 {heads}
 
 Targets: ≥ 70% of the raw ceiling, p99 < 100 ms per batch of {BATCH}, ≥ 5,000 events/s: change at
-{c['ratio']:.0%}, p99 {c['p99']:.1f} ms, {c['eps']:,.0f} events/s.{versus} Raw ceiling medians by path, change's runs:
-`send()` {c['send']:,.0f}/s, `append_records` {c['append']:,.0f}/s; against `send()` alone (the ceiling of earlier
-reports) the change is at {c['ratio_send']:.0%}.
+{c["ratio"]:.0%}, p99 {c["p99"]:.1f} ms, {c["eps"]:,.0f} events/s.{versus} Raw ceiling medians by path, change's runs:
+`send()` {c["send"]:,.0f}/s, `append_records` {c["append"]:,.0f}/s; against `send()` alone (the ceiling of earlier
+reports) the change is at {c["ratio_send"]:.0%}.
 
 | API | run | events/s | median ms/batch | p99 ms/batch | raw send() /s | raw append /s | API / raw | API CPU µs/event | raw CPU µs/record | statuses |
 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|

@@ -47,8 +47,9 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
         if ev.type not in ("trace", "feedback", "release"):
             continue
         env = ev.envelope(anchor)
-        value = orjson.dumps({"schema_version": 1, "tenant": ev.tenant, "received_at": now, **env,
-                              "id": str(uuid.uuid4())})
+        value = orjson.dumps(
+            {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **env, "id": str(uuid.uuid4())}
+        )
         out.append((ev.type, record_key(ev.type, ev.tenant, ev.body), value))
         if len(out) == n:
             return out
@@ -59,9 +60,14 @@ def lag_under_load(bootstrap: str, redis_url: str, events_per_s: float, seconds:
     prefix = f"lag{uuid.uuid4().hex[:6]}"
     port = free_port()
     key = "bench-lag-key"
-    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_KAFKA_TOPIC_PREFIX": prefix, "RAGMON_DEV_API_KEY": key, "RAGMON_DEV_TENANT": "bench",
-           "PYTHONPATH": str(ROOT)}
+    env = {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "RAGMON_REDIS_URL": redis_url,
+        "RAGMON_KAFKA_TOPIC_PREFIX": prefix,
+        "RAGMON_DEV_API_KEY": key,
+        "RAGMON_DEV_TENANT": "bench",
+        "PYTHONPATH": str(ROOT),
+    }
     api = spawn(ragmon_argv("api", "--port", str(port), "--log-level", "warning"), env, WORK / "lag-api.log")
     worker = WorkerProcess("workers.metrics", env, WORK / "lag-metrics.log")
     lags: list[float] = []
@@ -73,15 +79,22 @@ def lag_under_load(bootstrap: str, redis_url: str, events_per_s: float, seconds:
         stop = threading.Event()
         sampler = threading.Thread(target=_sample_lag, args=(worker, lags, stop), daemon=True)
         sampler.start()
-        manifest = run_send(scenario, SendConfig(api=f"http://127.0.0.1:{port}", default_key=key, senders=2),
-                            keep_truth=False)
+        manifest = run_send(
+            scenario, SendConfig(api=f"http://127.0.0.1:{port}", default_key=key, senders=2), keep_truth=False
+        )
         time.sleep(3)
         stop.set()
         sampler.join()
         samples = worker.scrape()
         sent = sum(manifest["events"]["accepted"].values())
-        return {"sent": sent, "rate": sent / seconds, "lag_max": max(lags), "lag_p99": percentile(lags, 99),
-                "delay_p50": _hist_quantile(samples, 0.5), "delay_p99": _hist_quantile(samples, 0.99)}
+        return {
+            "sent": sent,
+            "rate": sent / seconds,
+            "lag_max": max(lags),
+            "lag_p99": percentile(lags, 99),
+            "delay_p50": _hist_quantile(samples, 0.5),
+            "delay_p99": _hist_quantile(samples, 0.99),
+        }
     finally:
         worker.terminate()
         api.terminate()
@@ -94,8 +107,11 @@ def _sample_lag(worker: WorkerProcess, out: list[float], stop: threading.Event) 
 
 
 def _hist_quantile(samples: dict, q: float) -> float:
-    buckets = sorted((float(dict(ls)["le"]), v) for (n, ls), v in samples.items()
-                     if n == "ragmon_worker_ingest_to_commit_duration_seconds_bucket")
+    buckets = sorted(
+        (float(dict(ls)["le"]), v)
+        for (n, ls), v in samples.items()
+        if n == "ragmon_worker_ingest_to_commit_duration_seconds_bucket"
+    )
     total = buckets[-1][1]
     for le, count in buckets:
         if count >= q * total:
@@ -121,18 +137,27 @@ def main() -> int:
     broker, redis_server = start_broker(), start_redis()
     bootstrap, redis_url = f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{redis_server.port}/0"
     try:
-        lag = lag_under_load(bootstrap, redis_url, args.lag_rate, args.lag_seconds) if args.lag_seconds else None
+        lag = (
+            lag_under_load(bootstrap, redis_url, args.lag_rate, args.lag_seconds)
+            if args.lag_seconds
+            else None
+        )
     finally:
         redis_server.stop()
         broker.stop()
     body = throughput_section(results, args, (load_before, load_after))
-    body += _lag_section(lag, args.lag_seconds) if lag else "\n### Lag at a steady input rate\n\nNot measured (--lag-seconds 0).\n"
+    body += (
+        _lag_section(lag, args.lag_seconds)
+        if lag
+        else "\n### Lag at a steady input rate\n\nNot measured (--lag-seconds 0).\n"
+    )
     write_report("metrics_worker", "Metrics worker benchmark", body, args.out)
     return 0
 
 
-def throughput_section(results: dict[str, dict[str, float]], args: argparse.Namespace,
-                       load: tuple[float, float]) -> str:
+def throughput_section(
+    results: dict[str, dict[str, float]], args: argparse.Namespace, load: tuple[float, float]
+) -> str:
     load_before, load_after = load
     change = results["change"]
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
@@ -164,11 +189,11 @@ def _lag_section(lag: dict[str, float], seconds: int) -> str:
     return f"""
 ### Lag at a steady input rate
 
-The simulator fed the API at {lag['rate']:,.0f} events/s for {seconds} s ({lag['sent']:,.0f} events
+The simulator fed the API at {lag["rate"]:,.0f} events/s for {seconds} s ({lag["sent"]:,.0f} events
 acknowledged); one metrics-worker process consumed them. Consumer lag sampled every second: max
-{lag['lag_max']:,.0f} records, p99 {lag['lag_p99']:,.0f} records (≈ {lag['lag_max'] / max(lag['rate'], 1):.2f} s of
+{lag["lag_max"]:,.0f} records, p99 {lag["lag_p99"]:,.0f} records (≈ {lag["lag_max"] / max(lag["rate"], 1):.2f} s of
 input at that rate). Delay from the API receiving an event to the worker committing it (histogram bucket bounds):
-p50 ≤ {lag['delay_p50']} s, p99 ≤ {lag['delay_p99']} s (target: lag under 2 s at 1,000 events/s).
+p50 ≤ {lag["delay_p50"]} s, p99 ≤ {lag["delay_p99"]} s (target: lag under 2 s at 1,000 events/s).
 """
 
 

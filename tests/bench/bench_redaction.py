@@ -18,8 +18,10 @@ from tests.bench.common import write_report
 from tests.service.api.test_redaction_linear import SHAPES
 
 N = 16_384
-PROSE = ("Write to help@example.com or call +1 415 555 0132 about order 58213 of 2024-06-11; "
-         "the router at 10.0.0.1 was reset. ")
+PROSE = (
+    "Write to help@example.com or call +1 415 555 0132 about order 58213 of 2024-06-11; "
+    "the router at 10.0.0.1 was reset. "
+)
 
 
 def prose(n: int) -> str:
@@ -51,10 +53,14 @@ def main() -> None:
             t_large.append(timed(redactor, large))
         ts, tl = statistics.median(t_small), statistics.median(t_large)
         rl = statistics.median(r_large)
-        rows.append(f"| {name} | {ts * 1e3:.2f} | {tl * 1e3:.2f} | {rl * 1e3:.2f} | {tl / rl:.1f} | {tl / ts:.2f} |")
-    body = (f"Medians of 3 interleaved rounds of 7 runs each; n = {N}, 2n = {2 * N} characters (the document "
-            "limit).\n\n| shape | ms at n | ms at 2n | reference ms at 2n | x reference | growth t(2n)/t(n) |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+        rows.append(
+            f"| {name} | {ts * 1e3:.2f} | {tl * 1e3:.2f} | {rl * 1e3:.2f} | {tl / rl:.1f} | {tl / ts:.2f} |"
+        )
+    body = (
+        f"Medians of 3 interleaved rounds of 7 runs each; n = {N}, 2n = {2 * N} characters (the document "
+        "limit).\n\n| shape | ms at n | ms at 2n | reference ms at 2n | x reference | growth t(2n)/t(n) |\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
     write_report("redaction", "Redaction: adversarial shapes vs ordinary prose", body, args.out)
 
 

@@ -57,14 +57,17 @@ def sampler_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
         if i % 10 == 0:
             doc = orjson.loads(value)
             body = faithfulness_event(0, 0.3 + (i % 7) / 10, tenant=doc["tenant"]).body
-            body = body.model_copy(update={"trace_id": doc["body"]["trace_id"],
-                                           "request_id": doc["body"]["request_id"]})
+            body = body.model_copy(
+                update={"trace_id": doc["body"]["trace_id"], "request_id": doc["body"]["request_id"]}
+            )
             score_key, raw, _ = score_record(body)
             out.append(("score", score_key, raw))
     return out
 
 
-def bench_sampler(admin_url: str, n: int, repeats: int, reference: str | None) -> tuple[dict[str, dict[str, float]], int]:
+def bench_sampler(
+    admin_url: str, n: int, repeats: int, reference: str | None
+) -> tuple[dict[str, dict[str, float]], int]:
     records = sampler_records(n)
     names = (f"sampler{k}" for k in itertools.count())
 
@@ -101,7 +104,12 @@ def fill_queue(url: str, items: int) -> float:
     with reviewdb.connect(url) as conn:
         reviewdb.migrate(conn)
         for start in range(0, items, 100_000):
-            conn.execute(_FILL.replace("generate_series(1, %s)", f"generate_series({start + 1}, {start + min(100_000, items - start)})"))
+            conn.execute(
+                _FILL.replace(
+                    "generate_series(1, %s)",
+                    f"generate_series({start + 1}, {start + min(100_000, items - start)})",
+                )
+            )
         conn.execute("INSERT INTO review_tenant_stats (tenant, queued) VALUES ('acme', %s)", (items,))
         conn.execute("ANALYZE review_item")
     return time.perf_counter() - started
@@ -119,8 +127,10 @@ def bench_page(url: str, bootstrap: str, redis_url: str, rounds: int) -> dict[st
                 t1 = time.perf_counter()
                 page = client.get(claimed.headers["location"])
                 t2 = time.perf_counter()
-                saved = client.post(claimed.headers["location"] + "/label",
-                                    data={"faithful": "yes", "csrf_token": csrf_of(page.text), "action": "save_next"})
+                saved = client.post(
+                    claimed.headers["location"] + "/label",
+                    data={"faithful": "yes", "csrf_token": csrf_of(page.text), "action": "save_next"},
+                )
                 t3 = time.perf_counter()
                 client.get("/healthz")
                 t4 = time.perf_counter()
@@ -137,17 +147,23 @@ def bench_page(url: str, bootstrap: str, redis_url: str, rounds: int) -> dict[st
     return out
 
 
-def sampler_section(args: argparse.Namespace, results: dict[str, dict[str, float]], n_records: int,
-                    load: tuple[float, float]) -> str:
+def sampler_section(
+    args: argparse.Namespace, results: dict[str, dict[str, float]], n_records: int, load: tuple[float, float]
+) -> str:
     per_trace = n_records / args.traces  # records consumed per trace (traces and their scores)
     change = results["change"]
     traces_cpu, traces_wall = change["e2e_cpu"] / per_trace, change["e2e"] / per_trace
     verdict = "meets" if traces_cpu >= TARGET_PER_S else "MISSES"
-    rows = ["| path | traces/s end to end, wall | per CPU-second | records/s, wall | per CPU-second | "
-            "peak RSS MiB |", "|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| path | traces/s end to end, wall | per CPU-second | records/s, wall | per CPU-second | "
+        "peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for path, r in results.items():
-        rows.append(f"| {path} | {r['e2e'] / per_trace:,.0f} | {r['e2e_cpu'] / per_trace:,.0f} | {r['e2e']:,.0f} | "
-                    f"{r['e2e_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |")
+        rows.append(
+            f"| {path} | {r['e2e'] / per_trace:,.0f} | {r['e2e_cpu'] / per_trace:,.0f} | {r['e2e']:,.0f} | "
+            f"{r['e2e_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |"
+        )
     table = "\n".join(rows)
     return f"""## Sampler: one process end to end (record bytes -> commit), real Kafka, Redis and PostgreSQL
 
@@ -185,10 +201,10 @@ HTTP on loopback, one reviewer, {args.rounds - 5} rounds after 5 warm-up rounds;
 
 | request | median | p95 |
 |---|---|---|
-| GET /review/next (claim the next item) | {page['next_median_ms']:.1f} | {page['next_p95_ms']:.1f} |
-| GET /review/items/ID (render; target < 50) | {page['render_median_ms']:.1f} | {page['render_p95_ms']:.1f} |
-| POST label (save, outbox, save and next) | {page['save_median_ms']:.1f} | {page['save_p95_ms']:.1f} |
-| reference: GET /healthz | {page['healthz_median_ms']:.1f} | {page['healthz_p95_ms']:.1f} |
+| GET /review/next (claim the next item) | {page["next_median_ms"]:.1f} | {page["next_p95_ms"]:.1f} |
+| GET /review/items/ID (render; target < 50) | {page["render_median_ms"]:.1f} | {page["render_p95_ms"]:.1f} |
+| POST label (save, outbox, save and next) | {page["save_median_ms"]:.1f} | {page["save_p95_ms"]:.1f} |
+| reference: GET /healthz | {page["healthz_median_ms"]:.1f} | {page["healthz_p95_ms"]:.1f} |
 """
 
 
@@ -203,9 +219,11 @@ def previous_page_section() -> str:
     body = match.group(0).rstrip()
     if "Not re-measured" in body:
         return body + "\n"
-    return (body + f"\n\nNot re-measured in this run (`--items 0`: filling a million items takes minutes on this "
-            f"machine); these figures are from the run of {when} UTC, before the sampler changes, which do not "
-            "touch the page.\n")
+    return (
+        body + f"\n\nNot re-measured in this run (`--items 0`: filling a million items takes minutes on this "
+        f"machine); these figures are from the run of {when} UTC, before the sampler changes, which do not "
+        "touch the page.\n"
+    )
 
 
 def main() -> None:
@@ -230,7 +248,9 @@ def main() -> None:
             try:
                 page_url = create_database(pg.extra["url"], "page")
                 fill_s = fill_queue(page_url, args.items)
-                page = bench_page(page_url, f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{rs.port}/0", args.rounds)
+                page = bench_page(
+                    page_url, f"127.0.0.1:{broker.port}", f"redis://127.0.0.1:{rs.port}/0", args.rounds
+                )
             finally:
                 broker.stop()
                 rs.stop()

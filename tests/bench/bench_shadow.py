@@ -44,8 +44,18 @@ from workers.shadow.table import PairTable  # noqa: E402
 
 PAIRS, SLICES, RESAMPLES = 100_000, 20, 10_000
 TARGET_PER_S = 5_000
-NAMES = ["faithful", "refusal", "uncited_answer", "false_exclusion", "faithfulness_score", "latency_total_seconds",
-         "latency_retrieval_seconds", "latency_generation_seconds", "cost_usd", "tokens_total"]
+NAMES = [
+    "faithful",
+    "refusal",
+    "uncited_answer",
+    "false_exclusion",
+    "faithfulness_score",
+    "latency_total_seconds",
+    "latency_retrieval_seconds",
+    "latency_generation_seconds",
+    "cost_usd",
+    "tokens_total",
+]
 
 
 def paired_data(seed: int = 0) -> PairTable:
@@ -68,11 +78,20 @@ def paired_data(seed: int = 0) -> PairTable:
     return PairTable(NAMES, prod, cand, {"intent": intents})
 
 
-def _scipy_interval(prod: np.ndarray, cand: np.ndarray, resamples: int, seed: int) -> tuple[float, float, float]:
+def _scipy_interval(
+    prod: np.ndarray, cand: np.ndarray, resamples: int, seed: int
+) -> tuple[float, float, float]:
     started = time.perf_counter()
-    res = stats.bootstrap((cand, prod), lambda a, b, axis: np.mean(a - b, axis=axis), paired=True,
-                          vectorized=True, n_resamples=resamples, method="percentile", batch=250,
-                          random_state=np.random.default_rng(seed))
+    res = stats.bootstrap(
+        (cand, prod),
+        lambda a, b, axis: np.mean(a - b, axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        method="percentile",
+        batch=250,
+        random_state=np.random.default_rng(seed),
+    )
     return res.confidence_interval.low, res.confidence_interval.high, time.perf_counter() - started
 
 
@@ -92,14 +111,23 @@ def bench_statistics(repeats: int) -> dict[str, object]:
     for j in (0, 4, 5):  # a binary outcome, a score, a latency
         lo, hi, slice_s = _scipy_interval(table.production[mask, j], table.candidate[mask, j], RESAMPLES, 2)
         ours = next(s for s in result.slices if s.value == "intent00" and s.metric == NAMES[j])
-        checks.append((NAMES[j], int(mask.sum()), (ours.bootstrap_lower, ours.bootstrap_upper), (lo, hi), slice_s))
+        checks.append(
+            (NAMES[j], int(mask.sum()), (ours.bootstrap_lower, ours.bootstrap_upper), (lo, hi), slice_s)
+        )
     per_value_resample = median([c[4] for c in checks]) / (mask.sum() * RESAMPLES)
     whole_rate = whole_s / (PAIRS * whole_n)
     total_values = len(NAMES) * (PAIRS + PAIRS) * RESAMPLES  # the whole + 20 slices that partition it
     scipy_estimate = total_values * median([per_value_resample, whole_rate])
-    return {"ours_s": median(times), "ours_all": times, "scipy_estimate_s": scipy_estimate,
-            "scipy_whole_s": whole_s, "whole_n": whole_n, "checks": checks, "pairs": table.pairs,
-            "slices": len(result.slices)}
+    return {
+        "ours_s": median(times),
+        "ours_all": times,
+        "scipy_estimate_s": scipy_estimate,
+        "scipy_whole_s": whole_s,
+        "whole_n": whole_n,
+        "checks": checks,
+        "pairs": table.pairs,
+        "slices": len(result.slices),
+    }
 
 
 def stored_records(limit: int) -> list[tuple[str, bytes | None, bytes]]:
@@ -111,7 +139,9 @@ def stored_records(limit: int) -> list[tuple[str, bytes | None, bytes]]:
     for ev in generate_events(scenario, anchor):
         if ev.type != "trace":
             continue
-        value = orjson.dumps({"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)})
+        value = orjson.dumps(
+            {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)}
+        )
         out.append(("trace", record_key("trace", ev.tenant, ev.body), value))
         if len(out) >= limit:
             break
@@ -123,26 +153,31 @@ def bench_worker(traces: int, repeats: int, reference: str | None) -> dict[str, 
     the reference revision's tree takes turns with the change within each repeat."""
     records = stored_records(traces)
     runs = e2e.measure(e2e.Workload("shadow", records, {}), repeats, reference)
-    return {"traces": len(records), "results": {path: e2e.summary(r) for path, r in runs.items()},
-            "reference": reference}
+    return {
+        "traces": len(records),
+        "results": {path: e2e.summary(r) for path, r in runs.items()},
+        "reference": reference,
+    }
 
 
 def report(s: dict[str, object]) -> str:
-    checks = "\n".join(f"| {name} | {n} | [{o[0]:+.5f}, {o[1]:+.5f}] | [{r[0]:+.5f}, {r[1]:+.5f}] | {t:.2f} s |"
-                       for name, n, o, r, t in s["checks"])  # type: ignore[attr-defined]
+    checks = "\n".join(
+        f"| {name} | {n} | [{o[0]:+.5f}, {o[1]:+.5f}] | [{r[0]:+.5f}, {r[1]:+.5f}] | {t:.2f} s |"
+        for name, n, o, r, t in s["checks"]
+    )  # type: ignore[attr-defined]
     ours, scipy_s = float(s["ours_s"]), float(s["scipy_estimate_s"])  # type: ignore[arg-type]
     return f"""## Statistics: {PAIRS:,} pairs x {len(NAMES)} metrics x {SLICES} slices, {RESAMPLES:,} resamples, one core
 
 | | seconds |
 |---|---|
-| ragmon `compare` (median of {len(s['ours_all'])}: {', '.join(f'{t:.2f}' for t in s['ours_all'])}) | **{ours:.2f}** (target < 2 s) |
+| ragmon `compare` (median of {len(s["ours_all"])}: {", ".join(f"{t:.2f}" for t in s["ours_all"])}) | **{ours:.2f}** (target < 2 s) |
 | scipy.stats.bootstrap(paired=True), extrapolated | {scipy_s:,.0f} |
 | ratio | scipy / ragmon = **{scipy_s / ours:,.0f}x** |
 
 The scipy reference was timed on a subset and extrapolated linearly in pairs x resamples
-(its cost): one metric on all {PAIRS:,} pairs with {s['whole_n']} resamples took {float(s['scipy_whole_s']):.2f} s
-(scaled x{RESAMPLES // int(s['whole_n'])}); one slice at {RESAMPLES:,} resamples per metric below. The full-size
-run would hold 2e10 resampled values. ragmon's {s['slices']} slice results and 10 whole-window metrics
+(its cost): one metric on all {PAIRS:,} pairs with {s["whole_n"]} resamples took {float(s["scipy_whole_s"]):.2f} s
+(scaled x{RESAMPLES // int(s["whole_n"])}); one slice at {RESAMPLES:,} resamples per metric below. The full-size
+run would hold 2e10 resampled values. ragmon's {s["slices"]} slice results and 10 whole-window metrics
 include sign tests, confidence sequences, Holm, power and the p95 ratio, which scipy's time does not.
 
 Same data, one slice, 95% percentile intervals (ragmon: above 2,000 pairs the bootstrap draws
@@ -161,11 +196,11 @@ def worker_report(w: dict[str, object], load: tuple[float, float]) -> str:
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
     return f"""## Worker: traces/s per process, end to end, decode included
 
-`python -m tests.bench.bench_shadow --reference {w['reference']}` — {w['traces']:,} simulator traces (scenario
+`python -m tests.bench.bench_shadow --reference {w["reference"]}` — {w["traces"]:,} simulator traces (scenario
 shadow_equal: production and candidate twins of each request, 30% with a 20-candidate exclusion sample) as
 the API stores them, in a private Tansu broker; one shadow worker process runs its real runtime loop (batches
 of up to 500) until every record is committed: decode, dedupe keys, the pairing scripts in a private
-redis-server, commit. Median of the repeats; the change and the reference (`{w['reference']}`, the same runner
+redis-server, commit. Median of the repeats; the change and the reference (`{w["reference"]}`, the same runner
 on that revision's tree) take turns within each repeat. 1-minute load average {load[0]:.1f} before,
 {load[1]:.1f} after, on {os.cpu_count()} CPUs (a shared machine: the wall-clock columns include time spent
 waiting for a CPU and for redis-server, which shares them; the CPU-second columns are what one process
@@ -196,7 +231,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--traces", type=int, default=10_000)
-    parser.add_argument("--reference", default=None, help="git revision measured as the reference (e.g. 71b9013)")
+    parser.add_argument(
+        "--reference", default=None, help="git revision measured as the reference (e.g. 71b9013)"
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     w = bench_worker(args.traces, args.repeats, args.reference)  # first: this process is still small

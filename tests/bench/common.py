@@ -44,8 +44,10 @@ def median(values: list[float]) -> float:
 
 
 def machine_line() -> str:
-    return (f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-            f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}")
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+    )
 
 
 def write_report(name: str, title: str, body: str, out: str | None = None) -> Path:
@@ -56,7 +58,9 @@ def write_report(name: str, title: str, body: str, out: str | None = None) -> Pa
     return path
 
 
-def spawn(argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+def spawn(
+    argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")  # noqa: SIM115 - owned by the child
     return subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
@@ -93,8 +97,17 @@ async def read_response(reader: asyncio.StreamReader) -> int:
     return status
 
 
-async def _client(host: str, port: int, requests: list[bytes], events_per_request: int, until: float,
-                  measure_from: float, result: LoadResult, offset: int, ok_status: int = 202) -> None:
+async def _client(
+    host: str,
+    port: int,
+    requests: list[bytes],
+    events_per_request: int,
+    until: float,
+    measure_from: float,
+    result: LoadResult,
+    offset: int,
+    ok_status: int = 202,
+) -> None:
     """A minimal HTTP/1.1 keep-alive client: pre-built requests, so the client costs little CPU."""
     reader, writer = await asyncio.open_connection(host, port)
     i = offset
@@ -116,13 +129,26 @@ async def _client(host: str, port: int, requests: list[bytes], events_per_reques
 
 
 def build_request(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
-    head = [f"POST {path} HTTP/1.1", f"Host: {host}:{port}", f"Content-Length: {len(body)}",
-            "Connection: keep-alive", *[f"{k}: {v}" for k, v in headers.items()]]
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {host}:{port}",
+        f"Content-Length: {len(body)}",
+        "Connection: keep-alive",
+        *[f"{k}: {v}" for k, v in headers.items()],
+    ]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def run_load(host: str, port: int, requests: list[bytes], events_per_request: int, clients: int,
-             warmup_s: float, measure_s: float, ok_status: int = 202) -> LoadResult:
+def run_load(
+    host: str,
+    port: int,
+    requests: list[bytes],
+    events_per_request: int,
+    clients: int,
+    warmup_s: float,
+    measure_s: float,
+    ok_status: int = 202,
+) -> LoadResult:
     """Keep-alive load; `events_per_request` are counted for each answer with `ok_status` (202 native, 200 OTLP)."""
     result = LoadResult()
 
@@ -130,8 +156,14 @@ def run_load(host: str, port: int, requests: list[bytes], events_per_request: in
         now = time.monotonic()
         measure_from = now + warmup_s
         until = measure_from + measure_s
-        await asyncio.gather(*[_client(host, port, requests, events_per_request, until, measure_from, result,
-                                       k * 7, ok_status) for k in range(clients)])
+        await asyncio.gather(
+            *[
+                _client(
+                    host, port, requests, events_per_request, until, measure_from, result, k * 7, ok_status
+                )
+                for k in range(clients)
+            ]
+        )
 
     asyncio.run(main())
     result.elapsed_s = measure_s

@@ -51,8 +51,9 @@ class Workload:
 
 def reference_tree(rev: str) -> Path:
     """The repository at `rev`, unpacked once under tests/bench/.work (git archive: tracked files only)."""
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     tree = WORK / f"reference-{sha}"
     if not (tree / "workers").is_dir():
         archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True).stdout
@@ -62,10 +63,18 @@ def reference_tree(rev: str) -> Path:
 
 
 def _preload(bootstrap: str, prefix: str, records: list[tuple[str, bytes | None, bytes]]) -> None:
-    ensure_topics(CommonSettings(kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=prefix, kafka_partitions=4))
+    ensure_topics(
+        CommonSettings(kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=prefix, kafka_partitions=4)
+    )
     topics = Topics(prefix)
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="lz4", linger_ms=5,
-                             batch_size=512 * 1024, max_request_size=16 * 1024 * 1024)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        compression_type="lz4",
+        linger_ms=5,
+        batch_size=512 * 1024,
+        max_request_size=16 * 1024 * 1024,
+    )
     for event_type, key, value in records:
         producer.send(topics.for_event(event_type), key=key, value=value)
     producer.flush()
@@ -75,10 +84,22 @@ def _preload(bootstrap: str, prefix: str, records: list[tuple[str, bytes | None,
 def _one_run(tree: Path, workload: Workload, env: dict[str, str]) -> dict[str, Any]:
     redis.Redis.from_url(env["RAGMON_REDIS_URL"]).flushdb()  # done-keys and state of the previous run
     fresh = workload.run_env() if workload.run_env else {}
-    env = {**os.environ, **env, **fresh, "PYTHONPATH": str(tree), "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}"}
-    done = subprocess.run([sys.executable, str(RUNNER), "--worker", workload.worker, "--count",
-                           str(len(workload.records))], cwd=tree, env=env, capture_output=True, text=True,
-                          timeout=900, check=False)
+    env = {
+        **os.environ,
+        **env,
+        **fresh,
+        "PYTHONPATH": str(tree),
+        "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
+    }
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), "--worker", workload.worker, "--count", str(len(workload.records))],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{workload.worker} run in {tree} failed: {done.stderr[-2000:]}")
     out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -98,9 +119,13 @@ def measure(workload: Workload, repeats: int, reference: str | None) -> dict[str
         _preload(bootstrap, prefix, workload.records)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, dir=WORK) as config:
             yaml.safe_dump(workload.config, config)
-        env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap, "RAGMON_KAFKA_TOPIC_PREFIX": prefix,
-               "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0", "RAGMON_CONFIG": config.name,
-               "RAGMON_WORKER_MAX_BATCH": "500"}
+        env = {
+            "RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+            "RAGMON_KAFKA_TOPIC_PREFIX": prefix,
+            "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+            "RAGMON_CONFIG": config.name,
+            "RAGMON_WORKER_MAX_BATCH": "500",
+        }
         for _ in range(repeats):
             for path, tree in trees.items():
                 runs[path].append(_one_run(tree, workload, env))
@@ -127,7 +152,9 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, float]:
     for clock in ("wall", "cpu"):
         for stage in (*PROFILE_STAGES, "fetch", "end_to_end"):
             out[f"{clock}:{stage}"] = median([r[clock][stage] / r["records"] * 1e6 for r in runs])
-        out[f"{clock}:runtime"] = out[f"{clock}:end_to_end"] - sum(out[f"{clock}:{s}"] for s in PROFILE_STAGES)
+        out[f"{clock}:runtime"] = out[f"{clock}:end_to_end"] - sum(
+            out[f"{clock}:{s}"] for s in PROFILE_STAGES
+        )
     return out
 
 
@@ -136,11 +163,17 @@ def profile_table(results: dict[str, dict[str, float]], unit: str = "record") ->
     paths = list(results)
     head = "| stage | " + " | ".join(f"{p}: µs/{unit} CPU (wall)" for p in paths) + " |"
     lines = [head, "|---|" + "---:|" * len(paths)]
-    labels = {"decode": "decode (record bytes -> typed body)", "dedupe": "dedupe (MGET done-keys)",
-              "process": "process (the worker's logic and its Redis work)", "emit": "emit (wait for acks)",
-              "mark_done": "mark done (done-keys)", "commit": "commit (offsets)",
-              "runtime": "runtime bookkeeping (metrics, DLQ limit)", "end_to_end": "**end to end**",
-              "fetch": "fetch from the broker (not in end to end)"}
+    labels = {
+        "decode": "decode (record bytes -> typed body)",
+        "dedupe": "dedupe (MGET done-keys)",
+        "process": "process (the worker's logic and its Redis work)",
+        "emit": "emit (wait for acks)",
+        "mark_done": "mark done (done-keys)",
+        "commit": "commit (offsets)",
+        "runtime": "runtime bookkeeping (metrics, DLQ limit)",
+        "end_to_end": "**end to end**",
+        "fetch": "fetch from the broker (not in end to end)",
+    }
     for stage in (*PROFILE_STAGES, "runtime", "end_to_end", "fetch"):
         cells = [f"{results[p]['cpu:' + stage]:,.1f} ({results[p]['wall:' + stage]:,.1f})" for p in paths]
         lines.append(f"| {labels[stage]} | " + " | ".join(cells) + " |")
@@ -148,11 +181,16 @@ def profile_table(results: dict[str, dict[str, float]], unit: str = "record") ->
 
 
 def headline_table(results: dict[str, dict[str, float]], unit: str = "records") -> str:
-    lines = [f"| path | {unit}/s end to end, wall | per CPU-second | with the fetch, wall | per CPU-second | "
-             "peak RSS MiB |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| path | {unit}/s end to end, wall | per CPU-second | with the fetch, wall | per CPU-second | "
+        "peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for path, r in results.items():
-        lines.append(f"| {path} | {r['e2e']:,.0f} | {r['e2e_cpu']:,.0f} | {r['with_fetch']:,.0f} | "
-                     f"{r['with_fetch_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |")
+        lines.append(
+            f"| {path} | {r['e2e']:,.0f} | {r['e2e_cpu']:,.0f} | {r['with_fetch']:,.0f} | "
+            f"{r['with_fetch_cpu']:,.0f} | {r['peak_rss_mb']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -160,6 +198,8 @@ def ratio_line(results: dict[str, dict[str, float]]) -> str:
     if "reference" not in results:
         return "No reference measured (pass --reference REV)."
     c, r = results["change"], results["reference"]
-    return (f"Change / reference, same run: **{c['e2e'] / r['e2e']:.2f}×** end to end (wall), "
-            f"{c['e2e_cpu'] / r['e2e_cpu']:.2f}× (CPU), {c['with_fetch'] / r['with_fetch']:.2f}× with the fetch; "
-            f"decode {r['cpu:decode'] / max(c['cpu:decode'], 1e-9):.1f}× faster (CPU).")
+    return (
+        f"Change / reference, same run: **{c['e2e'] / r['e2e']:.2f}×** end to end (wall), "
+        f"{c['e2e_cpu'] / r['e2e_cpu']:.2f}× (CPU), {c['with_fetch'] / r['with_fetch']:.2f}× with the fetch; "
+        f"decode {r['cpu:decode'] / max(c['cpu:decode'], 1e-9):.1f}× faster (CPU)."
+    )

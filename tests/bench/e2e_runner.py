@@ -100,7 +100,9 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
     emitter = KafkaEmitter(settings, client_id=f"bench-{worker}")
     processor = build(WorkerContext(worker, settings, registry, emitter, client))
-    runtime = consumer_module.ConsumerRuntime(processor, settings, RuntimeMetrics(registry, worker), emitter, client)
+    runtime = consumer_module.ConsumerRuntime(
+        processor, settings, RuntimeMetrics(registry, worker), emitter, client
+    )
     clock = StageClock()
     instrument(runtime, consumer_module, clock)
     tune_gc()  # as run_worker does once startup is over
@@ -112,10 +114,14 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
         runtime.request_stop()
         runtime._shutdown()
         emitter.close()
-    return {"records": clock.records, "wall": clock.wall, "cpu": clock.cpu,
-            "span_s": clock.last_commit_at - (clock.first_record_at or clock.last_commit_at),
-            "peak_rss_mb": peak_rss_mb(),
-            "counters": counter_totals(registry)}
+    return {
+        "records": clock.records,
+        "wall": clock.wall,
+        "cpu": clock.cpu,
+        "span_s": clock.last_commit_at - (clock.first_record_at or clock.last_commit_at),
+        "peak_rss_mb": peak_rss_mb(),
+        "counters": counter_totals(registry),
+    }
 
 
 def counter_totals(registry: Any) -> dict[str, float]:

@@ -69,8 +69,9 @@ def _pool(decoder: RecordDecoder) -> list[tuple[Any, str]]:
     pool = []
     for ev in generate_events(load_scenario("clean").with_overrides(duration_s=None), anchor):
         if ev.type in ("trace", "label"):
-            value = orjson.dumps({"schema_version": 1, "tenant": ev.tenant, "received_at": now,
-                                  **ev.envelope(anchor)})
+            value = orjson.dumps(
+                {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)}
+            )
             pool.append((decoder.decode(_Record(value), ev.type), ev.body["trace_id"]))
             if len(pool) == POOL:
                 return pool
@@ -84,8 +85,9 @@ def main() -> int:
     server = start_redis()
     try:
         config = ExclusionConfig(label_wait_ttl_s=60)
-        processor = ExclusionProcessor(redis.Redis(port=server.port), ExclusionMetrics(CollectorRegistry(), config),
-                                       config)
+        processor = ExclusionProcessor(
+            redis.Redis(port=server.port), ExclusionMetrics(CollectorRegistry(), config), config
+        )
         pool = _pool(RecordDecoder(processor.views))
         done, started = 0, time.monotonic()
         print(f"before the stream: RSS {rss_mb():.1f} MiB", flush=True)
@@ -93,7 +95,7 @@ def main() -> int:
             cycle = done // POOL
             for start in range(0, POOL, BATCH):
                 batch = []
-                for event, trace_id in pool[start:start + BATCH]:
+                for event, trace_id in pool[start : start + BATCH]:
                     event.stored.id = uuid.uuid4()
                     event.body.trace_id = f"{trace_id}~{cycle}"
                     batch.append(event)
@@ -101,8 +103,11 @@ def main() -> int:
                 done += len(batch)
                 if done % 20_000 == 0:
                     gc.collect()
-                    print(f"{done:,} events: RSS {rss_mb():.1f} MiB, claims remembered "
-                          f"{_remembered(processor):,}, {time.monotonic() - started:.0f} s", flush=True)
+                    print(
+                        f"{done:,} events: RSS {rss_mb():.1f} MiB, claims remembered "
+                        f"{_remembered(processor):,}, {time.monotonic() - started:.0f} s",
+                        flush=True,
+                    )
     finally:
         server.stop()
     return 0

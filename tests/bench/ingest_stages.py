@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 
 
-def cpu_per_event(run: Callable[[], object], events: int, repeats: int = 5,
-                  setup: Callable[[], None] | None = None) -> float:
+def cpu_per_event(
+    run: Callable[[], object], events: int, repeats: int = 5, setup: Callable[[], None] | None = None
+) -> float:
     """CPU µs per event of `run`, best of `repeats`; `setup` runs before each, outside the timing."""
     if setup is not None:
         setup()
@@ -71,10 +72,13 @@ def main() -> int:
     }
 
     if hasattr(preparer, "decode_plain"):  # the path a batch in the plain form takes (not on the reference)
+
         def plain() -> None:
             for b in bodies:
                 batch = preparer.prepare_plain(preparer.decode_plain(b), "bench", None)
-                assert batch is not None and len(batch.records) == len(batch.results), "the plain path declined"
+                assert batch is not None and len(batch.records) == len(batch.results), (
+                    "the plain path declined"
+                )
 
         out["plain"] = cpu_per_event(plain, events)
 

@@ -30,13 +30,24 @@ from tests.bench.e2e import reference_tree
 
 # A sample whose innermost frame is one of these is a thread waiting, not working: left out.
 # `Runner.run` innermost is uvloop's loop in C, nearly always waiting in epoll for the next request.
-IDLE = ("EpollSelector.select (", "Condition.wait (", "Queue.get (", "_worker (concurrent/futures/thread.py",
-        "Runner.run (")
+IDLE = (
+    "EpollSelector.select (",
+    "Condition.wait (",
+    "Queue.get (",
+    "_worker (concurrent/futures/thread.py",
+    "Runner.run (",
+)
 
 # Inside the request handler, the first of these found from the innermost frame outwards names the stage.
 HANDLER_STAGES = [
-    ("JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)", "parse_envelope ("),
-    ("JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)", "decode_plain ("),
+    (
+        "JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)",
+        "parse_envelope (",
+    ),
+    (
+        "JSON of the batch (`parse_envelope`; plain form: `decode_plain`, envelopes included)",
+        "decode_plain (",
+    ),
     ("body check (msgspec `check_body`, pydantic only for refusals)", "check_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "_decode_body ("),
     ("body check (plain form: msgspec decode of the body's bytes, then identifiers)", "body_ids ("),
@@ -86,7 +97,9 @@ def summarise(raw: str) -> tuple[int, int, dict[str, float]]:
         if label is not None:
             busy += int(n)
             counts[label] += int(n)
-    order = list(dict.fromkeys([label for label, _ in HANDLER_STAGES] + [label for label, _ in THREADS] + [OTHER]))
+    order = list(
+        dict.fromkeys([label for label, _ in HANDLER_STAGES] + [label for label, _ in THREADS] + [OTHER])
+    )
     return total, busy, {label: counts[label] / busy if busy else float("nan") for label in order}
 
 
@@ -97,18 +110,26 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--api-workers", type=int, default=2)
     ap.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
-    ap.add_argument("--gil", action="store_true",
-                    help="sample only the thread holding the GIL: Python's own CPU time, without threads waiting "
-                         "for the GIL (which py-spy otherwise counts as busy)")
+    ap.add_argument(
+        "--gil",
+        action="store_true",
+        help="sample only the thread holding the GIL: Python's own CPU time, without threads waiting "
+        "for the GIL (which py-spy otherwise counts as busy)",
+    )
     args = ap.parse_args()
     tree = reference_tree(args.reference) if args.reference else ROOT
     name = f"profile-{args.reference or 'change'}{'-gil' if args.gil else ''}"
     envelopes = trace_envelopes(5000)
-    bodies = [orjson.dumps({"events": envelopes[i:i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
+    bodies = [orjson.dumps({"events": envelopes[i : i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
     broker, redis = start_broker(), start_redis()
-    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
-           "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0", "RAGMON_DEV_API_KEY": KEY,
-           "RAGMON_DEV_TENANT": "bench", "RAGMON_RATE_LIMIT_EPS": "1000000", "RAGMON_RATE_LIMIT_BURST": "2000000"}
+    env = {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
+        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
+        "RAGMON_DEV_API_KEY": KEY,
+        "RAGMON_DEV_TENANT": "bench",
+        "RAGMON_RATE_LIMIT_EPS": "1000000",
+        "RAGMON_RATE_LIMIT_BURST": "2000000",
+    }
     out = ROOT / "tests" / "bench" / ".work" / f"{name}.txt"
     api = None
     try:
@@ -119,13 +140,34 @@ def main() -> int:
         spy: list[subprocess.CompletedProcess[bytes]] = []
 
         def record() -> None:
-            spy.append(subprocess.run([args.py_spy, "record", "--pid", str(api.pid), "--subprocesses", "--format",
-                                       "raw", "-d", str(args.seconds), "-r", "200", "-o", str(out)] + (["--gil"] if args.gil else []),
-                                      capture_output=True, check=False))
+            spy.append(
+                subprocess.run(
+                    [
+                        args.py_spy,
+                        "record",
+                        "--pid",
+                        str(api.pid),
+                        "--subprocesses",
+                        "--format",
+                        "raw",
+                        "-d",
+                        str(args.seconds),
+                        "-r",
+                        "200",
+                        "-o",
+                        str(out),
+                    ]
+                    + (["--gil"] if args.gil else []),
+                    capture_output=True,
+                    check=False,
+                )
+            )
 
         recorder = threading.Timer(3.0, record)  # after the load's warm-up
         recorder.start()
-        load = run_load("127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds + 2)
+        load = run_load(
+            "127.0.0.1", port, requests, BATCH, args.clients, warmup_s=3, measure_s=args.seconds + 2
+        )
         recorder.join()
     finally:
         if api is not None:
@@ -136,8 +178,10 @@ def main() -> int:
     if not spy or spy[0].returncode != 0 or not out.exists():
         raise SystemExit(f"py-spy failed: {spy[0].stderr.decode()[-2000:] if spy else 'not run'}")
     total, busy, shares = summarise(Path(out).read_text())
-    print(f"{name}: {load.events_per_s:,.0f} events/s under the profiler, statuses {load.statuses}, "
-          f"{total} samples, {busy} busy (raw stacks in {out})")
+    print(
+        f"{name}: {load.events_per_s:,.0f} events/s under the profiler, statuses {load.statuses}, "
+        f"{total} samples, {busy} busy (raw stacks in {out})"
+    )
     for label, share in shares.items():
         print(f"| {label} | {share:.1%} |")
     return 0

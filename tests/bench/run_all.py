@@ -32,14 +32,24 @@ BENCHES = {
     "fairness": "tests.bench.bench_fairness",
 }
 
-END_TO_END = ("ingest", "otlp", "metrics_worker", "exclusion", "drift_worker", "faithfulness", "review",
-              "shadow")  # take --reference
+END_TO_END = (
+    "ingest",
+    "otlp",
+    "metrics_worker",
+    "exclusion",
+    "drift_worker",
+    "faithfulness",
+    "review",
+    "shadow",
+)  # take --reference
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
-    ap.add_argument("--reference", default=None, help="git revision the end-to-end worker benchmarks compare with")
+    ap.add_argument(
+        "--reference", default=None, help="git revision the end-to-end worker benchmarks compare with"
+    )
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     failed = []
@@ -48,8 +58,9 @@ def main() -> int:
         out = REPORTS / f"{name}.md"
         print(f"== {name} -> {out}", flush=True)
         extra = ["--reference", args.reference] if args.reference and name in END_TO_END else []
-        code = subprocess.run([sys.executable, "-m", BENCHES[name], "--out", str(out), *extra], cwd=ROOT,
-                              env=env).returncode
+        code = subprocess.run(
+            [sys.executable, "-m", BENCHES[name], "--out", str(out), *extra], cwd=ROOT, env=env
+        ).returncode
         print(f"== {name}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
         if code != 0:
             failed.append(name)

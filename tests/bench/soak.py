@@ -57,9 +57,14 @@ def soak(seconds: int, rate: float) -> dict[str, list[tuple[float, float]]]:
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(yaml.safe_dump(CONFIG))
     port, key = free_port(), "soak-key"
-    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}", "RAGMON_CONFIG": str(config),
-           "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0", "RAGMON_DEV_API_KEY": key,
-           "RAGMON_DEV_TENANT": "soak", "PYTHONPATH": str(ROOT)}
+    env = {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
+        "RAGMON_CONFIG": str(config),
+        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_server.port}/0",
+        "RAGMON_DEV_API_KEY": key,
+        "RAGMON_DEV_TENANT": "soak",
+        "PYTHONPATH": str(ROOT),
+    }
     api = spawn(ragmon_argv("api", "--port", str(port), "--log-level", "warning"), env, WORK / "soak-api.log")
     workers: dict[str, WorkerProcess] = {}
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in ("api", *WORKERS)}
@@ -80,7 +85,9 @@ def soak(seconds: int, rate: float) -> dict[str, list[tuple[float, float]]]:
         sampler.start()
         print(f"soaking for {seconds} s", flush=True)
         scenario = load_scenario("clean").with_overrides(duration_s=seconds, rate=rate)
-        run_send(scenario, SendConfig(api=f"http://127.0.0.1:{port}", default_key=key, senders=2), keep_truth=False)
+        run_send(
+            scenario, SendConfig(api=f"http://127.0.0.1:{port}", default_key=key, senders=2), keep_truth=False
+        )
         stop.set()
         sampler.join()
     finally:
@@ -104,8 +111,10 @@ def main() -> int:
     rows, minutes = [], []
     for name, points in samples.items():
         after_warmup = next((rss for t, rss in points if t >= 60), points[0][1])
-        rows.append(f"| {name} | {after_warmup:,.0f} | {points[-1][1]:,.0f} | {max(r for _, r in points):,.0f} | "
-                    f"{points[-1][1] - after_warmup:+,.0f} | {slope_mb_per_min(points):+.2f} |")
+        rows.append(
+            f"| {name} | {after_warmup:,.0f} | {points[-1][1]:,.0f} | {max(r for _, r in points):,.0f} | "
+            f"{points[-1][1] - after_warmup:+,.0f} | {slope_mb_per_min(points):+.2f} |"
+        )
         per_minute = [rss for i, (_, rss) in enumerate(points) if i % 6 == 5]
         minutes.append(f"| {name} | {' '.join(f'{r:.0f}' for r in per_minute)} |")
     body = f"""`python tests/bench/soak.py --seconds {args.seconds} --rate {args.rate:g}` — the `clean` scenario sent to one

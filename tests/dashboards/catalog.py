@@ -26,8 +26,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "ragmon.rules.yml"
 # Series Prometheus itself makes: the scrape health and the alert state of the rules it evaluates.
 PROMETHEUS_SERIES = {"up": frozenset({"job", "instance"}), "ALERTS": frozenset()}
-SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",),
-            "summary": ("", "_sum", "_count"), "info": ("_info",)}
+SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_sum", "_count"),
+    "gauge": ("",),
+    "summary": ("", "_sum", "_count"),
+    "info": ("_info",),
+}
 
 
 def metrics_modules() -> list[str]:
@@ -48,8 +53,11 @@ def _instantiate(cls: type, registry: CollectorRegistry) -> list[MetricWrapperBa
     params = inspect.signature(cls, eval_str=True).parameters
     if "registry" not in params:
         return None
-    kwargs = {name: _argument(cls, name, p.annotation) for name, p in params.items()
-              if name != "registry" and p.default is inspect.Parameter.empty}
+    kwargs = {
+        name: _argument(cls, name, p.annotation)
+        for name, p in params.items()
+        if name != "registry" and p.default is inspect.Parameter.empty
+    }
     instance = cls(registry=registry, **kwargs)
     return [v for v in vars(instance).values() if isinstance(v, MetricWrapperBase)]
 
@@ -80,7 +88,10 @@ def defined_series() -> dict[str, frozenset[str]]:
     out: dict[str, frozenset[str]] = {}
     for cls in _metrics_classes():
         registry = CollectorRegistry()
-        labels = {next(iter(w.describe())).name: frozenset(label_names(w)) for w in _instantiate(cls, registry) or []}
+        labels = {
+            next(iter(w.describe())).name: frozenset(label_names(w))
+            for w in _instantiate(cls, registry) or []
+        }
         for family in registry.collect():
             for suffix in SUFFIXES[family.type]:
                 extra = {"le"} if suffix == "_bucket" else set()

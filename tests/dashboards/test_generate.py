@@ -15,8 +15,16 @@ from dashboards.model import DATASOURCE
 from service.rules.config import GuardrailsConfig
 
 DASHBOARDS_DIR = generate.OUT_DIR
-EXPECTED_UIDS = {"ragmon-overview", "ragmon-latency-cost", "ragmon-quality", "ragmon-drift", "ragmon-feedback",
-                 "ragmon-pipeline", "ragmon-shadow", "ragmon-review"}
+EXPECTED_UIDS = {
+    "ragmon-overview",
+    "ragmon-latency-cost",
+    "ragmon-quality",
+    "ragmon-drift",
+    "ragmon-feedback",
+    "ragmon-pipeline",
+    "ragmon-shadow",
+    "ragmon-review",
+}
 BOARDS = build_all()
 
 
@@ -65,9 +73,13 @@ def test_uids_are_stable_unique_and_name_the_files() -> None:
 def test_every_dashboard_has_the_variables_and_the_release_annotation(name: str) -> None:
     board = BOARDS[name]
     variables = {v["name"]: v for v in board["templating"]["list"]}
-    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    assert (
+        variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    )
     assert variables["tenant"]["query"] == "label_values(ragmon_rag_queries_total, tenant)"
-    assert variables["variant"]["query"] == 'label_values(ragmon_rag_queries_total{tenant=~"$tenant"}, variant)'
+    assert (
+        variables["variant"]["query"] == 'label_values(ragmon_rag_queries_total{tenant=~"$tenant"}, variant)'
+    )
     assert variables["variant"]["current"]["value"] == ["production"]
     (release,) = board["annotations"]["list"]
     assert release["target"]["expr"] == RELEASE_ANNOTATION_EXPR
@@ -104,7 +116,10 @@ def test_guardrail_thresholds_are_the_configured_ones() -> None:
     assert _steps(_panel("ragmon-overview", "Faithfulness"))[1] == (g.faithfulness.min_mean_score, "green")
     assert _steps(_panel("ragmon-overview", "False exclusion"))[1] == (g.false_exclusion.max_rate, "red")
     assert _steps(_panel("ragmon-overview", "Cost per query"))[1] == (g.cost.max_mean_usd, "red")
-    assert _steps(_panel("ragmon-overview", "p95 total latency"))[1] == (g.latency.slo_seconds["total"], "red")
+    assert _steps(_panel("ragmon-overview", "p95 total latency"))[1] == (
+        g.latency.slo_seconds["total"],
+        "red",
+    )
     for stage, slo in g.latency.slo_seconds.items():
         panel = _panel("ragmon-latency-cost", f"p95 {stage} ")
         assert _steps(panel)[1] == (slo, "red")
@@ -113,11 +128,15 @@ def test_guardrail_thresholds_are_the_configured_ones() -> None:
 
 
 def test_thresholds_follow_the_config_they_are_built_from() -> None:
-    cfg = GuardrailsConfig.model_validate({"cost": {"max_mean_usd": 0.2}, "latency": {"slo_seconds": {"total": 3}}})
+    cfg = GuardrailsConfig.model_validate(
+        {"cost": {"max_mean_usd": 0.2}, "latency": {"slo_seconds": {"total": 3}}}
+    )
     boards = build_all(Limits(cfg, drift_alpha=0.05))
     overview = {p["title"]: p for p in _panels(boards["ragmon-overview.json"])}
     assert _steps(overview["Cost per query (30m mean)"])[1] == (0.2, "red")
-    assert [p["title"] for p in _panels(boards["ragmon-latency-cost.json"]) if "SLO" in p["title"]] == ["p95 total (SLO 3s)"]
+    assert [p["title"] for p in _panels(boards["ragmon-latency-cost.json"]) if "SLO" in p["title"]] == [
+        "p95 total (SLO 3s)"
+    ]
     drift = {p["title"]: p for p in _panels(boards["ragmon-drift.json"])}
     assert _steps(drift["Permutation p-value (alpha 0.05)"])[1] == (0.05, "green")
 

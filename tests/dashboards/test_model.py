@@ -21,20 +21,38 @@ def test_a_panel_needs_a_query_and_a_width_inside_the_grid() -> None:
 
 
 def test_layout_wraps_rows_and_numbers_panels_in_order() -> None:
-    panels = layout([Row("first", [_panel("a", 10), _panel("b", 10, height=5), _panel("c", 10)]),
-                     Row("second", [_panel("d", 24)])])
+    panels = layout(
+        [
+            Row("first", [_panel("a", 10), _panel("b", 10, height=5), _panel("c", 10)]),
+            Row("second", [_panel("d", 24)]),
+        ]
+    )
     positions = {p["title"]: (p["id"], p["gridPos"]["x"], p["gridPos"]["y"]) for p in panels}
-    assert positions == {"first": (1, 0, 0), "a": (2, 0, 1), "b": (3, 10, 1), "c": (4, 0, 9),
-                         "second": (5, 0, 17), "d": (6, 0, 18)}
+    assert positions == {
+        "first": (1, 0, 0),
+        "a": (2, 0, 1),
+        "b": (3, 10, 1),
+        "c": (4, 0, 9),
+        "second": (5, 0, 17),
+        "d": (6, 0, 18),
+    }
 
 
 def test_threshold_steps_colour_the_bad_side() -> None:
-    assert bad_above(0.2).to_json()["steps"] == [{"color": "green", "value": None}, {"color": "red", "value": 0.2}]
-    assert bad_below(0.5).to_json()["steps"] == [{"color": "red", "value": None}, {"color": "green", "value": 0.5}]
+    assert bad_above(0.2).to_json()["steps"] == [
+        {"color": "green", "value": None},
+        {"color": "red", "value": 0.2},
+    ]
+    assert bad_below(0.5).to_json()["steps"] == [
+        {"color": "red", "value": None},
+        {"color": "green", "value": 0.5},
+    ]
 
 
 def test_helpers_parenthesize_so_operators_bind_as_written() -> None:
-    assert zero_when_absent("a", "reason") == '((a) or on () label_replace(vector(0), "reason", "none", "", ""))'
+    assert (
+        zero_when_absent("a", "reason") == '((a) or on () label_replace(vector(0), "reason", "none", "", ""))'
+    )
     assert ratio("a or b", "c") == "(a or b) / (c > 0)"
     assert ratio("a", "c", per="") == "(a) / on () group_left () (c > 0)"
     assert share("a", "c") == "((a or c * 0)) / (c > 0)"

@@ -35,8 +35,9 @@ def _prometheus_config(exporter_port: int) -> dict[str, object]:
     return {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(RULES)],
-        "scrape_configs": [{"job_name": "ragmon-synthetic",
-                            "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}],
+        "scrape_configs": [
+            {"job_name": "ragmon-synthetic", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}
+        ],
     }
 
 
@@ -49,8 +50,12 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     exporter_port, port = free_port(), free_port()
     server, _ = start_http_server(exporter_port, addr="127.0.0.1", registry=traffic.scraped(registry))
     (work / "prometheus.yml").write_text(yaml.safe_dump(_prometheus_config(exporter_port)))
-    argv = [binary, f"--config.file={work / 'prometheus.yml'}", f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.tsdb.path={work / 'data'}"]
+    argv = [
+        binary,
+        f"--config.file={work / 'prometheus.yml'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        f"--storage.tsdb.path={work / 'data'}",
+    ]
     with traffic, open(work / "prometheus.log", "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -91,10 +96,18 @@ def test_every_panel_query_returns_data(prometheus: str) -> None:
 def test_shares_are_between_0_and_1(prometheus: str) -> None:
     """Every counter grows by one per tick and child, so a share computed right reads 0 or 1; one that
     divides the wrong operand (operator precedence, a join on the wrong labels) reads otherwise."""
-    units = {(b["uid"], p["title"]): p["fieldConfig"]["defaults"].get("unit")
-             for b in build_all().values() for p in b["panels"] if p["type"] != "row"}
+    units = {
+        (b["uid"], p["title"]): p["fieldConfig"]["defaults"].get("unit")
+        for b in build_all().values()
+        for p in b["panels"]
+        if p["type"] != "row"
+    }
     shares = [q for q in QUERIES if units.get((q.dashboard_uid, q.panel_title)) == "percentunit"]
     assert len(shares) >= 10
-    out_of_range = [(q.panel_title, r["metric"], r["value"][1]) for q in shares for r in _results(prometheus, q)
-                    if not 0 <= float(r["value"][1]) <= 1]
+    out_of_range = [
+        (q.panel_title, r["metric"], r["value"][1])
+        for q in shares
+        for r in _results(prometheus, q)
+        if not 0 <= float(r["value"][1]) <= 1
+    ]
     assert not out_of_range, out_of_range

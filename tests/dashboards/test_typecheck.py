@@ -38,7 +38,9 @@ def _broken(tmp_path: Path, name: str, spoil: Callable[[dict[str, Any]], None]) 
 def test_a_wrong_field_fails_the_type_check(tmp_path: Path) -> None:
     """The check can fail: an enum value Grafana does not know, a misspelt field, a panel without a query."""
     paths = [
-        _broken(tmp_path, "enum", lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(mode="absolut")),
+        _broken(
+            tmp_path, "enum", lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(mode="absolut")
+        ),
         _broken(tmp_path, "field", lambda p: p.update(titel=p.pop("title"))),
         _broken(tmp_path, "targets", lambda p: p.update(targets=[])),
     ]

@@ -129,8 +129,11 @@ def compose_ragmon_containers() -> list[RagmonContainer]:
     for name, svc in compose_services().items():
         if image_name_and_tag(svc.get("image", ""))[0] != RAGMON_IMAGE:
             continue
-        out.append(RagmonContainer(f"compose service {name}", command_argv(svc["command"]), _compose_env(svc),
-                                   raw=svc))
+        out.append(
+            RagmonContainer(
+                f"compose service {name}", command_argv(svc["command"]), _compose_env(svc), raw=svc
+            )
+        )
     return out
 
 
@@ -167,8 +170,15 @@ def k8s_ragmon_containers() -> list[RagmonContainer]:
                 continue
             assert "command" not in c, "the image's ENTRYPOINT is `ragmon`: set args, not command"
             ports = {p["name"]: int(p["containerPort"]) for p in c.get("ports", [])}
-            out.append(RagmonContainer(f"k8s Deployment {deployment['metadata']['name']}", command_argv(c["args"]),
-                                       _k8s_env(c), ports, raw={"deployment": deployment, "container": c}))
+            out.append(
+                RagmonContainer(
+                    f"k8s Deployment {deployment['metadata']['name']}",
+                    command_argv(c["args"]),
+                    _k8s_env(c),
+                    ports,
+                    raw={"deployment": deployment, "container": c},
+                )
+            )
     return out
 
 

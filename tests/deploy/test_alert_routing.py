@@ -64,8 +64,10 @@ def intended_receiver(labels: dict[str, str]) -> str:
         return "oncall-pager-tenant-acme" if labels.get("tenant") == "acme" else "oncall-pager"
     if severity == "ticket":
         return "team-queue"
-    pytest.fail(f"{labels['alertname']}: severity {severity!r} has no route; add one to deploy/alertmanager.yml "
-                "and to intended_receiver")
+    pytest.fail(
+        f"{labels['alertname']}: severity {severity!r} has no route; add one to deploy/alertmanager.yml "
+        "and to intended_receiver"
+    )
 
 
 def amlint_bin() -> str:
@@ -91,7 +93,9 @@ def fired_labels() -> dict[str, dict[str, str]]:
         for test in yaml.safe_load(path.read_text())["tests"]:
             for case in test.get("alert_rule_test", []):
                 if case.get("exp_alerts") and case["alertname"] not in out:
-                    out[case["alertname"]] = {k: str(v) for k, v in case["exp_alerts"][0]["exp_labels"].items()}
+                    out[case["alertname"]] = {
+                        k: str(v) for k, v in case["exp_alerts"][0]["exp_labels"].items()
+                    }
     return out
 
 
@@ -137,8 +141,21 @@ TARGET_IDS = ["compose-and-ragmon-up", "k8s"]
 def run_amlint_test(target: Target, cases: list[dict[str, Any]], tmp_path: Path) -> list[dict[str, Any]]:
     cases_file = tmp_path / "routing-cases.yml"
     cases_file.write_text(yaml.safe_dump(cases, sort_keys=False))
-    out = subprocess.run([amlint_bin(), "test", "--input-format", target.input_format, "--format", "json",
-                          str(target.path), str(cases_file)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            amlint_bin(),
+            "test",
+            "--input-format",
+            target.input_format,
+            "--format",
+            "json",
+            str(target.path),
+            str(cases_file),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.stdout.strip(), out.stderr
     results: list[dict[str, Any]] = json.loads(out.stdout)
     assert len(results) == len(cases), out.stderr
@@ -146,8 +163,11 @@ def run_amlint_test(target: Target, cases: list[dict[str, Any]], tmp_path: Path)
 
 
 def failures(results: list[dict[str, Any]]) -> list[str]:
-    return [f"{r['name']}: delivered to {r['actual']}, inhibited={r.get('inhibited')} by {r.get('inhibited_by')}"
-            for r in results if not r["passed"]]
+    return [
+        f"{r['name']}: delivered to {r['actual']}, inhibited={r.get('inhibited')} by {r.get('inhibited_by')}"
+        for r in results
+        if not r["passed"]
+    ]
 
 
 def routing_cases(target: Target) -> list[dict[str, Any]]:
@@ -157,16 +177,35 @@ def routing_cases(target: Target) -> list[dict[str, Any]]:
         if "tenant" in labels:
             variants["for another tenant"] = {**labels, "tenant": "globex"}
         for how, case_labels in variants.items():
-            cases.append({"name": f"{name} {how}", "labels": target.labels(case_labels),
-                          "expect": [target.receiver_prefix + intended_receiver(case_labels)]})
+            cases.append(
+                {
+                    "name": f"{name} {how}",
+                    "labels": target.labels(case_labels),
+                    "expect": [target.receiver_prefix + intended_receiver(case_labels)],
+                }
+            )
     return cases
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_amlint_finds_nothing(target: Target) -> None:
     """Zero findings of any level, checked against the alerts the rules produce (--rules)."""
-    out = subprocess.run([amlint_bin(), "check", "--format", "json", "--input-format", target.input_format,
-                          "--rules", str(target.rules), str(target.path)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            amlint_bin(),
+            "check",
+            "--format",
+            "json",
+            "--input-format",
+            target.input_format,
+            "--rules",
+            str(target.rules),
+            str(target.path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and json.loads(out.stdout) == [], out.stdout + out.stderr
 
 
@@ -175,14 +214,20 @@ def test_ragmon_up_loads_the_checked_config() -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
-def test_every_alert_reaches_its_intended_receiver_and_candidates_never_page(target: Target, tmp_path: Path) -> None:
+def test_every_alert_reaches_its_intended_receiver_and_candidates_never_page(
+    target: Target, tmp_path: Path
+) -> None:
     cases = routing_cases(target)
     results = run_amlint_test(target, cases, tmp_path)
     assert not failures(results), "\n".join(failures(results))
     for result in results:
-        assert result["routes"] and result["routes"] != ["route"], f"{result['name']}: only the root route caught it"
+        assert result["routes"] and result["routes"] != ["route"], (
+            f"{result['name']}: only the root route caught it"
+        )
         if CANDIDATE in result["name"] or result["labels"].get("variant") == CANDIDATE:
-            assert not {target.receiver_prefix + p for p in PAGERS} & set(result["actual"] or []), result["name"]
+            assert not {target.receiver_prefix + p for p in PAGERS} & set(result["actual"] or []), result[
+                "name"
+            ]
 
 
 def test_amtool_routes_every_alert_as_amlint_does() -> None:
@@ -190,27 +235,45 @@ def test_amtool_routes_every_alert_as_amlint_does() -> None:
     amtool = amtool_bin()
     for case in routing_cases(TARGETS[0]):
         argv = [f"{k}={v}" for k, v in case["labels"].items()]
-        out = subprocess.run([amtool, "config", "routes", "test", f"--config.file={PLAIN}", *argv],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [amtool, "config", "routes", "test", f"--config.file={PLAIN}", *argv],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.stdout.strip().split(",") == case["expect"], (case["name"], out.stdout, out.stderr)
 
 
 def inhibition_cases(target: Target) -> list[dict[str, Any]]:
     """Every ordered pair of alerts in the worst case (all shared labels equal), plus the bound pairs apart."""
     cases = []
-    for (source_name, source), (target_name, victim) in ((s, t) for s in ALERTS.items() for t in ALERTS.items()):
+    for (source_name, source), (target_name, victim) in (
+        (s, t) for s in ALERTS.items() for t in ALERTS.items()
+    ):
         if source_name == target_name:
             continue
         binding = EXPLAINS.get((source_name, target_name))
         victim = {**victim, **(binding[1] if binding else {})}
         shared = {k: victim[k] for k in source.keys() & victim.keys() - KIND_LABELS}
         firing = {**source, **shared}
-        cases.append({"name": f"{target_name} while {source_name} fires", "labels": target.labels(victim),
-                      "firing": [target.labels(firing)], "inhibited": binding is not None})
+        cases.append(
+            {
+                "name": f"{target_name} while {source_name} fires",
+                "labels": target.labels(victim),
+                "firing": [target.labels(firing)],
+                "inhibited": binding is not None,
+            }
+        )
         if binding is not None:
             apart = {**firing, binding[0]: f"other-{victim[binding[0]]}"}
-            cases.append({"name": f"{target_name} while {source_name} fires for another {binding[0]}",
-                          "labels": target.labels(victim), "firing": [target.labels(apart)], "inhibited": False})
+            cases.append(
+                {
+                    "name": f"{target_name} while {source_name} fires for another {binding[0]}",
+                    "labels": target.labels(victim),
+                    "firing": [target.labels(apart)],
+                    "inhibited": False,
+                }
+            )
     return cases
 
 
@@ -228,9 +291,16 @@ def test_a_not_ready_faithfulness_worker_mutes_no_tenant_symptom(target: Target,
     not_ready = {**ALERTS["RagmonWorkerNotReady"], "worker": "faithfulness", "instance": "faith:9100"}
     symptoms = {n: a for n, a in ALERTS.items() if a["category"] == "symptom"}
     assert {"RagmonNoTraffic", "RagmonFalseExclusionNoData", "RagmonIngestShedding"} <= set(symptoms)
-    cases = [{"name": f"{name} for tenant globex", "labels": target.labels({**labels, "tenant": "globex"}),
-              "firing": [target.labels(not_ready)], "inhibited": False}
-             for name, labels in symptoms.items() if labels.get("worker") != "faithfulness"]
+    cases = [
+        {
+            "name": f"{name} for tenant globex",
+            "labels": target.labels({**labels, "tenant": "globex"}),
+            "firing": [target.labels(not_ready)],
+            "inhibited": False,
+        }
+        for name, labels in symptoms.items()
+        if labels.get("worker") != "faithfulness"
+    ]
     results = run_amlint_test(target, cases, tmp_path)
     assert not failures(results), "\n".join(failures(results))
 
@@ -239,20 +309,47 @@ def test_an_alert_with_an_unrouted_severity_fails_the_routing_test() -> None:
     """The guard itself: a rule with a severity nobody routes is reported, not delivered to the fallback."""
     with pytest.raises(pytest.fail.Exception, match="severity 'warning' has no route"):
         intended_receiver({"alertname": "RagmonSomethingNew", "severity": "warning", "category": "pipeline"})
-    out = subprocess.run([amlint_bin(), "route", "--format", "json", str(PLAIN), "alertname=RagmonSomethingNew",
-                          "severity=warning"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            amlint_bin(),
+            "route",
+            "--format",
+            "json",
+            str(PLAIN),
+            "alertname=RagmonSomethingNew",
+            "severity=warning",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert [r["path"] for r in json.loads(out.stdout)["routes"]] == [["route"]], out.stdout
 
 
 def test_committed_alertmanagerconfig_equals_a_fresh_render() -> None:
-    out = subprocess.run([sys.executable, str(K8S_DIR / "render_alertmanagerconfig.py"), "--check"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, str(K8S_DIR / "render_alertmanagerconfig.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
 
 
 def test_the_k8s_renderer_refuses_what_it_cannot_translate(tmp_path: Path) -> None:
     source = tmp_path / "alertmanager.yml"
     source.write_text("route: {receiver: r}\nreceivers: [{name: r, slack_configs: [{channel: '#x'}]}]\n")
-    out = subprocess.run([sys.executable, str(K8S_DIR / "render_alertmanagerconfig.py"), "--source", str(source),
-                          "--output", str(tmp_path / "out.yaml")], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(K8S_DIR / "render_alertmanagerconfig.py"),
+            "--source",
+            str(source),
+            "--output",
+            str(tmp_path / "out.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "only webhook_configs are translated" in out.stderr

@@ -32,9 +32,18 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     storage = tmp_path_factory.mktemp("alertmanager")
     log = (Path(storage) / "alertmanager.log").open("wb")
-    proc = subprocess.Popen([binary, f"--config.file={PLAIN}", f"--web.listen-address=127.0.0.1:{port}",
-                             f"--storage.path={storage}", "--cluster.listen-address="],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={PLAIN}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.path={storage}",
+            "--cluster.listen-address=",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for_port("127.0.0.1", port, 30, proc)
         yield f"http://127.0.0.1:{port}"
@@ -50,8 +59,10 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _post(base: str, alerts: list[dict[str, str]]) -> None:
     now = datetime.now(UTC)
-    body = [{"labels": labels, "startsAt": now.isoformat(), "endsAt": (now + timedelta(minutes=10)).isoformat()}
-            for labels in alerts]
+    body = [
+        {"labels": labels, "startsAt": now.isoformat(), "endsAt": (now + timedelta(minutes=10)).isoformat()}
+        for labels in alerts
+    ]
     httpx.post(f"{base}/api/v2/alerts", json=body, timeout=10).raise_for_status()
 
 
@@ -74,6 +85,11 @@ def test_a_not_ready_faithfulness_worker_mutes_its_lag_and_no_tenant_symptom(ale
     others = [{**ALERTS[n], "tenant": "globex"} for n in ("RagmonNoTraffic", "RagmonFalseExclusionNoData")]
     others.append({**ALERTS["RagmonIngestShedding"], "instance": "api:8000"})
     _post(alertmanager, [not_ready, own_lag, *others])
-    expect = {"RagmonWorkerNotReady": False, "RagmonConsumerLag": True, "RagmonNoTraffic": False,
-              "RagmonFalseExclusionNoData": False, "RagmonIngestShedding": False}
+    expect = {
+        "RagmonWorkerNotReady": False,
+        "RagmonConsumerLag": True,
+        "RagmonNoTraffic": False,
+        "RagmonFalseExclusionNoData": False,
+        "RagmonIngestShedding": False,
+    }
     assert _muted(alertmanager, expect) == expect

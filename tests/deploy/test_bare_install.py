@@ -36,8 +36,12 @@ EXTRA_LINE = "Faithfulness: off: the 'ml' extra is not installed"
 
 
 def pip(venv: Path, *args: str, timeout: float = 900) -> None:
-    done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "-c", str(CONSTRAINTS), *args],
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "-c", str(CONSTRAINTS), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -46,16 +50,34 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     # The same files a release ships: built from a clean copy of the tracked tree (no build/ left here).
     src = tmp_path_factory.mktemp("src")
-    archive = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             capture_output=True, check=True).stdout.split(b"\0")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
     for rel in filter(None, archive):
         source = ROOT / rel.decode()
         if source.is_file():
             target = src / rel.decode()
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(dist), str(src)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (found,) = dist.glob("ragmon-*.whl")
     return found
@@ -78,9 +100,14 @@ class Up:
         env.update(RAGMON_FREE_PORTS="1", PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
         self.log = workdir / "up.out"
         workdir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([str(venv / "bin" / "ragmon"), "up", "--no-prometheus", "--workdir",
-                                      str(workdir)], cwd=workdir, env=env, stdout=open(self.log, "wb"),  # noqa: SIM115
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(venv / "bin" / "ragmon"), "up", "--no-prometheus", "--workdir", str(workdir)],
+            cwd=workdir,
+            env=env,
+            stdout=open(self.log, "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -91,14 +118,18 @@ class Up:
             found = re.search(pattern, self.text(), re.M)
             if found:
                 return found
-            assert self.proc.poll() is None, f"ragmon up exited with {self.proc.returncode}:\n{self.text()[-4000:]}"
+            assert self.proc.poll() is None, (
+                f"ragmon up exited with {self.proc.returncode}:\n{self.text()[-4000:]}"
+            )
             time.sleep(0.5)
         raise AssertionError(f"no {pattern!r} within {timeout_s}s:\n{self.text()[-4000:]}")
 
     def worker_ports(self) -> dict[str, int]:
         self.wait_for(r"^Ctrl-C stops everything", 120)
-        return {m[1]: int(m[2]) for m in re.finditer(r"^  worker (\w+)\s+http://127\.0\.0\.1:(\d+)/metrics",
-                                                     self.text(), re.M)}
+        return {
+            m[1]: int(m[2])
+            for m in re.finditer(r"^  worker (\w+)\s+http://127\.0\.0\.1:(\d+)/metrics", self.text(), re.M)
+        }
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -140,10 +171,15 @@ def test_a_bare_install_runs_every_base_worker_and_says_what_is_off(venv: Path, 
     ports = up_bare.worker_ports()
     assert set(BASE_READY) | {"faithfulness"} <= set(ports), ports
     wait_ready(up_bare, ports, BASE_READY, 120)
-    up_bare.wait_for(r"^Faithfulness: off: the 'ml' extra is not installed \(no module torch.*fix: pip install "
-                     r"'ragmon\[ml\]'$", 5)
+    up_bare.wait_for(
+        r"^Faithfulness: off: the 'ml' extra is not installed \(no module torch.*fix: pip install "
+        r"'ragmon\[ml\]'$",
+        5,
+    )
     up_bare.wait_for(r"^Drift: reduced .*pip install 'ragmon\[ml\]'$", 5)
-    up_bare.wait_for(rf"^worker-faithfulness exited with {EXIT_EXTRA_MISSING}, not a crash, not restarted: ", 60)
+    up_bare.wait_for(
+        rf"^worker-faithfulness exited with {EXIT_EXTRA_MISSING}, not a crash, not restarted: ", 60
+    )
     status = up_bare.wait_for(r"^\d\d:\d\d:\d\d accepted=.*$", 30)[0]
     assert "| faithfulness off: the 'ml' extra is not installed" in status and "| drift reduced" in status
     for name in BASE_READY:
@@ -155,7 +191,8 @@ def test_a_bare_install_runs_every_base_worker_and_says_what_is_off(venv: Path, 
 
 
 def test_with_the_ml_extra_faithfulness_is_off_for_want_of_weights_not_of_the_extra(
-        venv: Path, wheel: Path, tmp_path: Path) -> None:
+    venv: Path, wheel: Path, tmp_path: Path
+) -> None:
     pip(venv, "torch==2.13.0", f"ragmon[ml] @ {wheel.as_uri()}")
     up = Up(venv, tmp_path / "up")
     try:
@@ -165,7 +202,9 @@ def test_with_the_ml_extra_faithfulness_is_off_for_want_of_weights_not_of_the_ex
         status = up.wait_for(r"^\d\d:\d\d:\d\d accepted=.*faithfulness off.*$", 30)[0]
         assert "no HHEM weights loaded" in status and "drift reduced" not in status, status
         text = up.text()
-        assert EXTRA_LINE not in text and "Drift: reduced" not in text and "exited with" not in text, text[-4000:]
+        assert EXTRA_LINE not in text and "Drift: reduced" not in text and "exited with" not in text, text[
+            -4000:
+        ]
         assert not ready(ports["faithfulness"])  # running, not ready: no model
     finally:
         up.stop()

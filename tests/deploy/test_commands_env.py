@@ -52,7 +52,11 @@ def simulator_env_names() -> set[str]:
     names = set()
     for path in (ROOT / "service" / "simulate").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("RAGMON_"):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("RAGMON_")
+            ):
                 names.add(node.value)
     return names
 
@@ -86,7 +90,9 @@ def test_command_is_a_real_ragmon_command(container: RagmonContainer) -> None:
         except SystemExit as exc:
             pytest.fail(f"{container.where}: `ragmon simulate {' '.join(args.rest)}` is rejected ({exc})")
     else:
-        assert args.command == "api", f"{container.where}: unexpected role {args.command!r} in a long-running container"
+        assert args.command == "api", (
+            f"{container.where}: unexpected role {args.command!r} in a long-running container"
+        )
 
 
 def test_dockerfile_default_command_is_a_real_ragmon_command() -> None:
@@ -119,8 +125,11 @@ def test_env_vars_are_real_settings(container: RagmonContainer) -> None:
         )
 
 
-@pytest.mark.parametrize("container", [c for c in CONTAINERS if c.role in ("api", "worker")],
-                         ids=[c.where for c in CONTAINERS if c.role in ("api", "worker")])
+@pytest.mark.parametrize(
+    "container",
+    [c for c in CONTAINERS if c.role in ("api", "worker")],
+    ids=[c.where for c in CONTAINERS if c.role in ("api", "worker")],
+)
 def test_env_values_validate_as_settings(container: RagmonContainer, monkeypatch: pytest.MonkeyPatch) -> None:
     """The values, not only the names: a port typo or a bad partition count fails here, not at start-up."""
     import os
@@ -168,22 +177,32 @@ def test_compose_workers_see_the_config_file_and_the_models() -> None:
         if container.role != "worker":
             continue
         targets = {c["target"] for c in container.raw.get("configs", [])}
-        assert container.env[CONFIG_ENV] in targets, f"{container.where}: {CONFIG_ENV} is not where the config is"
+        assert container.env[CONFIG_ENV] in targets, (
+            f"{container.where}: {CONFIG_ENV} is not where the config is"
+        )
     assert len(mounted) == 1
     faithfulness = compose_services()["worker-faithfulness"]
     model_targets = [t for _, t in compose_bind_mounts(faithfulness)]
     for path in _faithfulness_model_paths(_config_texts()["compose configs.ragmon-config"]):
-        assert any(Path(path).is_relative_to(t) for t in model_targets), f"{path} is not under a mounted volume"
+        assert any(Path(path).is_relative_to(t) for t in model_targets), (
+            f"{path} is not under a mounted volume"
+        )
 
 
 def _volume_mounts(container: RagmonContainer) -> dict[str, str]:
     """mountPath -> the volume's source (ConfigMap, Secret or PVC name) of a k8s container."""
-    volumes = {v["name"]: v for v in container.raw["deployment"]["spec"]["template"]["spec"].get("volumes", [])}
+    volumes = {
+        v["name"]: v for v in container.raw["deployment"]["spec"]["template"]["spec"].get("volumes", [])
+    }
     out = {}
     for mount in container.raw["container"].get("volumeMounts", []):
         volume = volumes[mount["name"]]
-        source = (volume.get("configMap", {}).get("name") or volume.get("secret", {}).get("secretName")
-                  or volume.get("persistentVolumeClaim", {}).get("claimName") or "emptyDir")
+        source = (
+            volume.get("configMap", {}).get("name")
+            or volume.get("secret", {}).get("secretName")
+            or volume.get("persistentVolumeClaim", {}).get("claimName")
+            or "emptyDir"
+        )
         out[mount["mountPath"]] = source
     return out
 
@@ -195,11 +214,15 @@ def test_k8s_workers_see_the_config_file_and_the_models() -> None:
         if container.role != "worker":
             continue
         config = Path(container.env[CONFIG_ENV])
-        assert mounts.get(str(config.parent)) == "ragmon-config", f"{container.where}: {config} is not mounted"
+        assert mounts.get(str(config.parent)) == "ragmon-config", (
+            f"{container.where}: {config} is not mounted"
+        )
         assert config.name in k8s_named("ConfigMap", "ragmon-config")["data"]
         if container.argv[1] == "faithfulness":
             for path in _faithfulness_model_paths(text):
-                assert any(Path(path).is_relative_to(m) and s == "ragmon-models" for m, s in mounts.items()), path
+                assert any(
+                    Path(path).is_relative_to(m) and s == "ragmon-models" for m, s in mounts.items()
+                ), path
 
 
 def test_k8s_api_reads_its_keys_from_the_mounted_secret() -> None:

@@ -37,15 +37,25 @@ EXTRA_FILES = {
 }
 
 # The processes a base install starts (`ragmon up`, `ragmon api`, `ragmon worker NAME`).
-ENTRY_POINTS = ["service.cli", "service.api.app", "service.local.up", "workers.runtime.app",
-                *(f"workers.{p.name}.__main__" for p in sorted((ROOT / "workers").iterdir())
-                  if (p / "__main__.py").exists())]
+ENTRY_POINTS = [
+    "service.cli",
+    "service.api.app",
+    "service.local.up",
+    "workers.runtime.app",
+    *(
+        f"workers.{p.name}.__main__"
+        for p in sorted((ROOT / "workers").iterdir())
+        if (p / "__main__.py").exists()
+    ),
+]
 
 
 def declared() -> dict[str | None, set[str]]:
     """Distribution names per extra (None: the base set)."""
     project = PYPROJECT["project"]
-    out: dict[str | None, set[str]] = {None: {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}}
+    out: dict[str | None, set[str]] = {
+        None: {canonicalize_name(Requirement(r).name) for r in project["dependencies"]}
+    }
     for extra, reqs in project["optional-dependencies"].items():
         out[extra] = {canonicalize_name(Requirement(r).name) for r in reqs}
     return out
@@ -92,8 +102,12 @@ def imports(tree: ast.AST, module_level_only: bool) -> list[tuple[str, int]]:
         for child in ast.iter_child_nodes(node):
             if module_level_only and isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
                 continue
-            if (module_level_only and isinstance(child, ast.If) and isinstance(child.test, ast.Name)
-                    and child.test.id == "TYPE_CHECKING"):
+            if (
+                module_level_only
+                and isinstance(child, ast.If)
+                and isinstance(child.test, ast.Name)
+                and child.test.id == "TYPE_CHECKING"
+            ):
                 continue
             if isinstance(child, ast.Import):
                 found.extend((a.name, child.lineno) for a in child.names)
@@ -121,14 +135,17 @@ def test_every_import_is_a_declared_dependency_of_the_code_that_makes_it() -> No
         extra = extra_of(path)
         allowed = deps[None] | (deps[extra] if extra else set())
         for module, line in imports(ast.parse(path.read_text()), module_level_only=False):
-            if not third_party(module) or (module.count(".") and owner(module) is None
-                                           and owner(module.rsplit(".", 1)[0]) is not None):
+            if not third_party(module) or (
+                module.count(".") and owner(module) is None and owner(module.rsplit(".", 1)[0]) is not None
+            ):
                 continue  # `from x import name`: the name is an attribute, its module was checked
             dist = owner(module)
             if dist is None and extra and canonicalize_name(module.split(".")[0]) in deps[extra]:
                 continue  # an extra not installed here (alibi, embedded): its module is named like it
             if dist is None:
-                wrong.append(f"{path.relative_to(ROOT)}:{line}: {module} is not installed by any distribution")
+                wrong.append(
+                    f"{path.relative_to(ROOT)}:{line}: {module} is not installed by any distribution"
+                )
             elif dist not in allowed:
                 where = f"the '{extra}' extra or the base set" if extra else "the base dependencies"
                 wrong.append(f"{path.relative_to(ROOT)}:{line}: {module} comes from {dist}, not in {where}")
@@ -173,7 +190,9 @@ def test_what_an_entry_point_imports_at_start_is_in_the_base_install(entry: str)
     for module, (where, _) in sorted(module_level_closure(entry).items()):
         dist = owner(module) or owner(module.rsplit(".", 1)[0])
         if dist is not None and dist not in base:
-            wrong.append(f"{where}: {module} ({dist}) is imported when {entry} starts, but only an extra installs it")
+            wrong.append(
+                f"{where}: {module} ({dist}) is imported when {entry} starts, but only an extra installs it"
+            )
     assert not wrong, "\n".join(wrong)
 
 

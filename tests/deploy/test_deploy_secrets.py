@@ -41,7 +41,10 @@ def _images() -> list[tuple[str, str]]:
     found = [("compose " + name, svc["image"]) for name, svc in compose_services().items() if "image" in svc]
     for kind in ("Deployment", "StatefulSet"):
         for obj in k8s_of_kind(kind):
-            found += [(f"k8s {obj['metadata']['name']}", c["image"]) for c in obj["spec"]["template"]["spec"]["containers"]]
+            found += [
+                (f"k8s {obj['metadata']['name']}", c["image"])
+                for c in obj["spec"]["template"]["spec"]["containers"]
+            ]
     return found
 
 
@@ -72,7 +75,9 @@ def test_no_secret_is_interpolated_into_a_command_line() -> None:
     for name, svc in compose_services().items():
         for key in ("command", "entrypoint", "healthcheck"):
             for text in _strings(svc.get(key)):
-                assert not SECRET_NAME.search(text), f"{name}.{key}: a secret on the command line: {text[:80]}"
+                assert not SECRET_NAME.search(text), (
+                    f"{name}.{key}: a secret on the command line: {text[:80]}"
+                )
 
 
 def test_redis_requires_a_password_and_every_client_sends_it() -> None:
@@ -99,7 +104,9 @@ def test_the_app_is_no_postgres_superuser() -> None:
     assert any("init-app-role.sh:/docker-entrypoint-initdb.d/" in v for v in services["postgres"]["volumes"])
     assert "scram-sha-256" in pg["POSTGRES_INITDB_ARGS"]
     k8s = k8s_named("ConfigMap", "ragmon-postgres-init")["data"]["10-app-role.sh"]
-    assert k8s == (DEPLOY / "postgres" / "init-app-role.sh").read_text(), "the k8s copy of the init script drifted"
+    assert k8s == (DEPLOY / "postgres" / "init-app-role.sh").read_text(), (
+        "the k8s copy of the init script drifted"
+    )
 
 
 def test_grafana_phoenix_prometheus_and_the_review_secret_are_locked() -> None:
@@ -108,7 +115,9 @@ def test_grafana_phoenix_prometheus_and_the_review_secret_are_locked() -> None:
     assert grafana["GF_SECURITY_ADMIN_PASSWORD"].startswith("${GRAFANA_ADMIN_PASSWORD:?")
     assert grafana["GF_AUTH_ANONYMOUS_ENABLED"] == "false" and "GF_AUTH_ANONYMOUS_ORG_ROLE" not in grafana
     phoenix = services["phoenix"]["environment"]
-    assert phoenix["PHOENIX_ENABLE_AUTH"] == "true" and phoenix["PHOENIX_SECRET"].startswith("${PHOENIX_SECRET:?")
+    assert phoenix["PHOENIX_ENABLE_AUTH"] == "true" and phoenix["PHOENIX_SECRET"].startswith(
+        "${PHOENIX_SECRET:?"
+    )
     assert not any("enable-lifecycle" in a for a in services["prometheus"]["command"])
     assert services["api"]["environment"]["RAGMON_REVIEW_SECRET"].startswith("${RAGMON_REVIEW_SECRET:?")
     assert "9180" not in " ".join(str(p) for p in services["api"]["ports"])  # /metrics is never published
@@ -123,23 +132,43 @@ def test_the_init_script_makes_a_role_without_superuser_powers() -> None:
         with psycopg.connect(server.extra["url"], autocommit=True) as conn:  # as on an empty data directory
             conn.execute("DROP DATABASE ragmon")
             conn.execute("DROP ROLE rgm_app")
-        env = {**os.environ, "PATH": f"{postgres_bin_dir()}:{os.environ['PATH']}", "PGHOST": str(admin["host"]),
-               "PGPORT": str(admin["port"]), "PGPASSWORD": str(admin["password"]), "POSTGRES_USER": "postgres",
-               "POSTGRES_DB": "postgres", "RAGMON_DB_PASSWORD": "app-password-for-the-test"}
-        done = subprocess.run(["sh", str(DEPLOY / "postgres" / "init-app-role.sh")], env=env, capture_output=True,
-                              text=True, timeout=60, check=False)
+        env = {
+            **os.environ,
+            "PATH": f"{postgres_bin_dir()}:{os.environ['PATH']}",
+            "PGHOST": str(admin["host"]),
+            "PGPORT": str(admin["port"]),
+            "PGPASSWORD": str(admin["password"]),
+            "POSTGRES_USER": "postgres",
+            "POSTGRES_DB": "postgres",
+            "RAGMON_DB_PASSWORD": "app-password-for-the-test",
+        }
+        done = subprocess.run(
+            ["sh", str(DEPLOY / "postgres" / "init-app-role.sh")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr
-        app = psycopg.conninfo.make_conninfo(server.extra["url"], user="rgm_app", dbname="ragmon",
-                                             password="app-password-for-the-test")
+        app = psycopg.conninfo.make_conninfo(
+            server.extra["url"], user="rgm_app", dbname="ragmon", password="app-password-for-the-test"
+        )
         with psycopg.connect(app, autocommit=True) as conn:
-            assert conn.execute("SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
-                                "WHERE rolname = current_user").fetchone() == (False, False, False)
+            assert conn.execute(
+                "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user"
+            ).fetchone() == (False, False, False)
             conn.execute("CREATE TABLE migrations_work (id int)")
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute("CREATE DATABASE not_allowed")
-        quoted = subprocess.run(["sh", str(DEPLOY / "postgres" / "init-app-role.sh")],
-                                env={**env, "RAGMON_DB_PASSWORD": "x'; DROP ROLE postgres; --"},
-                                capture_output=True, text=True, timeout=60, check=False)
+        quoted = subprocess.run(
+            ["sh", str(DEPLOY / "postgres" / "init-app-role.sh")],
+            env={**env, "RAGMON_DB_PASSWORD": "x'; DROP ROLE postgres; --"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert quoted.returncode != 0 and "single quote" in quoted.stderr
     finally:
         server.stop()

@@ -30,7 +30,9 @@ def test_everything_present_is_quick_and_installs_nothing() -> None:
 
 def test_without_root_or_sudo_it_names_the_command_and_exits() -> None:
     """Prometheus and sudo hidden from PATH, run as an unprivileged user: no apt-get attempt, one line."""
-    farms = Path(tempfile.mkdtemp(prefix="ragmon-path-"))  # readable by the unprivileged user, unlike tmp_path
+    farms = Path(
+        tempfile.mkdtemp(prefix="ragmon-path-")
+    )  # readable by the unprivileged user, unlike tmp_path
     try:
         farms.chmod(0o755)
         path = path_without_prometheus(farms)
@@ -43,15 +45,19 @@ def test_without_root_or_sudo_it_names_the_command_and_exits() -> None:
         argv = ["bash", str(script), "run"]
         if os.getuid() == 0:  # drop to nobody, as a user without root would run it
             argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": path})
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, env={**os.environ, "PATH": path}
+        )
     finally:
         shutil.rmtree(farms)
     assert out.returncode == 1, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
-    assert lines[0].startswith("ragmon set-up: missing prometheus prometheus-alertmanager; not root and no sudo: "
-                               "run 'sudo apt-get install -y --no-install-recommends prometheus "
-                               "prometheus-alertmanager'"), lines[0]
+    assert lines[0].startswith(
+        "ragmon set-up: missing prometheus prometheus-alertmanager; not root and no sudo: "
+        "run 'sudo apt-get install -y --no-install-recommends prometheus "
+        "prometheus-alertmanager'"
+    ), lines[0]
     assert "installing" not in out.stdout
 
 
@@ -67,7 +73,9 @@ _BY_NAME = ("p" + "kill", "kill" + "all")
 
 def test_no_process_is_ever_stopped_by_name() -> None:
     """A user's own Prometheus or Redis may run beside ours: we stop only what we started, by PID."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     offenders = []
     for name in files:
         path = ROOT / name

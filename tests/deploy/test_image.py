@@ -113,10 +113,16 @@ def test_dockerfile_pins_cpu_torch_before_installing_the_ml_extra() -> None:
     (torch_pin,) = [r.replace(" ", "") for r in ml if re.match(r"torch\b", r)]
     assert torch_pin == "torch==2.13.0"
     runs = [i for i in dockerfile_instructions() if i.keyword == "RUN"]
-    torch_runs = [n for n, i in enumerate(runs) if re.search(rf"pip install {re.escape(torch_pin)}\s", i.args + " ")]
+    torch_runs = [
+        n for n, i in enumerate(runs) if re.search(rf"pip install {re.escape(torch_pin)}\s", i.args + " ")
+    ]
     assert torch_runs, f"no RUN pip install {torch_pin}"
-    assert TORCH_CPU_INDEX in runs[torch_runs[0]].args, "torch must come from the CPU index, or CUDA wheels are pulled"
-    ml_runs = [n for n, i in enumerate(runs) if re.search(r"pip install (?:--?[\w-]+ \S+ )*\"?\.\[ml\]", i.args)]
+    assert TORCH_CPU_INDEX in runs[torch_runs[0]].args, (
+        "torch must come from the CPU index, or CUDA wheels are pulled"
+    )
+    ml_runs = [
+        n for n, i in enumerate(runs) if re.search(r"pip install (?:--?[\w-]+ \S+ )*\"?\.\[ml\]", i.args)
+    ]
     assert ml_runs and ml_runs[0] > torch_runs[0], "install CPU torch first, then .[ml] (which then keeps it)"
 
 
@@ -151,8 +157,11 @@ def test_caches_the_image_writes_to_are_writable_in_k8s() -> None:
     hf_home = Path(_env()["HF_HOME"])
     for container in k8s_ragmon_containers():
         volumes = {v["name"]: v for v in container.raw["deployment"]["spec"]["template"]["spec"]["volumes"]}
-        writable = [m["mountPath"] for m in container.raw["container"]["volumeMounts"]
-                    if "emptyDir" in volumes[m["name"]] and not m.get("readOnly")]
+        writable = [
+            m["mountPath"]
+            for m in container.raw["container"]["volumeMounts"]
+            if "emptyDir" in volumes[m["name"]] and not m.get("readOnly")
+        ]
         assert any(hf_home.is_relative_to(w) for w in writable), f"{container.where}: {hf_home} is read-only"
 
 
@@ -176,8 +185,12 @@ def _ignored(path: str) -> bool:
 
 
 def test_dockerignore_keeps_what_the_build_copies_and_drops_the_rest() -> None:
-    copied = [src for i in dockerfile_instructions() if i.keyword == "COPY" and "--from" not in i.args
-              for src in i.args.split()[:-1]]
+    copied = [
+        src
+        for i in dockerfile_instructions()
+        if i.keyword == "COPY" and "--from" not in i.args
+        for src in i.args.split()[:-1]
+    ]
     assert copied
     for src in copied:
         assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
@@ -187,8 +200,14 @@ def test_dockerignore_keeps_what_the_build_copies_and_drops_the_rest() -> None:
             rel = path.relative_to(ROOT).as_posix()
             if path.is_file() and "__pycache__" not in rel:
                 assert not _ignored(rel), f"{rel} would be missing from the build context"
-    for heavy in (".venv/bin/python", ".git/HEAD", "tests/conftest.py", ".ragmon/logs/api.log",
-                  "service/__pycache__/cli.cpython-311.pyc", "dashboards/overview.json"):
+    for heavy in (
+        ".venv/bin/python",
+        ".git/HEAD",
+        "tests/conftest.py",
+        ".ragmon/logs/api.log",
+        "service/__pycache__/cli.cpython-311.pyc",
+        "dashboards/overview.json",
+    ):
         assert _ignored(heavy), f"{heavy} would be sent to the Docker daemon"
 
 

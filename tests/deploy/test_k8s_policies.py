@@ -22,22 +22,36 @@ POSTGRES_PORT = 5432
 
 
 def pod_templates() -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o["spec"]["template"] for o in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet")}
+    return {
+        o["metadata"]["name"]: o["spec"]["template"]
+        for o in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet")
+    }
 
 
 def policies_for(labels: dict[str, str]) -> list[dict[str, Any]]:
-    return [p for p in k8s_of_kind("NetworkPolicy")
-            if p["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()]
+    return [
+        p
+        for p in k8s_of_kind("NetworkPolicy")
+        if p["spec"]["podSelector"].get("matchLabels", {}).items() <= labels.items()
+    ]
 
 
 def ingress_ports(labels: dict[str, str]) -> set[int]:
-    return {port["port"] for p in policies_for(labels) for rule in p["spec"].get("ingress", [])
-            for port in rule.get("ports", [])}
+    return {
+        port["port"]
+        for p in policies_for(labels)
+        for rule in p["spec"].get("ingress", [])
+        for port in rule.get("ports", [])
+    }
 
 
 def egress_ports(labels: dict[str, str]) -> set[int]:
-    return {port["port"] for p in policies_for(labels) for rule in p["spec"].get("egress", [])
-            for port in rule.get("ports", [])}
+    return {
+        port["port"]
+        for p in policies_for(labels)
+        for rule in p["spec"].get("egress", [])
+        for port in rule.get("ports", [])
+    }
 
 
 def egress_namespaces(labels: dict[str, str]) -> dict[int, set[str]]:
@@ -45,8 +59,11 @@ def egress_namespaces(labels: dict[str, str]) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for p in policies_for(labels):
         for rule in p["spec"].get("egress", []):
-            names = {peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-                     for peer in rule["to"] if "namespaceSelector" in peer}
+            names = {
+                peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                for peer in rule["to"]
+                if "namespaceSelector" in peer
+            }
             for port in rule.get("ports", []):
                 out.setdefault(port["port"], set()).update(names)
     return out
@@ -62,7 +79,11 @@ def test_api_accepts_only_its_port_and_workers_only_metrics_from_prometheus() ->
     for name, template in pod_templates().items():
         labels = template["metadata"]["labels"]
         component = labels["app.kubernetes.io/component"]
-        expected = {"api": {API_PORT, API_METRICS_PORT}, "worker": {METRICS_PORT}, "postgres": {POSTGRES_PORT}}[component]
+        expected = {
+            "api": {API_PORT, API_METRICS_PORT},
+            "worker": {METRICS_PORT},
+            "postgres": {POSTGRES_PORT},
+        }[component]
         assert ingress_ports(labels) == expected, name
     # the apps reach the ingestion port only; /metrics (it names every tenant) only Prometheus
     api_rules = k8s_named("NetworkPolicy", "ragmon-api")["spec"]["ingress"]
@@ -87,8 +108,12 @@ def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_for_the_exporter() 
             assert ports == allowed | {6006}, name
         else:
             assert ports == allowed, name
-    exporter = {"app.kubernetes.io/name": "ragmon", "app.kubernetes.io/component": "worker",
-                "ragmon.io/worker": "phoenix", "ragmon.io/egress-phoenix": "true"}
+    exporter = {
+        "app.kubernetes.io/name": "ragmon",
+        "app.kubernetes.io/component": "worker",
+        "ragmon.io/worker": "phoenix",
+        "ragmon.io/egress-phoenix": "true",
+    }
     assert egress_ports(exporter) == allowed | {6006}
 
 
@@ -138,13 +163,22 @@ def test_a_release_overlay_pins_the_ragmon_image_by_digest(tmp_path: Path) -> No
     digest = "sha256:" + "0123456789abcdef" * 4
     overlay = tmp_path / "release"
     overlay.mkdir()
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [os.path.relpath(K8S_DIR, overlay)],
-        "images": [{"name": "ragmon", "newName": "registry.example.com/ragmon", "digest": digest}],
-    }))
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(K8S_DIR, overlay)],
+                "images": [{"name": "ragmon", "newName": "registry.example.com/ragmon", "digest": digest}],
+            }
+        )
+    )
     out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    images = [c["image"] for d in yaml.load_all(out.stdout, Loader=GoYamlLoader) if d and d["kind"] == "Deployment"
-              for c in d["spec"]["template"]["spec"]["containers"]]
+    images = [
+        c["image"]
+        for d in yaml.load_all(out.stdout, Loader=GoYamlLoader)
+        if d and d["kind"] == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+    ]
     assert images and set(images) == {f"registry.example.com/ragmon@{digest}"}

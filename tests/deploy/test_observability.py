@@ -36,7 +36,9 @@ MAY_BE_ABSENT = {ALERTMANAGER_CONFIG}
 
 def _mounts(service: str) -> dict[Path, str]:
     """Resolved host source -> container target of a compose service's bind mounts."""
-    return {compose_path(source): target for source, target in compose_bind_mounts(compose_services()[service])}
+    return {
+        compose_path(source): target for source, target in compose_bind_mounts(compose_services()[service])
+    }
 
 
 def _flag(service: str, flag: str) -> str:
@@ -81,7 +83,9 @@ def test_promtool_accepts_the_compose_config_with_the_repository_rules(tmp_path:
     config["rule_files"] = [str(RULES_DIR / "*.rules.yml")]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rule_files = sorted(RULES_DIR.glob("*.rules.yml"))
     if rule_files:  # promtool reports the count only when the glob matched something
@@ -142,7 +146,9 @@ def _files_grafana_would_load() -> list[Path]:
 
     node_modules is ignored by git, so it is absent from a fresh clone; everything else counts.
     """
-    return sorted(p for p in DASHBOARDS.rglob("*.json") if "node_modules" not in p.relative_to(DASHBOARDS).parts)
+    return sorted(
+        p for p in DASHBOARDS.rglob("*.json") if "node_modules" not in p.relative_to(DASHBOARDS).parts
+    )
 
 
 def test_every_json_in_the_mounted_dashboards_folder_is_a_dashboard() -> None:
@@ -162,4 +168,6 @@ def test_grafana_image_matches_the_schema_the_dashboards_are_checked_against() -
     package = ROOT / "dashboards" / "package.json"
     schema = json.loads(package.read_text())["devDependencies"]["@grafana/schema"]
     tag = compose_services()["grafana"]["image"].rsplit(":", 1)[1]
-    assert tag.split(".")[:2] == schema.lstrip("^~").split(".")[:2], f"grafana {tag} vs @grafana/schema {schema}"
+    assert tag.split(".")[:2] == schema.lstrip("^~").split(".")[:2], (
+        f"grafana {tag} vs @grafana/schema {schema}"
+    )

@@ -47,7 +47,9 @@ def ragmon_port(container: RagmonContainer) -> int:
     """The port the code will listen on, from the command line or the environment it is given."""
     if container.role == "api":
         argv = container.argv
-        return int(argv[argv.index("--port") + 1]) if "--port" in argv else int(container.env["RAGMON_API_PORT"])
+        return (
+            int(argv[argv.index("--port") + 1]) if "--port" in argv else int(container.env["RAGMON_API_PORT"])
+        )
     assert container.role == "worker"
     return int(container.env["RAGMON_WORKER_METRICS_PORT"])
 
@@ -72,8 +74,11 @@ def compose_listening() -> dict[str, set[int]]:
         image = image_name_and_tag(svc["image"])[0]
         if name in ragmon:
             role = ragmon[name].role
-            out[name] = {ragmon_port(ragmon[name]), ragmon_scrape_port(ragmon[name])} if role in ("api", "worker") \
+            out[name] = (
+                {ragmon_port(ragmon[name]), ragmon_scrape_port(ragmon[name])}
+                if role in ("api", "worker")
                 else set()
+            )
         elif image == "apache/kafka":
             out[name] = {int(p) for p in re.findall(r":(\d+)", svc["environment"]["KAFKA_LISTENERS"])}
         else:
@@ -115,7 +120,9 @@ def test_compose_published_ports_are_listened_on() -> None:
     for name, svc in compose_services().items():
         for mapping in svc.get("ports", []):
             container_port = int(str(mapping).rsplit(":", 1)[-1].split("/")[0])
-            assert container_port in listening[name], f"{name} publishes {container_port}; it listens on {listening[name]}"
+            assert container_port in listening[name], (
+                f"{name} publishes {container_port}; it listens on {listening[name]}"
+            )
 
 
 def test_every_service_host_port_reference_is_listened_on() -> None:
@@ -132,7 +139,9 @@ def test_every_service_host_port_reference_is_listened_on() -> None:
         for text in _strings(data):
             for host, port in pattern.findall(text):
                 found += 1
-                assert int(port) in listening[host], f"{where}: {host}:{port} but {host} listens on {listening[host]}"
+                assert int(port) in listening[host], (
+                    f"{where}: {host}:{port} but {host} listens on {listening[host]}"
+                )
     assert found >= 10, "the reference scan found almost nothing: the pattern is broken"
 
 
@@ -149,7 +158,9 @@ def test_kafka_and_redis_addresses_match_the_brokers() -> None:
     advertised = {a.split("://", 1)[1] for a in kafka_env["KAFKA_ADVERTISED_LISTENERS"].split(",")}
     for container in compose_ragmon_containers():
         if container.role in ("api", "worker"):
-            assert set(container.env["RAGMON_KAFKA_BOOTSTRAP_SERVERS"].split(",")) <= advertised, container.where
+            assert set(container.env["RAGMON_KAFKA_BOOTSTRAP_SERVERS"].split(",")) <= advertised, (
+                container.where
+            )
             # with the password (a required variable), never without
             raw = container.raw["environment"]["RAGMON_REDIS_URL"]
             assert re.fullmatch(r"redis://:\$\{REDIS_PASSWORD:\?[^}]+\}@redis:6379/\d+", raw), container.where
@@ -157,13 +168,20 @@ def test_kafka_and_redis_addresses_match_the_brokers() -> None:
 
 def test_compose_prometheus_scrapes_every_ragmon_process_with_the_embedded_job_names() -> None:
     listening = compose_listening()
-    ragmon = {c.where.removeprefix("compose service "): c for c in compose_ragmon_containers()
-              if c.role in ("api", "worker")}
-    jobs = {j["job_name"]: [t for sc in j.get("static_configs", []) for t in sc["targets"]]
-            for j in prometheus_compose()["scrape_configs"]}
+    ragmon = {
+        c.where.removeprefix("compose service "): c
+        for c in compose_ragmon_containers()
+        if c.role in ("api", "worker")
+    }
+    jobs = {
+        j["job_name"]: [t for sc in j.get("static_configs", []) for t in sc["targets"]]
+        for j in prometheus_compose()["scrape_configs"]
+    }
     workers = sorted(c.argv[1] for c in ragmon.values() if c.role == "worker")
     embedded_jobs = set(embedded_job_names(workers))
-    assert embedded_jobs <= set(jobs), f"jobs the rules expect but compose does not scrape: {embedded_jobs - set(jobs)}"
+    assert embedded_jobs <= set(jobs), (
+        f"jobs the rules expect but compose does not scrape: {embedded_jobs - set(jobs)}"
+    )
     scraped = {t for job in embedded_jobs for t in jobs[job]}
     expected = {f"{name}:{ragmon_scrape_port(c)}" for name, c in ragmon.items()}
     assert "api:9180" in scraped and "api:8000" not in scraped  # /metrics is not on the ingestion port
@@ -213,7 +231,9 @@ def test_compose_depends_on_conditions() -> None:
         for dep, spec in (svc.get("depends_on") or {}).items():
             assert dep in services, f"{name} depends on unknown {dep}"
             if spec["condition"] == "service_healthy":
-                assert "healthcheck" in services[dep], f"{name} waits for {dep} to be healthy; it has no healthcheck"
+                assert "healthcheck" in services[dep], (
+                    f"{name} waits for {dep} to be healthy; it has no healthcheck"
+                )
     for container in compose_ragmon_containers():
         if container.role in ("api", "worker"):
             deps = container.raw["depends_on"]
@@ -225,13 +245,16 @@ def uvicorn_graceful_shutdown_s() -> float:
     """The timeout_graceful_shutdown that `ragmon api` passes to uvicorn (service/api/connections.py)."""
     from service.api.connections import GRACEFUL_SHUTDOWN_S, server_options
     from service.api.settings import ApiSettings
+
     assert server_options(ApiSettings(api_keys=[]))["timeout_graceful_shutdown"] == GRACEFUL_SHUTDOWN_S
     return float(GRACEFUL_SHUTDOWN_S)
 
 
 def worker_shutdown_grace(container: RagmonContainer) -> float:
     value = container.env.get("RAGMON_WORKER_SHUTDOWN_GRACE_S")
-    return float(value) if value is not None else WorkerSettings.model_fields["worker_shutdown_grace_s"].default
+    return (
+        float(value) if value is not None else WorkerSettings.model_fields["worker_shutdown_grace_s"].default
+    )
 
 
 def test_grace_periods_outlast_the_code_s_own_shutdown() -> None:
@@ -239,7 +262,9 @@ def test_grace_periods_outlast_the_code_s_own_shutdown() -> None:
     for container in compose_ragmon_containers():
         grace = container.raw.get("stop_grace_period")
         if container.role == "worker":
-            assert grace and duration_seconds(grace) > max(default, worker_shutdown_grace(container)), container.where
+            assert grace and duration_seconds(grace) > max(default, worker_shutdown_grace(container)), (
+                container.where
+            )
         elif container.role == "api":
             assert grace and duration_seconds(grace) > uvicorn_graceful_shutdown_s(), container.where
     for container in k8s_ragmon_containers():
@@ -284,14 +309,18 @@ def test_k8s_services_select_pods_with_their_target_ports() -> None:
         assert pods, f"Service {service['metadata']['name']} selects no pod"
         for port in service["spec"]["ports"]:
             for pod in pods:
-                assert port["targetPort"] in _port_names(pod), f"{service['metadata']['name']}: {port['targetPort']}"
+                assert port["targetPort"] in _port_names(pod), (
+                    f"{service['metadata']['name']}: {port['targetPort']}"
+                )
 
 
 def test_k8s_deployment_selectors_match_their_pods() -> None:
     for d in k8s_of_kind("Deployment") + k8s_of_kind("StatefulSet"):
         selector = d["spec"]["selector"]["matchLabels"]
         assert selector.items() <= d["spec"]["template"]["metadata"]["labels"].items(), d["metadata"]["name"]
-        assert _selected(selector) == [d["spec"]["template"]], f"{d['metadata']['name']}: selector overlaps another"
+        assert _selected(selector) == [d["spec"]["template"]], (
+            f"{d['metadata']['name']}: selector overlaps another"
+        )
 
 
 def test_podmonitors_scrape_every_ragmon_pod_with_the_embedded_job_names() -> None:

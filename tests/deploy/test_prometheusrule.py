@@ -14,7 +14,9 @@ from tests.deploy.deployfiles import DEPLOY, K8S_DIR, k8s_named
 
 
 def _load_renderer() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_prometheusrule", K8S_DIR / "render_prometheusrule.py")
+    spec = importlib.util.spec_from_file_location(
+        "render_prometheusrule", K8S_DIR / "render_prometheusrule.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -54,15 +56,23 @@ def test_committed_prometheusrule_equals_a_fresh_render() -> None:
 
 
 def test_committed_prometheusrule_carries_every_group_of_every_rule_file() -> None:
-    groups = [g for f in sorted((DEPLOY / "prometheus").glob("*.rules.yml"))
-              for g in (yaml.safe_load(f.read_text()) or {}).get("groups") or []]
+    groups = [
+        g
+        for f in sorted((DEPLOY / "prometheus").glob("*.rules.yml"))
+        for g in (yaml.safe_load(f.read_text()) or {}).get("groups") or []
+    ]
     assert k8s_named("PrometheusRule", "ragmon")["spec"]["groups"] == [_with_namespace(g) for g in groups]
 
 
 def _with_namespace(group: dict) -> dict:  # type: ignore[type-arg]
     """What the renderer adds: `namespace: ragmon` on alerts (the namespaced AlertmanagerConfig needs it)."""
-    return {**group, "rules": [{**r, "labels": {**r.get("labels", {}), "namespace": "ragmon"}} if "alert" in r
-                               else r for r in group["rules"]]}
+    return {
+        **group,
+        "rules": [
+            {**r, "labels": {**r.get("labels", {}), "namespace": "ragmon"}} if "alert" in r else r
+            for r in group["rules"]
+        ],
+    }
 
 
 def test_every_alert_carries_the_namespace_and_recording_rules_do_not() -> None:
@@ -77,7 +87,9 @@ def test_render_keeps_groups_in_file_order_and_scopes_alerts_to_the_namespace(tm
     (tmp_path / "a.test.yml").write_text("rule_files: [a.rules.yml]\n")  # promtool tests are not rules
     rendered = yaml.safe_load(render_prometheusrule.render(tmp_path))
     assert rendered["apiVersion"] == "monitoring.coreos.com/v1" and rendered["kind"] == "PrometheusRule"
-    expected = [_with_namespace(g) for g in yaml.safe_load(GROUP_A)["groups"] + yaml.safe_load(GROUP_B)["groups"]]
+    expected = [
+        _with_namespace(g) for g in yaml.safe_load(GROUP_A)["groups"] + yaml.safe_load(GROUP_B)["groups"]
+    ]
     assert rendered["spec"]["groups"] == expected
     assert "|-\n" in render_prometheusrule.render(tmp_path), "multi-line PromQL stays readable"
 
@@ -100,7 +112,9 @@ def test_render_without_rule_files_has_no_groups(tmp_path: Path, capsys: pytest.
         ("groups: [\n", "not valid YAML"),
     ],
 )
-def test_render_rejects_what_the_operator_or_prometheus_would(tmp_path: Path, text: str, problem: str) -> None:
+def test_render_rejects_what_the_operator_or_prometheus_would(
+    tmp_path: Path, text: str, problem: str
+) -> None:
     (tmp_path / "x.rules.yml").write_text(text)
     with pytest.raises(render_prometheusrule.RenderError, match=problem):
         render_prometheusrule.render(tmp_path)

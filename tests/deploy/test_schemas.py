@@ -23,18 +23,48 @@ from tests.support.tools import require_module, require_tool
 K8S_VERSIONS = ["1.31.0", "latest"]
 
 # monitoring.coreos.com/v1 PodMonitor fields used or commonly set (the CRD allows a few more rarely used ones).
-PODMONITOR_SPEC = {"jobLabel", "selector", "namespaceSelector", "podMetricsEndpoints", "podTargetLabels",
-                   "sampleLimit", "targetLimit", "labelLimit", "attachMetadata", "scrapeProtocols"}
-PODMETRICS_ENDPOINT = {"port", "portNumber", "path", "interval", "scrapeTimeout", "scheme", "params", "honorLabels",
-                       "honorTimestamps", "relabelings", "metricRelabelings", "enableHttp2", "followRedirects",
-                       "filterRunning", "bearerTokenSecret", "basicAuth", "authorization", "oauth2", "tlsConfig",
-                       "proxyUrl"}
+PODMONITOR_SPEC = {
+    "jobLabel",
+    "selector",
+    "namespaceSelector",
+    "podMetricsEndpoints",
+    "podTargetLabels",
+    "sampleLimit",
+    "targetLimit",
+    "labelLimit",
+    "attachMetadata",
+    "scrapeProtocols",
+}
+PODMETRICS_ENDPOINT = {
+    "port",
+    "portNumber",
+    "path",
+    "interval",
+    "scrapeTimeout",
+    "scheme",
+    "params",
+    "honorLabels",
+    "honorTimestamps",
+    "relabelings",
+    "metricRelabelings",
+    "enableHttp2",
+    "followRedirects",
+    "filterRunning",
+    "bearerTokenSecret",
+    "basicAuth",
+    "authorization",
+    "oauth2",
+    "tlsConfig",
+    "proxyUrl",
+}
 
 
 def test_compose_file_matches_the_compose_spec() -> None:
     require_module("check_jsonschema")
     jsonschema = require_module("jsonschema")
-    text = resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    text = (
+        resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    )
     validator = jsonschema.Draft7Validator(json.loads(text))
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(compose())]
     assert not errors, "\n".join(errors)
@@ -73,7 +103,9 @@ def test_operator_objects_carry_the_same_selection_label() -> None:
 
 
 def test_kustomize_builds_the_namespaced_manifests() -> None:
-    result = subprocess.run([require_tool("kubectl"), "kustomize", str(K8S_DIR)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [require_tool("kubectl"), "kustomize", str(K8S_DIR)], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     built = [d for d in yaml.load_all(result.stdout, Loader=GoYamlLoader) if d]
     assert sorted((d["kind"], d["metadata"]["name"]) for d in built) == sorted(

@@ -46,7 +46,9 @@ def test_own_files_are_all_there() -> None:
 def test_kustomization_lists_every_manifest() -> None:
     listed = set(kustomization()["resources"])
     on_disk = {p.name for p in K8S_DIR.glob("*.yaml")} - {"kustomization.yaml"}
-    assert listed == on_disk, f"listed but missing: {listed - on_disk}; on disk but not listed: {on_disk - listed}"
+    assert listed == on_disk, (
+        f"listed but missing: {listed - on_disk}; on disk but not listed: {on_disk - listed}"
+    )
 
 
 def test_every_k8s_object_has_kind_name_and_api_version() -> None:
@@ -60,6 +62,7 @@ def test_every_k8s_object_has_kind_name_and_api_version() -> None:
         # namespace itself, the same one the kustomization sets
         if obj["kind"] != "Namespace":
             assert obj["metadata"].get("namespace") == kustomization()["namespace"], f"{key}: namespace"
-    assert yaml.safe_load((K8S_DIR / "namespace.yaml").read_text())["metadata"]["name"] == kustomization()[
-        "namespace"
-    ]
+    assert (
+        yaml.safe_load((K8S_DIR / "namespace.yaml").read_text())["metadata"]["name"]
+        == kustomization()["namespace"]
+    )

@@ -26,13 +26,18 @@ def _trees(package: Path) -> Iterator[ast.AST]:
 
 def _is_topics(node: ast.expr) -> bool:
     return (isinstance(node, ast.Name) and node.id == "topics") or (
-        isinstance(node, ast.Attribute) and node.attr == "topics")
+        isinstance(node, ast.Attribute) and node.attr == "topics"
+    )
 
 
 def topics_referenced(package: Path) -> set[str]:
     """Topic names read as `<...>.topics.<name>` anywhere in the package."""
-    return {node.attr for tree in _trees(package) for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr in TOPIC_NAMES and _is_topics(node.value)}
+    return {
+        node.attr
+        for tree in _trees(package)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in TOPIC_NAMES and _is_topics(node.value)
+    }
 
 
 def event_types(package: Path) -> set[str]:
@@ -40,11 +45,16 @@ def event_types(package: Path) -> set[str]:
     found: set[str] = set()
     for tree in _trees(package):
         for node in ast.walk(tree):
-            target = node.target if isinstance(node, ast.AnnAssign) else (
-                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            target = (
+                node.target
+                if isinstance(node, ast.AnnAssign)
+                else (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            )
             value = node.value if isinstance(node, ast.AnnAssign | ast.Assign) else None
             if isinstance(target, ast.Name) and target.id == "event_types" and isinstance(value, ast.Tuple):
-                found |= {e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+                found |= {
+                    e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }
     return found
 
 
@@ -71,9 +81,14 @@ def api_topics() -> set[str]:
 
 def reason_members_used(package: Path) -> set[str]:
     """Members of DeadLetterReason the package names (`DeadLetterReason.X`)."""
-    return {node.attr for tree in _trees(package) for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id == "DeadLetterReason"}
+    return {
+        node.attr
+        for tree in _trees(package)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "DeadLetterReason"
+    }
 
 
 def literal_reasons() -> set[str]:
@@ -86,11 +101,21 @@ def literal_reasons() -> set[str]:
                 if not isinstance(node, ast.Call):
                     continue
                 func = node.func
-                fname = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                fname = (
+                    func.id
+                    if isinstance(func, ast.Name)
+                    else func.attr
+                    if isinstance(func, ast.Attribute)
+                    else ""
+                )
                 if fname == "dlq_headers" and len(node.args) > 2:
                     args = [node.args[2]]
-                elif (fname == "labels" and isinstance(func, ast.Attribute)
-                      and isinstance(func.value, ast.Attribute) and func.value.attr == "dead_letters"):
+                elif (
+                    fname == "labels"
+                    and isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Attribute)
+                    and func.value.attr == "dead_letters"
+                ):
                     args = list(node.args)
                 else:
                     continue

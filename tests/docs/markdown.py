@@ -17,7 +17,7 @@ def section(text: str, heading: str) -> str:
         if m and m.group(2).strip() == heading:
             level = len(m.group(1))
             body = []
-            for rest in lines[i + 1:]:
+            for rest in lines[i + 1 :]:
                 n = _HEADING.match(rest)
                 if n and len(n.group(1)) <= level:
                     break

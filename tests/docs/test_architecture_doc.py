@@ -44,8 +44,12 @@ def test_the_workers_table_lists_every_worker_and_no_other() -> None:
 def test_a_topics_consumers_and_producers_are_the_workers_that_use_it(topic: str) -> None:
     row = _topic_rows()[topic]
     usage = codescan.worker_topics()
-    assert words(row["consumed by"], WORKERS) == {w for w, (consumed, _) in usage.items() if topic in consumed}
-    assert words(row["produced by"], WORKERS) == {w for w, (_, produced) in usage.items() if topic in produced}
+    assert words(row["consumed by"], WORKERS) == {
+        w for w, (consumed, _) in usage.items() if topic in consumed
+    }
+    assert words(row["produced by"], WORKERS) == {
+        w for w, (_, produced) in usage.items() if topic in produced
+    }
     assert bool(words(row["produced by"], {"API"})) == (topic in codescan.api_topics())
 
 
@@ -68,8 +72,10 @@ def test_no_dead_letter_reason_is_a_literal_outside_the_set() -> None:
 
 @pytest.mark.parametrize("worker", sorted(WORKERS))
 def test_a_worker_that_names_a_reason_is_listed_as_emitting_it(worker: str) -> None:
-    emitted_by = {code(r["reason"]): words(r["emitted by"], WORKERS)
-                  for r in table(section(DOC, "Dead-letter reasons"), "reason")}
+    emitted_by = {
+        code(r["reason"]): words(r["emitted by"], WORKERS)
+        for r in table(section(DOC, "Dead-letter reasons"), "reason")
+    }
     for member in codescan.reason_members_used(ROOT / "workers" / worker):
         reason = DeadLetterReason[member].value
         assert worker in emitted_by[reason], f"{worker} emits {reason} but the doc does not say so"

@@ -13,7 +13,10 @@ from service.local.discovery import worker_names
 from tests.docs.markdown import ROOT, code, section, table
 
 README = (ROOT / "README.md").read_text()
-RULE_FILES = (ROOT / "deploy" / "prometheus" / "ragmon.rules.yml", ROOT / "deploy" / "k8s" / "prometheusrule.yaml")
+RULE_FILES = (
+    ROOT / "deploy" / "prometheus" / "ragmon.rules.yml",
+    ROOT / "deploy" / "k8s" / "prometheusrule.yaml",
+)
 
 
 def _alerts(path: Path) -> set[str]:

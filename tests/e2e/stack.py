@@ -53,16 +53,31 @@ class UpStack:
         return list(self.prom("/api/v1/query", **params)["result"])
 
 
-def start_up(workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180,
-             extra_args: tuple[str, ...] = ()) -> UpStack:
+def start_up(
+    workdir: Path, config: Path, env: dict[str, str], timeout_s: float = 180, extra_args: tuple[str, ...] = ()
+) -> UpStack:
     log = workdir / "ragmon-up.out"
     workdir.mkdir(parents=True, exist_ok=True)
     out = open(log, "wb")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "up", "--config", str(config), "--workdir", str(workdir / "up"),
-         "--scrape-interval", "1s", *extra_args],
-        stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "up",
+            "--config",
+            str(config),
+            "--workdir",
+            str(workdir / "up"),
+            "--scrape-interval",
+            "1s",
+            *extra_args,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
     stack = UpStack(proc, log)
     try:
         _read_summary(stack, timeout_s)
@@ -80,12 +95,17 @@ def _read_summary(stack: UpStack, timeout_s: float) -> None:
             raise AssertionError(f"ragmon up exited with {stack.proc.returncode}:\n{text[-4000:]}")
         if "Ctrl-C stops everything" in text:
             stack.api = _printed(r"API\s+(http://\S+)", text, "no API URL")
-            stack.prometheus = _printed(r"Prometheus\s+(http://\S+)", text,
-                                        f"no Prometheus URL (`{SETUP_COMMAND}` installs Prometheus)")
+            stack.prometheus = _printed(
+                r"Prometheus\s+(http://\S+)",
+                text,
+                f"no Prometheus URL (`{SETUP_COMMAND}` installs Prometheus)",
+            )
             stack.workers = dict(re.findall(r"worker (\w+)\s+(http://\S+)/metrics", text))
             return
         time.sleep(0.5)
-    raise AssertionError(f"ragmon up not up in {timeout_s}s:\n{stack.log.read_text(errors='replace')[-4000:]}")
+    raise AssertionError(
+        f"ragmon up not up in {timeout_s}s:\n{stack.log.read_text(errors='replace')[-4000:]}"
+    )
 
 
 def _printed(pattern: str, text: str, what: str) -> str:

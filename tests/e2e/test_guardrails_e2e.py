@@ -46,7 +46,10 @@ SPEED = 6
 KEYS = {"acme": "e2e-acme-key", "globex": "e2e-globex-key"}
 GUARDRAIL_CATEGORIES = {"guardrail", "security"}
 EXPECTED = {  # incident name -> (alertname, labels the alert must carry)
-    "filter-regression": ("RagmonFalseExclusionHigh", {"variant": "production", "guardrail": "false_exclusion"}),
+    "filter-regression": (
+        "RagmonFalseExclusionHigh",
+        {"variant": "production", "guardrail": "false_exclusion"},
+    ),
     "slow-retrieval": ("RagmonLatencyAboveSLO", {"variant": "production", "stage": "retrieval"}),
     "cost-spike": ("RagmonCostPerQueryOverBudget", {"variant": "production", "guardrail": "cost"}),
     "topic-shift": ("RagmonQueryDrift", {"guardrail": "drift", "signal": "app"}),
@@ -60,29 +63,66 @@ def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
     return {
         # A short premise: the tiny model was trained on short premises, and it keeps the
         # worker ahead of 6x traffic on two shared cores.
-        "faithfulness": {"model": str(model_dir), "foundation": str(foundation), "sample_rate": 0.25,
-                         "pairs_per_second": 200, "burst_seconds": 5, "threshold": 0.5,
-                         "premise_token_budget": 160, "batch_size": 32},
+        "faithfulness": {
+            "model": str(model_dir),
+            "foundation": str(foundation),
+            "sample_rate": 0.25,
+            "pairs_per_second": 200,
+            "burst_seconds": 5,
+            "threshold": 0.5,
+            "premise_token_budget": 160,
+            "batch_size": 32,
+        },
         "exclusion": {"proxy_score_threshold": 0.76},
         # The incidents scenario's candidate answers 20% of production requests (its `candidate.share`).
         "shadow": {"expected_shadow_rate": {"rerank-v2": 0.2}},
         # The app's own embeddings (the simulator's encoder); windows of a few hundred queries
         # average over its sessions, whose follow-up questions stay on one topic.
-        "drift": {"encoder": {"enabled": False}, "app_embeddings": {"models": ["app-embed-v1"]},
-                  "reference_size": 400, "current_size": 300,
-                  "min_current_size": 300, "test_every_queries": 60, "test_every_seconds": 2,
-                  "current_max_age_s": 20, "permutations": 400, "alpha": 0.005, "publish_every_s": 1,
-                  "seed": 7},
+        "drift": {
+            "encoder": {"enabled": False},
+            "app_embeddings": {"models": ["app-embed-v1"]},
+            "reference_size": 400,
+            "current_size": 300,
+            "min_current_size": 300,
+            "test_every_queries": 60,
+            "test_every_seconds": 2,
+            "current_max_age_s": 20,
+            "permutations": 400,
+            "alpha": 0.005,
+            "publish_every_s": 1,
+            "seed": 7,
+        },
         "guardrails": {
             "release_window": "1h",
             "faithfulness": {"min_mean_score": 0.55, "window": "12s", "min_samples": 10, "for": "3s"},
-            "latency": {"window": "12s", "min_samples": 20, "for": "3s",
-                        "slo_seconds": {"retrieval": 0.4, "total": 6.0, "ttft": 4.0, "generation": 6.0,
-                                        "rerank": 1.0, "postprocess": 0.5}},
-            "false_exclusion": {"max_rate": 0.3, "window": "12s", "min_eligible": 10, "for": "3s",
-                                "no_data_for": "10m", "no_data_grace": "10m"},
-            "regeneration": {"window": "30s", "baseline_window": "1m", "baseline_offset": "30s", "min_n": 200,
-                             "for": "30s"},
+            "latency": {
+                "window": "12s",
+                "min_samples": 20,
+                "for": "3s",
+                "slo_seconds": {
+                    "retrieval": 0.4,
+                    "total": 6.0,
+                    "ttft": 4.0,
+                    "generation": 6.0,
+                    "rerank": 1.0,
+                    "postprocess": 0.5,
+                },
+            },
+            "false_exclusion": {
+                "max_rate": 0.3,
+                "window": "12s",
+                "min_eligible": 10,
+                "for": "3s",
+                "no_data_for": "10m",
+                "no_data_grace": "10m",
+            },
+            "regeneration": {
+                "window": "30s",
+                "baseline_window": "1m",
+                "baseline_offset": "30s",
+                "min_n": 200,
+                "for": "30s",
+            },
             "cost": {"max_mean_usd": 0.0006, "window": "12s", "min_samples": 20, "for": "3s"},
             "drift": {"for": "5s"},
         },
@@ -115,20 +155,24 @@ class AlertWatcher(threading.Thread):
                 continue
             for a in alerts:
                 if a["state"] == "firing":
-                    self.seen.setdefault(a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""),
-                                         a["annotations"])
+                    self.seen.setdefault(
+                        a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""), a["annotations"]
+                    )
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     hhem = build_hhem()
-    assert hhem.accuracy >= 0.85, f"the trained tiny HHEM must separate the simulator's answers ({hhem.accuracy})"
+    assert hhem.accuracy >= 0.85, (
+        f"the trained tiny HHEM must separate the simulator's answers ({hhem.accuracy})"
+    )
     root = tmp_path_factory.mktemp("e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(e2e_config(hhem.model_dir, hhem.foundation_dir)))
     # the simulator sends offline gold labels: its keys carry the `label` scope
-    keys = json.dumps([{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]}
-                       for t, k in KEYS.items()])
+    keys = json.dumps(
+        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
+    )
     stack = start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_DEV_API_KEY": "e2e-dev-key"})
     try:
         wait_workers_ready(stack)
@@ -138,9 +182,27 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
         t0 = time.time()
         sim = subprocess.run(
-            [sys.executable, "-m", "service.cli", "simulate", "send", "incidents", "--api", stack.api,
-             "--speed", str(SPEED), "--manifest", str(manifest_path), "--senders", "2"],
-            env=env, capture_output=True, text=True, timeout=900)
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "simulate",
+                "send",
+                "incidents",
+                "--api",
+                stack.api,
+                "--speed",
+                str(SPEED),
+                "--manifest",
+                str(manifest_path),
+                "--senders",
+                "2",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         assert sim.returncode == 0, sim.stdout[-3000:] + sim.stderr[-3000:]
         time.sleep(LATE_S + 4)  # let the last incident's alert start and the last scrape land
         watcher.stop.set()
@@ -156,8 +218,13 @@ def incident_windows(t0: float) -> dict[str, tuple[float, float]]:
 
 def firing_runs(run: Run) -> list[tuple[float, dict[str, str]]]:
     """(start time, labels) of every contiguous firing run of every guardrail alert."""
-    data = run.stack.prom("/api/v1/query_range", query='ALERTS{alertstate="firing"}',
-                          start=run.t0 - 5, end=run.finished, step="1s")
+    data = run.stack.prom(
+        "/api/v1/query_range",
+        query='ALERTS{alertstate="firing"}',
+        start=run.t0 - 5,
+        end=run.finished,
+        step="1s",
+    )
     runs = []
     for series in data["result"]:
         labels = series["metric"]
@@ -187,8 +254,11 @@ def test_every_event_sent_was_accepted(run: Run) -> None:
 
 def test_no_guardrail_fires_in_clean_traffic(run: Run) -> None:
     windows = incident_windows(run.t0)
-    stray = [(round(ts - run.t0, 1), labels["alertname"], labels.get("tenant"))
-             for ts, labels in firing_runs(run) if phase_of(ts, windows) == "clean"]
+    stray = [
+        (round(ts - run.t0, 1), labels["alertname"], labels.get("tenant"))
+        for ts, labels in firing_runs(run)
+        if phase_of(ts, windows) == "clean"
+    ]
     assert stray == [], f"guardrail alerts started outside any incident (seconds after start): {stray}"
 
 
@@ -206,13 +276,17 @@ def test_each_incident_fires_its_own_alert_and_no_other(run: Run, incident: str)
 
 
 def test_the_filter_regression_alert_points_at_the_release(run: Run) -> None:
-    triage = [a["triage"] for key, a in run.annotations.items() if key.startswith("RagmonFalseExclusionHigh/")]
+    triage = [
+        a["triage"] for key, a in run.annotations.items() if key.startswith("RagmonFalseExclusionHigh/")
+    ]
     assert triage, f"no annotations recorded for the exclusion alert: {sorted(run.annotations)}"
     assert all("Release v2" in t and "suspect a regression" in t for t in triage), triage
 
 
 def test_the_broken_predicate_is_attributed(run: Run) -> None:
-    rows = run.stack.query('sum by (field) (ragmon_exclusion_predicate_exclusions_total{variant="production"})')
+    rows = run.stack.query(
+        'sum by (field) (ragmon_exclusion_predicate_exclusions_total{variant="production"})'
+    )
     by_field = {r["metric"]["field"]: float(r["value"][1]) for r in rows}
     assert max(by_field, key=by_field.get) == "locale", by_field  # type: ignore[arg-type]
 

@@ -35,9 +35,16 @@ def test_up_without_prometheus_says_so_and_the_fixture_fails_clearly(tmp_path: P
     config.write_text("metrics: {}\n")
     before = set(live_descendants(os.getpid()))
     with pytest.raises(AssertionError) as failure:
-        start_up(tmp_path, config, {"PATH": path_without_prometheus(tmp_path)}, timeout_s=120,
-                 extra_args=("--workers", "metrics"))
+        start_up(
+            tmp_path,
+            config,
+            {"PATH": path_without_prometheus(tmp_path)},
+            timeout_s=120,
+            extra_args=("--workers", "metrics"),
+        )
     message = str(failure.value)
     assert "printed no Prometheus URL" in message and "deploy/setup/host.sh" in message, message
-    assert "Prometheus: not installed (make run installs it, or: apt-get install prometheus" in message, message
+    assert "Prometheus: not installed (make run installs it, or: apt-get install prometheus" in message, (
+        message
+    )
     assert set(live_descendants(os.getpid())) <= before, "the failed fixture left part of the stack running"

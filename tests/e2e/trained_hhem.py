@@ -41,8 +41,13 @@ class TrainedHHEM:
 
 def _pairs(n: int, seed: int) -> list[tuple[str, str, int]]:
     data = load_scenario("clean").model_dump(by_alias=True)
-    data.update(seed=seed, duration_s=100_000, incidents=[
-        {"kind": "unfaithful_answers", "name": "half", "share": 0.5, "start_s": 0, "end_s": 100_000}])
+    data.update(
+        seed=seed,
+        duration_s=100_000,
+        incidents=[
+            {"kind": "unfaithful_answers", "name": "half", "share": 0.5, "start_s": 0, "end_s": 100_000}
+        ],
+    )
     scenario = parse_scenario(data, source="hhem training pairs")
     out: list[tuple[str, str, int]] = []
     for ev in generate_events(scenario, datetime(2026, 1, 1, tzinfo=UTC)):
@@ -50,7 +55,9 @@ def _pairs(n: int, seed: int) -> list[tuple[str, str, int]]:
         if ev.type != "trace" or not isinstance(facts, TraceFacts) or facts.faithful is None:
             continue
         # A short premise keeps training to seconds on a CPU; the answer is kept whole.
-        premise = " ".join(" ".join(d["text"] for d in ev.body["retrieval"]["documents"]).split()[:PREMISE_WORDS])
+        premise = " ".join(
+            " ".join(d["text"] for d in ev.body["retrieval"]["documents"]).split()[:PREMISE_WORDS]
+        )
         out.append((premise, ev.body["answer"]["text"], int(facts.faithful)))
         if len(out) >= n:
             break
@@ -67,9 +74,21 @@ def _balanced(pairs: list[tuple[str, str, int]], rng: random.Random) -> list[tup
 
 
 def _config(vocab: int) -> T5Config:
-    return T5Config(vocab_size=vocab, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
-                    num_heads=4, relative_attention_num_buckets=32, relative_attention_max_distance=128,
-                    feed_forward_proj="gated-gelu", pad_token_id=0, eos_token_id=1, dropout_rate=0.0)
+    return T5Config(
+        vocab_size=vocab,
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=32,
+        relative_attention_max_distance=128,
+        feed_forward_proj="gated-gelu",
+        pad_token_id=0,
+        eos_token_id=1,
+        dropout_rate=0.0,
+    )
 
 
 def _encode(tok: PreTrainedTokenizerFast, batch: list[tuple[str, str, int]]) -> dict[str, torch.Tensor]:
@@ -93,8 +112,12 @@ def build(root: Path = CACHE, steps: int = 120) -> TrainedHHEM:
     tokenizer = train_tokenizer(foundation / "tokenizer.json", texts, vocab_size=2000)
     config = _config(tokenizer.get_vocab_size())
     config.to_json_file(str(foundation / "config.json"))
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(foundation / "tokenizer.json"), pad_token="<pad>",
-                                  eos_token="</s>", unk_token="<unk>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(foundation / "tokenizer.json"),
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
+    )
     torch.manual_seed(5)
     model = T5ForTokenClassification(config)
     optim = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -111,9 +134,11 @@ def build(root: Path = CACHE, steps: int = 120) -> TrainedHHEM:
     with torch.no_grad():
         correct = 0
         for i in range(0, len(held_out), 50):
-            batch = held_out[i:i + 50]
+            batch = held_out[i : i + 50]
             scores = torch.softmax(model(**_encode(tok, batch)).logits[:, 0, :], dim=-1)[:, 1]
-            correct += sum(int((s >= 0.5) == bool(y)) for s, (_, _, y) in zip(scores.tolist(), batch, strict=True))
+            correct += sum(
+                int((s >= 0.5) == bool(y)) for s, (_, _, y) in zip(scores.tolist(), batch, strict=True)
+            )
     accuracy = correct / len(held_out)
     save_hhem(model, model_dir, str(foundation))
     marker.write_text(f"{accuracy}")

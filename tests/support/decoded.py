@@ -26,9 +26,15 @@ class _Record:
     headers: list[tuple[str, bytes]]
 
 
-def decoded_event(stored: StoredEvent | Mapping[str, Any], views: Mapping[str, type[Any]] | None, *,
-                  topic: str = "test.events", offset: int = 0, key: bytes | None = None,
-                  timestamp_ms: int = 0) -> Event:
+def decoded_event(
+    stored: StoredEvent | Mapping[str, Any],
+    views: Mapping[str, type[Any]] | None,
+    *,
+    topic: str = "test.events",
+    offset: int = 0,
+    key: bytes | None = None,
+    timestamp_ms: int = 0,
+) -> Event:
     """The record the API would store for `stored`, decoded into the worker's `views` (the real decode)."""
     value = stored.model_dump_json().encode() if isinstance(stored, StoredEvent) else orjson.dumps(stored)
     event_type = stored.type if isinstance(stored, StoredEvent) else stored["type"]

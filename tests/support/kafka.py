@@ -15,16 +15,31 @@ from service.contracts import Topics, record_key
 from service.contracts import topics as T
 
 
-def stored(event_type: str, body: dict[str, Any], tenant: str = "acme", event_id: str | None = None,
-           when: datetime | None = None) -> dict[str, Any]:
+def stored(
+    event_type: str,
+    body: dict[str, Any],
+    tenant: str = "acme",
+    event_id: str | None = None,
+    when: datetime | None = None,
+) -> dict[str, Any]:
     when = when or datetime.now(UTC)
-    return {"schema_version": 1, "id": event_id or str(uuid.uuid4()), "type": event_type, "tenant": tenant,
-            "timestamp": when.isoformat(), "received_at": datetime.now(UTC).isoformat(), "body": body}
+    return {
+        "schema_version": 1,
+        "id": event_id or str(uuid.uuid4()),
+        "type": event_type,
+        "tenant": tenant,
+        "timestamp": when.isoformat(),
+        "received_at": datetime.now(UTC).isoformat(),
+        "body": body,
+    }
 
 
 def trace_body(i: int, **overrides: Any) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "trace_id": f"trace-{i}", "request_id": f"req-{i}", "intent": "billing", "release": "v1",
+        "trace_id": f"trace-{i}",
+        "request_id": f"req-{i}",
+        "intent": "billing",
+        "release": "v1",
         "query": {"text": f"question {i}"},
         "retrieval": {"documents": [{"id": f"d{i}", "text": "context"}]},
         "answer": {"text": "answer", "citations": [f"d{i}"]},
@@ -38,13 +53,17 @@ def trace_body(i: int, **overrides: Any) -> dict[str, Any]:
 class RecordWriter:
     def __init__(self, bootstrap: str, topics: Topics) -> None:
         self.topics = topics
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                      compression_type="lz4")
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", linger_ms=5, compression_type="lz4"
+        )
 
     def send_event(self, event: dict[str, Any]) -> None:
-        self.producer.send(self.topics.for_event(event["type"]), key=record_key(event["type"], event["tenant"],
-                           event["body"]), value=orjson.dumps(event),
-                           headers=[(T.H_EVENT_ID, event["id"].encode()), (T.H_EVENT_TYPE, event["type"].encode())])
+        self.producer.send(
+            self.topics.for_event(event["type"]),
+            key=record_key(event["type"], event["tenant"], event["body"]),
+            value=orjson.dumps(event),
+            headers=[(T.H_EVENT_ID, event["id"].encode()), (T.H_EVENT_TYPE, event["type"].encode())],
+        )
 
     def send_raw(self, topic: str, value: bytes, key: bytes | None = None) -> None:
         self.producer.send(topic, key=key, value=value)
@@ -57,7 +76,9 @@ class RecordWriter:
 
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 3.0) -> list[Any]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000))
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=int(timeout_s * 1000)
+    )
     parts = consumer.partitions_for_topic(topic) or set()
     tps = [TopicPartition(topic, p) for p in parts]
     consumer.assign(tps)

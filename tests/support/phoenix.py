@@ -77,8 +77,9 @@ class PhoenixServer:
         }
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"phoenix-{self.http_port}.log", "ab") as log:
-            self.proc = subprocess.Popen([str(command), "serve"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                [str(command), "serve"], stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         self.wait_ready()
 
     def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -92,7 +93,9 @@ class PhoenixServer:
             except httpx.HTTPError:
                 pass
             time.sleep(0.25)
-        raise PhoenixUnavailable(f"phoenix did not answer /healthz within {timeout_s:.0f}s; see {self.log_dir}")
+        raise PhoenixUnavailable(
+            f"phoenix did not answer /healthz within {timeout_s:.0f}s; see {self.log_dir}"
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         proc, self.proc = self.proc, None

@@ -30,15 +30,24 @@ def parse_metrics(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], flo
     return out
 
 
-def metric_sum(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+def metric_sum(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float:
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and want <= set(ls))
 
 
 class WorkerProcess:
-    def __init__(self, module: str, env: dict[str, str], log_path: Path, argv: list[str] | None = None) -> None:
+    def __init__(
+        self, module: str, env: dict[str, str], log_path: Path, argv: list[str] | None = None
+    ) -> None:
         self.port = free_port()
-        full_env = {**os.environ, **env, "RAGMON_WORKER_METRICS_PORT": str(self.port), "PYTHONUNBUFFERED": "1"}
+        full_env = {
+            **os.environ,
+            **env,
+            "RAGMON_WORKER_METRICS_PORT": str(self.port),
+            "PYTHONUNBUFFERED": "1",
+        }
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
@@ -105,12 +114,18 @@ def wait_ready(worker: WorkerProcess, timeout_s: float = 30) -> None:
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def worker_env(kafka_bootstrap: str, redis_url: str, topic_prefix: str, config: Path | None = None,
-               **extra: str) -> dict[str, str]:
+def worker_env(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, config: Path | None = None, **extra: str
+) -> dict[str, str]:
     """The environment of a worker process talking to the test session's broker and Redis."""
-    env = {"RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_KAFKA_PARTITIONS": "4",
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+    env = {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGMON_REDIS_URL": redis_url,
+        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
+        "RAGMON_KAFKA_PARTITIONS": "4",
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        **extra,
+    }
     if config is not None:
         env["RAGMON_CONFIG"] = str(config)
     return env

@@ -32,9 +32,16 @@ EMIT_BATCH_BYTES = 512 * 1024
 
 
 def build_store(client: redis.Redis, config: AssemblerConfig) -> TraceStore:
-    return TraceStore(client, config.key_prefix, quiet_s=config.quiet_period_s,
-                      max_spans=config.max_spans_per_trace, max_bytes=config.max_bytes_per_trace,
-                      ttl_s=config.state_ttl_s, done_ttl_s=config.done_ttl_s, lease_s=config.claim_lease_s)
+    return TraceStore(
+        client,
+        config.key_prefix,
+        quiet_s=config.quiet_period_s,
+        max_spans=config.max_spans_per_trace,
+        max_bytes=config.max_bytes_per_trace,
+        ttl_s=config.state_ttl_s,
+        done_ttl_s=config.done_ttl_s,
+        lease_s=config.claim_lease_s,
+    )
 
 
 def main() -> int:
@@ -49,15 +56,29 @@ def main() -> int:
     registry = CollectorRegistry()
     ensure_topics(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    emitter = KafkaEmitter(settings, client_id=f"ragmon-{WORKER}-{settings.worker_instance}", linger_ms=EMIT_LINGER_MS,
-                           batch_size=EMIT_BATCH_BYTES, max_record_bytes=settings.worker_max_record_bytes)
+    emitter = KafkaEmitter(
+        settings,
+        client_id=f"ragmon-{WORKER}-{settings.worker_instance}",
+        linger_ms=EMIT_LINGER_MS,
+        batch_size=EMIT_BATCH_BYTES,
+        max_record_bytes=settings.worker_max_record_bytes,
+    )
     runtime_metrics = RuntimeMetrics(registry, WORKER)
-    assembler = Assembler(config, build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry),
-                          runtime_metrics)
+    assembler = Assembler(
+        config,
+        build_store(client, config),
+        emitter,
+        settings.topics,
+        AssemblerMetrics(registry),
+        runtime_metrics,
+    )
     loop = AssemblerLoop(assembler, settings, runtime_metrics)
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, loop.readiness)
-    print(f"ragmon worker {WORKER}: metrics on http://{settings.worker_metrics_host}:{server.server_address[1]}"
-          "/metrics", flush=True)
+    print(
+        f"ragmon worker {WORKER}: metrics on http://{settings.worker_metrics_host}:{server.server_address[1]}"
+        "/metrics",
+        flush=True,
+    )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("got signal %d: finishing the in-flight batch", signum)

@@ -48,8 +48,22 @@ from workers.runtime.types import Emitter, SourceRecord
 log = logging.getLogger("ragmon.worker.assembler")
 WORKER = "assembler"
 # The span kinds of the OpenInference specification (metric label values), plus "none" for plain OTel spans.
-OPENINFERENCE_KINDS = frozenset({"CHAIN", "LLM", "RETRIEVER", "RERANKER", "EMBEDDING", "TOOL", "AGENT", "GUARDRAIL",
-                                 "EVALUATOR", "PROMPT", "UNKNOWN", "none"})
+OPENINFERENCE_KINDS = frozenset(
+    {
+        "CHAIN",
+        "LLM",
+        "RETRIEVER",
+        "RERANKER",
+        "EMBEDDING",
+        "TOOL",
+        "AGENT",
+        "GUARDRAIL",
+        "EVALUATOR",
+        "PROMPT",
+        "UNKNOWN",
+        "none",
+    }
+)
 MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the mapping reads beyond the root
 
 
@@ -63,10 +77,19 @@ _MAX_VALID_ENVELOPES = 10_000
 
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
     """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
-    doc = {"schema_version": 1, "id": event_id, "type": etype, "tenant": tenant, "timestamp": at.isoformat(),
-           "received_at": datetime.now(UTC).isoformat(), "body": _EMPTY}
+    doc = {
+        "schema_version": 1,
+        "id": event_id,
+        "type": etype,
+        "tenant": tenant,
+        "timestamp": at.isoformat(),
+        "received_at": datetime.now(UTC).isoformat(),
+        "body": _EMPTY,
+    }
     if (etype, tenant) not in _VALID_ENVELOPES:
-        StoredEvent.model_validate(doc)  # the envelope; the body was validated by its own model (TraceBody, ...)
+        StoredEvent.model_validate(
+            doc
+        )  # the envelope; the body was validated by its own model (TraceBody, ...)
         if len(_VALID_ENVELOPES) >= _MAX_VALID_ENVELOPES:
             _VALID_ENVELOPES.clear()
         _VALID_ENVELOPES.add((etype, tenant))
@@ -75,8 +98,12 @@ def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dic
 
 
 def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
-    return [(T.H_EVENT_ID, event_id.encode()), (T.H_EVENT_TYPE, etype.encode()), (T.H_TENANT, tenant.encode()),
-            (T.H_SCHEMA, b"1")]
+    return [
+        (T.H_EVENT_ID, event_id.encode()),
+        (T.H_EVENT_TYPE, etype.encode()),
+        (T.H_TENANT, tenant.encode()),
+        (T.H_SCHEMA, b"1"),
+    ]
 
 
 _KIND_KEY = "openinference.span.kind"
@@ -109,8 +136,15 @@ def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]
 
 
 class Assembler:
-    def __init__(self, config: AssemblerConfig, store: TraceStore, emitter: Emitter, topics: Topics,
-                 metrics: AssemblerMetrics, runtime_metrics: RuntimeMetrics | None = None) -> None:
+    def __init__(
+        self,
+        config: AssemblerConfig,
+        store: TraceStore,
+        emitter: Emitter,
+        topics: Topics,
+        metrics: AssemblerMetrics,
+        runtime_metrics: RuntimeMetrics | None = None,
+    ) -> None:
         self.config = config
         self.runtime_metrics = runtime_metrics  # ragmon_worker_dead_letters_total, which the alerts read
         self.store = store
@@ -139,14 +173,20 @@ class Assembler:
         self.store_decoded(good, bad, now)
         return len(bad)
 
-    def store_decoded(self, good: list[SpanRecord], bad: list[tuple[Any, str]], now: float | None = None) -> None:
+    def store_decoded(
+        self, good: list[SpanRecord], bad: list[tuple[Any, str]], now: float | None = None
+    ) -> None:
         """Store the spans, dead-letter the rest, wait for every acknowledgement. Raises on outages."""
         for rec, detail in bad:
             self._dead_letter(rec, detail)
         items = [self._entries(record) for record in good]
         results = self.store.add_many([i for i in items if i[3]], now or time.time())
-        for outcome, n in (("stored", sum(r.stored for r in results)), ("duplicate", sum(r.duplicates for r in results)),
-                           ("overflow", sum(r.overflow for r in results)), ("late", sum(r.late for r in results))):
+        for outcome, n in (
+            ("stored", sum(r.stored for r in results)),
+            ("duplicate", sum(r.duplicates for r in results)),
+            ("overflow", sum(r.overflow for r in results)),
+            ("late", sum(r.late for r in results)),
+        ):
             if n:
                 self.m.spans.labels(outcome).inc(n)
         self.emitter.wait()
@@ -178,14 +218,22 @@ class Assembler:
 
     def _emit_feedback(self, tenant: str, event: FeedbackEvent) -> None:
         value = stored_event(event.id, "feedback", tenant, event.timestamp, event.body)
-        self.emitter.emit(self.topics.feedback, record_key("feedback", tenant, event.body), value,
-                          event_headers(event.id, "feedback", tenant))
+        self.emitter.emit(
+            self.topics.feedback,
+            record_key("feedback", tenant, event.body),
+            value,
+            event_headers(event.id, "feedback", tenant),
+        )
         self.m.feedback_emitted.labels(tenant).inc()
 
     def _dead_letter(self, rec: Any, detail: str) -> None:
         source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
-        self.emitter.emit(self.topics.dlq, rec.key, rec.value or b"",
-                          dlq_headers(source, list(rec.headers or []), DeadLetterReason.UNDECODABLE, detail, WORKER))
+        self.emitter.emit(
+            self.topics.dlq,
+            rec.key,
+            rec.value or b"",
+            dlq_headers(source, list(rec.headers or []), DeadLetterReason.UNDECODABLE, detail, WORKER),
+        )
         self.m.spans.labels("dead_letter").inc()
         log.warning("dead-lettered %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, detail)
 
@@ -208,7 +256,9 @@ class Assembler:
                 self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
         try:
             self.emitter.wait()
-        except RecordTooLarge:  # a broker whose limit is below ours refused one event: find it, trace by trace
+        except (
+            RecordTooLarge
+        ):  # a broker whose limit is below ours refused one event: find it, trace by trace
             finished = self._emit_each(finished)
         kind_counts = self._kind_counts
         for kind, n in kind_counts.items():
@@ -255,8 +305,13 @@ class Assembler:
         except Exception as exc:
             if not (is_poison(exc) or isinstance(exc, DecodeError)):
                 raise
-            log.warning("trace %s/%s dead-lettered: handling it raised %s", trace.tenant, trace.trace_id,
-                        type(exc).__name__, exc_info=True)
+            log.warning(
+                "trace %s/%s dead-lettered: handling it raised %s",
+                trace.tenant,
+                trace.trace_id,
+                type(exc).__name__,
+                exc_info=True,
+            )
             return self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
 
     def _dead_letter_trace(self, trace: OpenTrace, reason: DeadLetterReason, detail: str) -> str:
@@ -273,7 +328,9 @@ class Assembler:
             scope.spans.add().ParseFromString(payload)
         key, value, headers = encode_span_record(trace.tenant, trace.trace_id, data)
         source = SourceRecord(self.topics.spans, -1, -1, key, 0)
-        emit_dead_letter(self.emitter, self.topics.dlq, key, value, dlq_headers(source, headers, reason, detail, WORKER))
+        emit_dead_letter(
+            self.emitter, self.topics.dlq, key, value, dlq_headers(source, headers, reason, detail, WORKER)
+        )
         if self.runtime_metrics is not None:
             self.runtime_metrics.dead_letters.labels(WORKER, reason).inc()
         return "invalid_trace" if reason is DeadLetterReason.INVALID_BODY else str(reason)
@@ -286,15 +343,27 @@ class Assembler:
         for kind, n in result.counts.items():  # counted per tick: one metric update per kind, not per trace
             self._kind_counts[kind] = self._kind_counts.get(kind, 0) + n
         if result.body is None:
-            log.info("trace %s/%s dropped: %s (%s)", trace.tenant, trace.trace_id, result.drop_reason, result.detail)
-            if result.drop_reason == "invalid_trace":  # the client's data breaks the contract: kept, with the rule
+            log.info(
+                "trace %s/%s dropped: %s (%s)",
+                trace.tenant,
+                trace.trace_id,
+                result.drop_reason,
+                result.detail,
+            )
+            if (
+                result.drop_reason == "invalid_trace"
+            ):  # the client's data breaks the contract: kept, with the rule
                 return self._dead_letter_trace(trace, DeadLetterReason.INVALID_BODY, result.detail)
             return result.drop_reason
         event_id = trace_event_id(trace.tenant, trace.trace_id)
         at = datetime.fromtimestamp(result.start_ns / 1e9, UTC)
         value = stored_event(event_id, "trace", trace.tenant, at, result.body)
-        self.emitter.emit(self.topics.traces, record_key("trace", trace.tenant, result.body), value,
-                          event_headers(event_id, "trace", trace.tenant))
+        self.emitter.emit(
+            self.topics.traces,
+            record_key("trace", trace.tenant, result.body),
+            value,
+            event_headers(event_id, "trace", trace.tenant),
+        )
         root_end = max((s.end_ns for s in spans if not s.parent_id), default=0)
         if root_end:
             self.m.assembly_delay.observe(max(0.0, time.time() - root_end / 1e9))

@@ -96,8 +96,12 @@ def document(fields: dict[str, Any], truncated: bool) -> dict[str, Any]:
     metadata = clean_metadata(raw_meta)
     if truncated:
         metadata[TRUNCATED_KEY] = True
-    return {"id": doc_id or content_id(content), "text": content[: L.MAX_DOCUMENT_CHARS],
-            "score": _score(fields.get("document.score")), "metadata": metadata}
+    return {
+        "id": doc_id or content_id(content),
+        "text": content[: L.MAX_DOCUMENT_CHARS],
+        "score": _score(fields.get("document.score")),
+        "metadata": metadata,
+    }
 
 
 def documents_of(span: SpanView, prefix: str) -> tuple[list[dict[str, Any]], bool]:

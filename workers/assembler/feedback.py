@@ -81,7 +81,9 @@ def feedback_events(tenant: str, trace_id: str, span: SpanView) -> tuple[list[Fe
             skipped["not_feedback"] = skipped.get("not_feedback", 0) + 1
             continue
         body = _body(target, kind, fields)
-        if not check_body("feedback", body):  # msgspec first (never looser); the model decides what it refuses
+        if not check_body(
+            "feedback", body
+        ):  # msgspec first (never looser); the model decides what it refuses
             try:
                 FeedbackBody.model_validate(body)
             except ValidationError:

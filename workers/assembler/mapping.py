@@ -18,10 +18,22 @@ from workers.assembler.view import SpanView
 from workers.runtime import boundedjson
 
 # Closed set of reasons a trace is dropped (metric label of ragmon_assembler_traces_dropped_total).
-DROP_REASONS = ("not_openinference", "no_retriever_or_llm", "no_query", "invalid_trace", "no_root",
-                "processing_failed", "derived_record_too_large")  # the last two: dead-lettered (assembler.py)
-RAGMON_FIELDS = {"variant": "ragmon.variant", "release": "ragmon.release", "request_id": "ragmon.request_id",
-                 "intent": "ragmon.intent", "sample_rate": "ragmon.sample_rate"}
+DROP_REASONS = (
+    "not_openinference",
+    "no_retriever_or_llm",
+    "no_query",
+    "invalid_trace",
+    "no_root",
+    "processing_failed",
+    "derived_record_too_large",
+)  # the last two: dead-lettered (assembler.py)
+RAGMON_FIELDS = {
+    "variant": "ragmon.variant",
+    "release": "ragmon.release",
+    "request_id": "ragmon.request_id",
+    "intent": "ragmon.intent",
+    "sample_rate": "ragmon.sample_rate",
+}
 FILTERS_ATTRIBUTE = "ragmon.retrieval.filters"
 EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
 LOOKUP_KEYS = frozenset({*RAGMON_FIELDS.values(), "session.id", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
@@ -143,7 +155,8 @@ def _hashed(text: str) -> str:
 
 def _retrieval(trace: TraceSpans, root: SpanView) -> dict[str, Any]:
     retrieval: dict[str, Any] = {
-        "documents": context_documents(trace.of_kind("RETRIEVER"), trace.of_kind("RERANKER"))}
+        "documents": context_documents(trace.of_kind("RETRIEVER"), trace.of_kind("RERANKER"))
+    }
     filters = _json_attribute(trace, root, FILTERS_ATTRIBUTE)
     if filters is not None:
         retrieval["filters"] = filters
@@ -162,21 +175,26 @@ def assemble(trace: TraceSpans) -> Assembled:
     if root is None:
         return Assembled(None, "no_root", "no span without a parent", counts=counts)
     if set(counts) == {"none"}:
-        return Assembled(None, "not_openinference", "no span has openinference.span.kind", root.start_ns, counts)
+        return Assembled(
+            None, "not_openinference", "no span has openinference.span.kind", root.start_ns, counts
+        )
     retrievers, llms = trace.of_kind("RETRIEVER"), trace.of_kind("LLM")
     if not retrievers and not llms:
         return Assembled(None, "no_retriever_or_llm", f"span kinds: {sorted(counts)}", root.start_ns, counts)
     query = query_text(root, retrievers)
     if query is None:
-        return Assembled(None, "no_query", "neither the root nor a retriever has a text input.value",
-                         root.start_ns, counts)
+        return Assembled(
+            None, "no_query", "neither the root nor a retriever has a text input.value", root.start_ns, counts
+        )
     body = _context(trace, root)
     body["query"] = {"text": query[: L.MAX_QUERY_CHARS], **query_embedding(trace.of_kind("EMBEDDING"), query)}
     body["retrieval"] = _retrieval(trace, root)
     body["answer"] = {"text": (answer_text(root, llms) or "")[: L.MAX_ANSWER_CHARS]}
     body["timings"] = timings(root, trace.spans)
     body["usage"] = usage(llms)
-    if check_body("trace", body):  # msgspec: never looser than the model, so what it accepts the model accepts
+    if check_body(
+        "trace", body
+    ):  # msgspec: never looser than the model, so what it accepts the model accepts
         return Assembled(body, start_ns=root.start_ns, counts=counts)
     try:  # refused (or only stricter than the model): the model decides, and names the field and the rule
         TraceBody.model_validate(body)

@@ -10,26 +10,50 @@ _DELAY_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 class AssemblerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.spans = Counter(
-            "ragmon_assembler_spans_total", "Spans consumed, by outcome (stored, duplicate, overflow, late, "
-            "feedback, dead_letter)", ["outcome"], registry=registry)
+            "ragmon_assembler_spans_total",
+            "Spans consumed, by outcome (stored, duplicate, overflow, late, feedback, dead_letter)",
+            ["outcome"],
+            registry=registry,
+        )
         self.traces_emitted = Counter(
-            "ragmon_assembler_traces_emitted_total", "Trace events produced from OTLP traces",
-            ["tenant"], registry=registry)
+            "ragmon_assembler_traces_emitted_total",
+            "Trace events produced from OTLP traces",
+            ["tenant"],
+            registry=registry,
+        )
         self.traces_dropped = Counter(
-            "ragmon_assembler_traces_dropped_total", "OTLP traces not turned into a trace event, by reason",
-            ["reason"], registry=registry)
+            "ragmon_assembler_traces_dropped_total",
+            "OTLP traces not turned into a trace event, by reason",
+            ["reason"],
+            registry=registry,
+        )
         self.feedback_emitted = Counter(
-            "ragmon_assembler_feedback_emitted_total", "Feedback events produced from span annotations",
-            ["tenant"], registry=registry)
+            "ragmon_assembler_feedback_emitted_total",
+            "Feedback events produced from span annotations",
+            ["tenant"],
+            registry=registry,
+        )
         self.annotations_skipped = Counter(
-            "ragmon_assembler_annotations_skipped_total", "Span annotations that are not user feedback, by reason",
-            ["reason"], registry=registry)
+            "ragmon_assembler_annotations_skipped_total",
+            "Span annotations that are not user feedback, by reason",
+            ["reason"],
+            registry=registry,
+        )
         self.trace_spans = Counter(
-            "ragmon_assembler_trace_spans_total", "Spans of finished traces by OpenInference kind (none: not "
-            "OpenInference, other: a kind outside the spec)", ["kind"], registry=registry)
+            "ragmon_assembler_trace_spans_total",
+            "Spans of finished traces by OpenInference kind (none: not "
+            "OpenInference, other: a kind outside the spec)",
+            ["kind"],
+            registry=registry,
+        )
         self.pending = Gauge(
-            "ragmon_assembler_pending_traces", "Open traces waiting in Redis for their root or quiet period",
-            registry=registry)
+            "ragmon_assembler_pending_traces",
+            "Open traces waiting in Redis for their root or quiet period",
+            registry=registry,
+        )
         self.assembly_delay = Histogram(
-            "ragmon_assembler_assembly_delay_duration_seconds", "From a trace's root span ending to its event being produced",
-            buckets=_DELAY_BUCKETS, registry=registry)
+            "ragmon_assembler_assembly_delay_duration_seconds",
+            "From a trace's root span ending to its event being produced",
+            buckets=_DELAY_BUCKETS,
+            registry=registry,
+        )

@@ -37,8 +37,9 @@ class AssemblerLoop:
         self.metrics = metrics
         self.stopping = threading.Event()
         self.halted: str | None = None
-        self.dlq_limit = DlqLimit(settings.worker_dlq_max_ratio, settings.worker_dlq_window,
-                                  settings.worker_dlq_min_messages)
+        self.dlq_limit = DlqLimit(
+            settings.worker_dlq_max_ratio, settings.worker_dlq_window, settings.worker_dlq_min_messages
+        )
         self._next_lag = 0.0
         self.consumer = KafkaConsumer(
             bootstrap_servers=settings.bootstrap_list,
@@ -55,7 +56,9 @@ class AssemblerLoop:
         self.consumer.subscribe([settings.topics.spans])
 
     def run(self) -> int:
-        log.info("assembler consuming %s as group %s", self.settings.topics.spans, self.settings.group_id(WORKER))
+        log.info(
+            "assembler consuming %s as group %s", self.settings.topics.spans, self.settings.group_id(WORKER)
+        )
         self.metrics.ready.labels(WORKER).set(1)
         try:
             while not self.stopping.is_set():
@@ -72,8 +75,9 @@ class AssemblerLoop:
         if self.halted is not None:
             self._idle_poll()
         else:
-            polled = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms,
-                                        max_records=self.settings.worker_max_batch)
+            polled = self.consumer.poll(
+                timeout_ms=self.settings.worker_poll_timeout_ms, max_records=self.settings.worker_max_batch
+            )
             if polled:
                 self._handle(polled)
         self._guarded(self.assembler.tick)  # traces already in Redis are still assembled while halted

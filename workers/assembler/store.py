@@ -105,8 +105,18 @@ class SpanEntry(NamedTuple):  # immutable; a tuple is built several times faster
 
 
 class TraceStore:
-    def __init__(self, client: redis.Redis, prefix: str, *, quiet_s: float, max_spans: int, max_bytes: int,
-                 ttl_s: int, done_ttl_s: int, lease_s: float) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        *,
+        quiet_s: float,
+        max_spans: int,
+        max_bytes: int,
+        ttl_s: int,
+        done_ttl_s: int,
+        lease_s: float,
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.pending_key = f"{prefix}:pending"
@@ -125,9 +135,17 @@ class TraceStore:
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id, resource, spans in items:
             args: list[bytes | str | float | int] = [
-                now, self.quiet_s, self.max_spans, self.max_bytes, self.ttl_s, f"{tenant}/{trace_id}", resource,
-                ",".join(f"{e.span_class}{e.span_id}:{len(e.payload)}" for e in spans), len(spans),
-                b"".join(e.payload for e in spans)]
+                now,
+                self.quiet_s,
+                self.max_spans,
+                self.max_bytes,
+                self.ttl_s,
+                f"{tenant}/{trace_id}",
+                resource,
+                ",".join(f"{e.span_class}{e.span_id}:{len(e.payload)}" for e in spans),
+                len(spans),
+                b"".join(e.payload for e in spans),
+            ]
             self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
@@ -135,7 +153,9 @@ class TraceStore:
         members = self._claim(keys=[self.pending_key], args=[now, self.lease_s, limit])
         out = []
         for member in members:
-            tenant, _, trace_id = (member.decode() if isinstance(member, bytes) else str(member)).partition("/")
+            tenant, _, trace_id = (member.decode() if isinstance(member, bytes) else str(member)).partition(
+                "/"
+            )
             out.append((tenant, trace_id))
         return out
 
@@ -153,8 +173,17 @@ class TraceStore:
             if not spans or last is None:  # expired (TTL): `last` is set whenever a span is stored
                 out.append(None)
                 continue
-            out.append(OpenTrace(tenant, trace_id, spans, root.decode() if root else None, float(last),
-                                 int(overflow or 0), resource or b""))
+            out.append(
+                OpenTrace(
+                    tenant,
+                    trace_id,
+                    spans,
+                    root.decode() if root else None,
+                    float(last),
+                    int(overflow or 0),
+                    resource or b"",
+                )
+            )
         return out
 
     def reschedule(self, tenant: str, trace_id: str, at: float) -> None:
@@ -172,8 +201,11 @@ class TraceStore:
         pipe = self.client.pipeline(transaction=False)
         for trace in traces:
             keys = self._keys(trace.tenant, trace.trace_id)
-            self._finish(keys=keys, args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s],
-                         client=pipe)
+            self._finish(
+                keys=keys,
+                args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s],
+                client=pipe,
+            )
         return [int(n) for n in pipe.execute()] if traces else []
 
     def pending(self) -> int:

@@ -9,13 +9,22 @@ from service.contracts import limits as L
 from workers.assembler.view import SpanView, json_object
 
 # OpenInference span kind -> the contract's stage name (metrics worker's default stages).
-STAGE_OF_KIND = {"EMBEDDING": "embedding", "RETRIEVER": "retrieval", "RERANKER": "rerank", "LLM": "generation",
-                 "GUARDRAIL": "postprocess", "TOOL": "tool"}
+STAGE_OF_KIND = {
+    "EMBEDDING": "embedding",
+    "RETRIEVER": "retrieval",
+    "RERANKER": "rerank",
+    "LLM": "generation",
+    "GUARDRAIL": "postprocess",
+    "TOOL": "tool",
+}
 # llm.token_count.* -> the contract's token kinds. Cache writes have no token kind in the contract (v1):
 # OpenInference counts them inside `prompt` already, so they are not lost from the prompt total.
-TOKEN_ATTRIBUTES = {"llm.token_count.prompt": "prompt", "llm.token_count.completion": "completion",
-                    "llm.token_count.prompt_details.cache_read": "cached_prompt",
-                    "llm.token_count.completion_details.reasoning": "reasoning"}
+TOKEN_ATTRIBUTES = {
+    "llm.token_count.prompt": "prompt",
+    "llm.token_count.completion": "completion",
+    "llm.token_count.prompt_details.cache_read": "cached_prompt",
+    "llm.token_count.completion_details.reasoning": "reasoning",
+}
 TEXT_KEYS = ("answer", "output", "result", "text", "content", "query", "question", "input")
 FIRST_TOKEN_EVENTS = ("first token", "first_token")
 REDACTED_VECTOR = "__REDACTED__"
@@ -105,8 +114,10 @@ def timings(root: SpanView, spans: list[SpanView]) -> dict[str, float]:
             out[stage] = out.get(stage, 0.0) + span.duration_ms
     if root.end_ns:
         out["total"] = root.duration_ms
-    first_token = min((t for s in spans for name, t in s.events
-                       if any(m in name.lower() for m in FIRST_TOKEN_EVENTS)), default=None)
+    first_token = min(
+        (t for s in spans for name, t in s.events if any(m in name.lower() for m in FIRST_TOKEN_EVENTS)),
+        default=None,
+    )
     if first_token is not None and first_token >= root.start_ns:
         out["ttft"] = (first_token - root.start_ns) / 1e6
     return {k: round(v, 3) for k, v in out.items() if 0 <= v <= L.MAX_TIMING_MS}

@@ -22,8 +22,12 @@ _DOUBLE_LAYOUTS: dict[int, struct.Struct] = {}
 def _doubles(array: Any, n: int) -> list[float] | None:
     """The items of an ArrayValue holding only doubles, or None when it holds anything else."""
     data = array.SerializeToString()
-    if len(data) != _DOUBLE_ITEM * n or data[0::11] != b"\x0a" * n or data[1::11] != b"\x09" * n \
-            or data[2::11] != b"\x21" * n:
+    if (
+        len(data) != _DOUBLE_ITEM * n
+        or data[0::11] != b"\x0a" * n
+        or data[1::11] != b"\x09" * n
+        or data[2::11] != b"\x21" * n
+    ):
         return None
     layout = _DOUBLE_LAYOUTS.get(n)
     if layout is None:
@@ -54,8 +58,10 @@ def any_value(value: AnyValue) -> Any:
 
 def attribute_map(attributes: Any) -> dict[str, Any]:
     # any_value inlined for scalars (most attributes): one WhichOneof and no call per attribute
-    return {kv.key: getattr(v, w) if (w := (v := kv.value).WhichOneof("value")) in _SCALARS else any_value(v)
-            for kv in attributes}
+    return {
+        kv.key: getattr(v, w) if (w := (v := kv.value).WhichOneof("value")) in _SCALARS else any_value(v)
+        for kv in attributes
+    }
 
 
 @dataclass
@@ -73,10 +79,17 @@ class SpanView:
     @classmethod
     def of(cls, span: Span) -> SpanView:
         events, links = span.events, span.links  # mostly empty: no comprehension then
-        return cls(span.span_id.hex(), span.parent_span_id.hex(), span.name, span.start_time_unix_nano,
-                   span.end_time_unix_nano, attribute_map(span.attributes), span.dropped_attributes_count,
-                   [(e.name, e.time_unix_nano) for e in events] if events else [],
-                   [(link.trace_id.hex(), link.span_id.hex()) for link in links] if links else [])
+        return cls(
+            span.span_id.hex(),
+            span.parent_span_id.hex(),
+            span.name,
+            span.start_time_unix_nano,
+            span.end_time_unix_nano,
+            attribute_map(span.attributes),
+            span.dropped_attributes_count,
+            [(e.name, e.time_unix_nano) for e in events] if events else [],
+            [(link.trace_id.hex(), link.span_id.hex()) for link in links] if links else [],
+        )
 
     # The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once).
     kind: str | None = field(init=False, default=None)

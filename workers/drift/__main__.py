@@ -32,8 +32,14 @@ def reduced_without_ml(config: DriftConfig) -> DriftConfig:
     if not absent:
         return config
     logging.getLogger("workers.drift").warning(
-        "%s", missing_line("worker drift", "ml", absent, "reduced (query drift on the app's embeddings only, "
-                           "no pinned-encoder signal)"))
+        "%s",
+        missing_line(
+            "worker drift",
+            "ml",
+            absent,
+            "reduced (query drift on the app's embeddings only, no pinned-encoder signal)",
+        ),
+    )
     return config.model_copy(update={"encoder": config.encoder.model_copy(update={"enabled": False})})
 
 

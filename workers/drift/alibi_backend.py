@@ -57,13 +57,23 @@ def alibi_mmd_test(
     # alibi-detect draws its permutations from numpy's global RNG: seed it from ours.
     np.random.seed(int(rng.integers(2**32)))
     detector = detector_class(
-        reference, backend="pytorch", p_val=alpha, sigma=np.array([sigma], dtype=reference.dtype),
-        n_permutations=permutations, device="cpu",
+        reference,
+        backend="pytorch",
+        p_val=alpha,
+        sigma=np.array([sigma], dtype=reference.dtype),
+        n_permutations=permutations,
+        device="cpu",
     )
     p_raw, mmd2, threshold = detector.score(current)
     exceed = int(round(float(p_raw) * permutations))  # alibi-detect: mean(observed <= permuted)
     p_value = (1 + exceed) / (1 + permutations)
     return MMDResult(
-        mmd2=float(mmd2), p_value=p_value, threshold=float(threshold), drift=p_value <= alpha, sigma=float(sigma),
-        permutations=permutations, n_reference=len(reference), n_current=len(current),
+        mmd2=float(mmd2),
+        p_value=p_value,
+        threshold=float(threshold),
+        drift=p_value <= alpha,
+        sigma=float(sigma),
+        permutations=permutations,
+        n_reference=len(reference),
+        n_current=len(current),
     )

@@ -75,10 +75,14 @@ def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[f
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def holdout_ood(embeddings: np.ndarray, rng: np.random.Generator, clusters: int = 5, iterations: int = 25) -> tuple[np.ndarray, np.ndarray]:
+def holdout_ood(
+    embeddings: np.ndarray, rng: np.random.Generator, clusters: int = 5, iterations: int = 25
+) -> tuple[np.ndarray, np.ndarray]:
     """Split a sample into (in-distribution, held-out topic) with a small k-means."""
     if len(embeddings) < 2 * clusters:
-        raise ValueError(f"reference: need at least {2 * clusters} rows to hold out a topic, got {len(embeddings)}")
+        raise ValueError(
+            f"reference: need at least {2 * clusters} rows to hold out a topic, got {len(embeddings)}"
+        )
     x = embeddings.astype(np.float64)
     centres = x[rng.choice(len(x), size=clusters, replace=False)]
     assign = np.zeros(len(x), dtype=np.int64)
@@ -95,8 +99,15 @@ def holdout_ood(embeddings: np.ndarray, rng: np.random.Generator, clusters: int 
     return embeddings[assign != far], embeddings[assign == far]
 
 
-def _detect(pool: np.ndarray, ood: np.ndarray, shift: float, window: int, alpha: float, permutations: int,
-            rng: np.random.Generator) -> bool:
+def _detect(
+    pool: np.ndarray,
+    ood: np.ndarray,
+    shift: float,
+    window: int,
+    alpha: float,
+    permutations: int,
+    rng: np.random.Generator,
+) -> bool:
     n_ood = int(round(shift * window))
     picks = rng.choice(len(pool), size=2 * window - n_ood, replace=False)
     reference = pool[picks[:window]]
@@ -140,7 +151,9 @@ def calibrate(
         raise ValueError(f"ood rows have shape {ood.shape[1:]}, the reference rows {reference.shape[1:]}")
     report = Calibration(window, alpha, permutations, repetitions, ood_source)
     for shift in shifts:
-        hits = sum(_detect(reference, ood, shift, window, alpha, permutations, rng) for _ in range(repetitions))
+        hits = sum(
+            _detect(reference, ood, shift, window, alpha, permutations, rng) for _ in range(repetitions)
+        )
         report.rows.append(Rate(shift, hits, repetitions, *wilson_interval(hits, repetitions)))
     return report
 
@@ -159,13 +172,19 @@ def render(report: Calibration) -> str:
     smallest = report.smallest_detected_shift()
     lines.append("")
     if smallest is None:
-        lines.append(f"no tested shift reached {POWER_TARGET:.0%} power at window {report.window}: "
-                     "use a larger window, a larger alpha, or accept that only larger shifts are seen")
+        lines.append(
+            f"no tested shift reached {POWER_TARGET:.0%} power at window {report.window}: "
+            "use a larger window, a larger alpha, or accept that only larger shifts are seen"
+        )
     else:
-        lines.append(f"smallest shift detected with {POWER_TARGET:.0%} power at window {report.window} "
-                     f"and alpha {report.alpha}: {smallest:.0%} out-of-distribution queries")
+        lines.append(
+            f"smallest shift detected with {POWER_TARGET:.0%} power at window {report.window} "
+            f"and alpha {report.alpha}: {smallest:.0%} out-of-distribution queries"
+        )
     fa = report.false_alarm
     if fa is not None and fa.low > report.alpha:
-        lines.append(f"WARNING: the false alarm rate {fa.rate:.3f} is above alpha {report.alpha} "
-                     "even at the low end of its interval: the sample is not exchangeable (duplicates, time order?)")
+        lines.append(
+            f"WARNING: the false alarm rate {fa.rate:.3f} is above alpha {report.alpha} "
+            "even at the low end of its interval: the sample is not exchangeable (duplicates, time order?)"
+        )
     return "\n".join(lines)

@@ -58,17 +58,27 @@ def cmd_calibrate(args: argparse.Namespace, config: DriftConfig) -> int:
     if args.ood is not None:
         ood, ood_model = _embed(read_sample(args.ood), config)
         if ood_model != ref_model or ood.shape[1] != reference.shape[1]:
-            raise CliError(f"--ood embeddings ({ood_model}, dim {ood.shape[1]}) are not comparable with "
-                           f"--reference ({ref_model}, dim {reference.shape[1]})")
+            raise CliError(
+                f"--ood embeddings ({ood_model}, dim {ood.shape[1]}) are not comparable with "
+                f"--reference ({ref_model}, dim {reference.shape[1]})"
+            )
         pool, source = reference, f"file {args.ood}"
     else:
         pool, ood = holdout_ood(reference, rng)
         source = f"held-out farthest k-means topic of the reference ({len(ood)} of {len(reference)} rows)"
     reports = []
     for window in args.window or [config.current_size]:
-        report = calibrate(pool, ood, window=window, alpha=args.alpha or config.alpha,
-                           permutations=args.permutations or config.permutations,
-                           repetitions=args.repetitions, rng=rng, shifts=args.shifts, ood_source=source)
+        report = calibrate(
+            pool,
+            ood,
+            window=window,
+            alpha=args.alpha or config.alpha,
+            permutations=args.permutations or config.permutations,
+            repetitions=args.repetitions,
+            rng=rng,
+            shifts=args.shifts,
+            ood_source=source,
+        )
         print(render(report), end="\n\n", flush=True)
         reports.append(report.as_dict())
     if args.json:
@@ -93,14 +103,18 @@ def _store(args: argparse.Namespace, config: DriftConfig) -> WindowStore:
     from workers.drift.windows import WindowStore
 
     url = args.redis_url or CommonSettings().redis_url
-    return WindowStore(redis.Redis.from_url(url), config.key_prefix, config.reference_size, config.current_size)
+    return WindowStore(
+        redis.Redis.from_url(url), config.key_prefix, config.reference_size, config.current_size
+    )
 
 
 def cmd_freeze(args: argparse.Namespace, config: DriftConfig) -> int:
     sample = read_sample(args.file)
     if args.signal == ENCODER and sample.texts is None:
-        raise CliError("--file: the encoder signal is frozen from query texts (.txt or .jsonl with 'text'), "
-                       "so the pinned encoder embeds them; embeddings are for --signal app")
+        raise CliError(
+            "--file: the encoder signal is frozen from query texts (.txt or .jsonl with 'text'), "
+            "so the pinned encoder embeds them; embeddings are for --signal app"
+        )
     if args.signal == APP and sample.embeddings is None:
         raise CliError("--file: the app signal is frozen from embeddings (.npy or .jsonl with 'embedding')")
     vectors, model = _embed(sample, config)
@@ -124,8 +138,10 @@ def cmd_export(args: argparse.Namespace, config: DriftConfig) -> int:
 def cmd_reset(args: argparse.Namespace, config: DriftConfig) -> int:
     key = _signal_key(args, args.dim)
     _store(args, config).reset(key)
-    print(f"reset {key.stream} model {key.model} (dim {key.dim}): the next {config.reference_size} queries "
-          "become its reference")
+    print(
+        f"reset {key.stream} model {key.model} (dim {key.dim}): the next {config.reference_size} queries "
+        "become its reference"
+    )
     return 0
 
 
@@ -134,10 +150,15 @@ def cmd_status(args: argparse.Namespace, config: DriftConfig) -> int:
     signals = store.signals()
     keys = [k for k, _ in signals]
     for (key, seen), status, result in zip(signals, store.statuses(keys), store.results(keys), strict=True):
-        tested = (f"MMD²={result['mmd2']:.5f} p={result['p_value']:.4f} drift={bool(result['drift'])}"
-                  if "mmd2" in result else "not tested yet")
-        print(f"{key.stream} model={key.model} dim={key.dim} reference={status.reference}"
-              f"{' (frozen)' if status.frozen else ''} current={status.current} last_seen={seen:.0f} {tested}")
+        tested = (
+            f"MMD²={result['mmd2']:.5f} p={result['p_value']:.4f} drift={bool(result['drift'])}"
+            if "mmd2" in result
+            else "not tested yet"
+        )
+        print(
+            f"{key.stream} model={key.model} dim={key.dim} reference={status.reference}"
+            f"{' (frozen)' if status.frozen else ''} current={status.current} last_seen={seen:.0f} {tested}"
+        )
     return 0
 
 
@@ -157,11 +178,15 @@ def parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="false alarm rate and power against injected shifts")
     cal.add_argument("--reference", required=True, help="sample of normal queries (.txt, .jsonl, .npy)")
     cal.add_argument("--ood", help="out-of-distribution queries; default: hold out a topic of the reference")
-    cal.add_argument("--window", type=int, action="append", help="window size (repeatable); default: current_size")
+    cal.add_argument(
+        "--window", type=int, action="append", help="window size (repeatable); default: current_size"
+    )
     cal.add_argument("--alpha", type=float)
     cal.add_argument("--permutations", type=int)
     cal.add_argument("--repetitions", type=int, default=100)
-    cal.add_argument("--shifts", type=lambda s: [float(x) for x in s.split(",")], default=list(DEFAULT_SHIFTS))
+    cal.add_argument(
+        "--shifts", type=lambda s: [float(x) for x in s.split(",")], default=list(DEFAULT_SHIFTS)
+    )
     cal.add_argument("--seed", type=int)
     cal.add_argument("--json", help="also write the tables as JSON here")
     freeze = sub.add_parser("freeze-reference", help="pin a signal's reference to a file of queries")
@@ -178,8 +203,13 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
-COMMANDS = {"calibrate": cmd_calibrate, "freeze-reference": cmd_freeze, "export-window": cmd_export,
-            "reset-reference": cmd_reset, "status": cmd_status}
+COMMANDS = {
+    "calibrate": cmd_calibrate,
+    "freeze-reference": cmd_freeze,
+    "export-window": cmd_export,
+    "reset-reference": cmd_reset,
+    "status": cmd_status,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ragmon drift {args.command}: {exc}", file=sys.stderr)
         return 2
     except redis.exceptions.ConnectionError as exc:
-        print(f"ragmon drift {args.command}: cannot reach Redis ({exc}); set RAGMON_REDIS_URL or --redis-url",
-              file=sys.stderr)
+        print(
+            f"ragmon drift {args.command}: cannot reach Redis ({exc}); set RAGMON_REDIS_URL or --redis-url",
+            file=sys.stderr,
+        )
         return 3
 
 

@@ -37,7 +37,7 @@ class AppEmbeddingConfig(BaseModel):
     models: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(
         default_factory=list,
         description="embedding_model names tested, each under its own metric label; other models are counted "
-        "(ragmon_drift_embeddings_total{outcome=\"unknown_model\"}) but not tested",
+        '(ragmon_drift_embeddings_total{outcome="unknown_model"}) but not tested',
     )
 
 
@@ -46,16 +46,29 @@ class DriftConfig(BaseModel):
 
     encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig())
     app_embeddings: AppEmbeddingConfig = Field(default_factory=lambda: AppEmbeddingConfig())
-    reference_size: int = Field(default=1000, ge=10, le=20_000, description="N: queries captured as the reference")
-    current_size: int = Field(default=1000, ge=10, le=20_000, description="the rolling current window holds the last N")
-    min_current_size: int = Field(default=200, ge=5, description="no test until the current window holds this many")
-    current_max_age_s: float = Field(default=86_400.0, gt=0, description="queries older than this leave the current window")
-    test_every_queries: int = Field(default=100, ge=1, description="K: test after this many new current queries")
-    test_every_seconds: float = Field(default=300.0, gt=0, description="T: or after this long, when anything new arrived")
+    reference_size: int = Field(
+        default=1000, ge=10, le=20_000, description="N: queries captured as the reference"
+    )
+    current_size: int = Field(
+        default=1000, ge=10, le=20_000, description="the rolling current window holds the last N"
+    )
+    min_current_size: int = Field(
+        default=200, ge=5, description="no test until the current window holds this many"
+    )
+    current_max_age_s: float = Field(
+        default=86_400.0, gt=0, description="queries older than this leave the current window"
+    )
+    test_every_queries: int = Field(
+        default=100, ge=1, description="K: test after this many new current queries"
+    )
+    test_every_seconds: float = Field(
+        default=300.0, gt=0, description="T: or after this long, when anything new arrived"
+    )
     alpha: float = Field(default=0.01, gt=0, lt=1, description="p-value at or below which drift is flagged")
     permutations: int = Field(default=1000, ge=1, le=100_000)
     backend: Literal["ragmon", "alibi"] = Field(
-        default="ragmon", description="who runs the test: ragmon's own, or alibi-detect's MMDDrift (optional extra)"
+        default="ragmon",
+        description="who runs the test: ragmon's own, or alibi-detect's MMDDrift (optional extra)",
     )
     intents: list[IntentName] = Field(default_factory=list, description="also keep windows per these intents")
     variants: list[IntentName] = Field(
@@ -64,11 +77,19 @@ class DriftConfig(BaseModel):
         description="traces of these variants feed the windows (shadow runs repeat production's queries)",
     )
     sample: float = Field(default=1.0, gt=0, le=1, description="share of traces embedded, chosen by event id")
-    lease_s: float = Field(default=120.0, gt=0, description="a test holding the lease longer than this loses it")
-    retire_after_s: float = Field(default=3_600.0, gt=0, description="a model not seen this long has its windows dropped")
-    publish_every_s: float = Field(default=5.0, gt=0, description="how often every replica re-reads the shared results")
+    lease_s: float = Field(
+        default=120.0, gt=0, description="a test holding the lease longer than this loses it"
+    )
+    retire_after_s: float = Field(
+        default=3_600.0, gt=0, description="a model not seen this long has its windows dropped"
+    )
+    publish_every_s: float = Field(
+        default=5.0, gt=0, description="how often every replica re-reads the shared results"
+    )
     key_prefix: str = Field(default="ragmon:drift", pattern=r"^[A-Za-z0-9:._-]+$")
-    seed: int | None = Field(default=None, description="seed of the permutations (tests and calibration only)")
+    seed: int | None = Field(
+        default=None, description="seed of the permutations (tests and calibration only)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> DriftConfig:
@@ -83,7 +104,9 @@ class DriftConfig(BaseModel):
             from workers.drift.alibi_backend import INSTALL_HINT, alibi_available
 
             if not alibi_available():
-                raise ValueError(f"backend: 'alibi' needs alibi-detect, which is not installed: {INSTALL_HINT}")
+                raise ValueError(
+                    f"backend: 'alibi' needs alibi-detect, which is not installed: {INSTALL_HINT}"
+                )
         return self
 
 

@@ -27,60 +27,89 @@ class DriftMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         s = SIGNAL_LABELS
         self.mmd2 = Gauge(
-            "ragmon_drift_mmd2", "Unbiased MMD² between the reference and current windows", s, registry=registry
+            "ragmon_drift_mmd2",
+            "Unbiased MMD² between the reference and current windows",
+            s,
+            registry=registry,
         )
         self.p_value = Gauge(
-            "ragmon_drift_p_value_ratio", "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)", s,
+            "ragmon_drift_p_value_ratio",
+            "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)",
+            s,
             registry=registry,
         )
         self.threshold = Gauge(
             "ragmon_drift_mmd2_threshold",
             "MMD² the last test had to exceed to flag drift at the configured alpha (from its permutations)",
-            s, registry=registry,
+            s,
+            registry=registry,
         )
-        self.detected = Gauge("ragmon_drift_detected", "1 when the last test's p-value was <= alpha", s, registry=registry)
+        self.detected = Gauge(
+            "ragmon_drift_detected", "1 when the last test's p-value was <= alpha", s, registry=registry
+        )
         self.window_size = Gauge(
             "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window"), registry=registry
         )
         self.last_test = Gauge(
-            "ragmon_drift_last_test_timestamp_seconds", "Unix time of the last drift test", s, registry=registry
+            "ragmon_drift_last_test_timestamp_seconds",
+            "Unix time of the last drift test",
+            s,
+            registry=registry,
         )
-        self.tests = Counter("ragmon_drift_tests_total", "Drift tests run by this replica", s, registry=registry)
+        self.tests = Counter(
+            "ragmon_drift_tests_total", "Drift tests run by this replica", s, registry=registry
+        )
         self.test_duration = Histogram(
-            "ragmon_drift_test_duration_seconds", "Time to read the windows and run one test", s[:2],
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=registry,
+            "ragmon_drift_test_duration_seconds",
+            "Time to read the windows and run one test",
+            s[:2],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=registry,
         )
         self.model_resets = Counter(
             "ragmon_drift_model_resets_total",
             "A new embedding model or dimension replaced the previous one of a stream: new reference, no comparison",
-            ("tenant", "signal", "intent", "from_model", "to_model"), registry=registry,
+            ("tenant", "signal", "intent", "from_model", "to_model"),
+            registry=registry,
         )
         self.embeddings = Counter(
-            "ragmon_drift_embeddings_total", "Query embeddings offered to the windows, by where they went",
-            ("tenant", "signal", "outcome"), registry=registry,
+            "ragmon_drift_embeddings_total",
+            "Query embeddings offered to the windows, by where they went",
+            ("tenant", "signal", "outcome"),
+            registry=registry,
         )
         self.skipped = Counter(
-            "ragmon_drift_queries_skipped_total", "Trace queries left out of the windows, by why",
-            ("tenant", "reason"), registry=registry,
+            "ragmon_drift_queries_skipped_total",
+            "Trace queries left out of the windows, by why",
+            ("tenant", "reason"),
+            registry=registry,
         )
         self.lease_busy = Counter(
-            "ragmon_drift_lease_busy_total", "Due tests left to the replica that held the signal's lease", s[:2],
+            "ragmon_drift_lease_busy_total",
+            "Due tests left to the replica that held the signal's lease",
+            s[:2],
             registry=registry,
         )
         self.tick_errors = Counter(
-            "ragmon_drift_tick_errors_total", "Scheduled work skipped because Redis failed, by error type", ("error",),
+            "ragmon_drift_tick_errors_total",
+            "Scheduled work skipped because Redis failed, by error type",
+            ("error",),
             registry=registry,
         )
         self.encoder_ready = Gauge(
             "ragmon_drift_encoder_up", "1 when the pinned encoder is loaded", registry=registry
         )
         self.encoder_duration = Histogram(
-            "ragmon_drift_encoder_batch_duration_seconds", "Time to embed one batch of query texts",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0), registry=registry,
+            "ragmon_drift_encoder_batch_duration_seconds",
+            "Time to embed one batch of query texts",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=registry,
         )
         self._published: set[tuple[str, ...]] = set()
 
-    def publish(self, labels: tuple[str, ...], result: Mapping[str, float], reference: int, current: int) -> None:
+    def publish(
+        self, labels: tuple[str, ...], result: Mapping[str, float], reference: int, current: int
+    ) -> None:
         """Export one signal's windows and, once it has been tested, its last result."""
         self.window_size.labels(*labels, "reference").set(reference)
         self.window_size.labels(*labels, "current").set(current)

@@ -131,7 +131,9 @@ def split_constant(n: int, m: int) -> float:
     return 1.0 / (n * (n - 1)) + 1.0 / (m * (m - 1)) + 2.0 / (n * m)
 
 
-def permuted_mmd2(kernel: np.ndarray, n_reference: int, permutations: int, rng: np.random.Generator) -> np.ndarray:
+def permuted_mmd2(
+    kernel: np.ndarray, n_reference: int, permutations: int, rng: np.random.Generator
+) -> np.ndarray:
     """MMD²_u of `permutations` random relabellings of the pooled sample, sharing one kernel."""
     size = kernel.shape[0]
     n, m = n_reference, size - n_reference

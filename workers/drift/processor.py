@@ -63,7 +63,9 @@ class DriftProcessor:
             except EncoderUnavailable as exc:  # readiness() reports it; the labels are moot then
                 log.error("drift: %s", exc)
         self.labels = ModelLabels(known)
-        self.scheduler = DriftScheduler(config, self.store, self.metrics, self.labels, np.random.default_rng(config.seed))
+        self.scheduler = DriftScheduler(
+            config, self.store, self.metrics, self.labels, np.random.default_rng(config.seed)
+        )
         self._intents = frozenset(config.intents)
         self._variants = frozenset(config.variants)
         self._next_tick_warning = 0.0
@@ -149,9 +151,17 @@ class DriftProcessor:
         for change in changes:
             new, old = change.key, change.previous
             self.metrics.model_resets.labels(
-                new.tenant, new.signal, new.intent, self.labels(old.model) or OTHER, self.labels(new.model) or OTHER
+                new.tenant,
+                new.signal,
+                new.intent,
+                self.labels(old.model) or OTHER,
+                self.labels(new.model) or OTHER,
             ).inc()
             log.warning(
                 "drift: %s switched from %s (dim %d) to %s (dim %d): new reference, no comparison across models",
-                new.stream, old.model, old.dim, new.model, new.dim,
+                new.stream,
+                old.model,
+                old.dim,
+                new.model,
+                new.dim,
             )

@@ -45,7 +45,9 @@ def read_sample(path: str | Path) -> Sample:
         return _non_empty(Sample(p, embeddings=_matrix(p, arr)))
     if p.suffix == ".jsonl":
         return _non_empty(_read_jsonl(p))
-    raise SampleError(f"{p}: unknown format {p.suffix!r}; use .txt (texts), .jsonl (text or embedding) or .npy")
+    raise SampleError(
+        f"{p}: unknown format {p.suffix!r}; use .txt (texts), .jsonl (text or embedding) or .npy"
+    )
 
 
 def _read_jsonl(p: Path) -> Sample:
@@ -72,7 +74,9 @@ def _read_jsonl(p: Path) -> Sample:
     if texts and rows:
         raise SampleError(f"{p}: mixes texts and embeddings; a sample is one or the other")
     if len(models) > 1:
-        raise SampleError(f"{p}: embeddings of several models {sorted(models)} are never compared; split the file")
+        raise SampleError(
+            f"{p}: embeddings of several models {sorted(models)} are never compared; split the file"
+        )
     if rows:
         try:
             arr = np.asarray(rows, dtype=np.float32)

@@ -26,7 +26,11 @@ log = logging.getLogger(__name__)
 
 class DriftScheduler:
     def __init__(
-        self, config: DriftConfig, store: WindowStore, metrics: DriftMetrics, labels: ModelLabels,
+        self,
+        config: DriftConfig,
+        store: WindowStore,
+        metrics: DriftMetrics,
+        labels: ModelLabels,
         rng: np.random.Generator,
     ) -> None:
         self.config = config
@@ -70,8 +74,13 @@ class DriftScheduler:
             if now - last_seen <= self.config.retire_after_s:
                 live[sig] = last_seen
             elif self.store.retire(sig):
-                log.info("drift: retired %s (model %s, dim %d): not seen for %.0f s",
-                         sig.stream, sig.model, sig.dim, now - last_seen)
+                log.info(
+                    "drift: retired %s (model %s, dim %d): not seen for %.0f s",
+                    sig.stream,
+                    sig.model,
+                    sig.dim,
+                    now - last_seen,
+                )
         return live
 
     def exported(self, live: dict[SignalKey, float]) -> list[SignalKey]:
@@ -128,8 +137,14 @@ class DriftScheduler:
         self.metrics.test_duration.labels(sig.tenant, sig.signal).observe(time.perf_counter() - started)
         self.metrics.publish(labels, {**outcome, "tested_at": now}, len(reference), len(current))
         if result.drift:
-            log.warning("drift: %s model %s: MMD²=%.5f p=%.4f (threshold %.5f)",
-                        sig.stream, sig.model, result.mmd2, result.p_value, result.threshold)
+            log.warning(
+                "drift: %s model %s: MMD²=%.5f p=%.4f (threshold %.5f)",
+                sig.stream,
+                sig.model,
+                result.mmd2,
+                result.p_value,
+                result.threshold,
+            )
         return True
 
     def _refresh(self, live: list[SignalKey]) -> None:

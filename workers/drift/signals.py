@@ -47,7 +47,9 @@ class SignalKey:
         return f"{self.stream}:{self.model_id}"
 
     def encode(self) -> str:
-        return json.dumps([self.tenant, self.signal, self.intent, self.model, self.dim], separators=(",", ":"))
+        return json.dumps(
+            [self.tenant, self.signal, self.intent, self.model, self.dim], separators=(",", ":")
+        )
 
     @classmethod
     def decode(cls, raw: str | bytes) -> SignalKey:

@@ -77,7 +77,12 @@ return 0
 """
 
 ADDED_DUPLICATE, ADDED_REFERENCE, ADDED_CURRENT, ADDED_TOO_OLD = 0, 1, 2, 3
-OUTCOMES = {ADDED_DUPLICATE: "duplicate", ADDED_REFERENCE: "reference", ADDED_CURRENT: "current", ADDED_TOO_OLD: "too_old"}
+OUTCOMES = {
+    ADDED_DUPLICATE: "duplicate",
+    ADDED_REFERENCE: "reference",
+    ADDED_CURRENT: "current",
+    ADDED_TOO_OLD: "too_old",
+}
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,11 @@ class WindowStore:
         for obs in observations:
             keys = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
             args: list[str | bytes | float | int] = [
-                obs.event_id, obs.received_at, obs.vector.astype("<f4").tobytes(), self.reference_size, self.current_size
+                obs.event_id,
+                obs.received_at,
+                obs.vector.astype("<f4").tobytes(),
+                self.reference_size,
+                self.current_size,
             ]
             self._add(keys=keys, args=args, client=pipe)
         replies = pipe.execute()
@@ -165,7 +174,12 @@ class WindowStore:
             ref, cur, (pending, last_test, frozen, forced) = replies[3 * i : 3 * i + 3]
             out.append(
                 WindowStatus(
-                    int(ref), int(cur), int(pending or 0), float(last_test or 0.0), frozen == b"1", forced == b"1"
+                    int(ref),
+                    int(cur),
+                    int(pending or 0),
+                    float(last_test or 0.0),
+                    frozen == b"1",
+                    forced == b"1",
                 )
             )
         return out
@@ -234,7 +248,10 @@ class WindowStore:
             pipe.hdel(self.key(sig, "vec"), *old)
         if ids:
             pipe.zadd(self.key(sig, "ref"), {i: stamp for i in ids})
-            pipe.hset(self.key(sig, "vec"), mapping={i: v.astype("<f4").tobytes() for i, v in zip(ids, vectors, strict=True)})
+            pipe.hset(
+                self.key(sig, "vec"),
+                mapping={i: v.astype("<f4").tobytes() for i, v in zip(ids, vectors, strict=True)},
+            )
         pipe.hset(self.key(sig, "meta"), mapping={"frozen": 1, "forced": 1})
         pipe.zadd(self.index_key, {sig.encode(): stamp}, gt=True)
         pipe.zadd(self._models_key(sig), {sig.encode(): stamp}, gt=True)

@@ -17,8 +17,13 @@ def build(ctx: Any) -> ExclusionProcessor:
     worker with the field named before it consumes anything.
     """
     config = load_exclusion_config()
-    return ExclusionProcessor(ctx.redis, ExclusionMetrics(ctx.registry, config), config,
-                              emitter=ctx.emitter, scores_topic=ctx.settings.topics.scores)
+    return ExclusionProcessor(
+        ctx.redis,
+        ExclusionMetrics(ctx.registry, config),
+        config,
+        emitter=ctx.emitter,
+        scores_topic=ctx.settings.topics.scores,
+    )
 
 
 def main() -> None:

@@ -41,10 +41,14 @@ class ExclusionMetrics:
             return Counter(name, doc, labels, registry=registry)
 
         self.samples = counter(
-            "ragmon_exclusion_samples_total", "Exclusion samples evaluated, with or without eligible gold", QUERY_LABELS
+            "ragmon_exclusion_samples_total",
+            "Exclusion samples evaluated, with or without eligible gold",
+            QUERY_LABELS,
         )
         self.eligible_queries = counter(
-            "ragmon_exclusion_eligible_queries_total", "Evaluated queries with at least one entitled gold document", QUERY_LABELS
+            "ragmon_exclusion_eligible_queries_total",
+            "Evaluated queries with at least one entitled gold document",
+            QUERY_LABELS,
         )
         self.excluded_queries = counter(
             "ragmon_exclusion_falsely_excluded_queries_total",
@@ -52,10 +56,14 @@ class ExclusionMetrics:
             QUERY_LABELS,
         )
         self.eligible_gold = counter(
-            "ragmon_exclusion_eligible_gold_documents_total", "Entitled gold documents evaluated", QUERY_LABELS
+            "ragmon_exclusion_eligible_gold_documents_total",
+            "Entitled gold documents evaluated",
+            QUERY_LABELS,
         )
         self.excluded_gold = counter(
-            "ragmon_exclusion_excluded_gold_documents_total", "Entitled gold documents removed by relevance filters", QUERY_LABELS
+            "ragmon_exclusion_excluded_gold_documents_total",
+            "Entitled gold documents removed by relevance filters",
+            QUERY_LABELS,
         )
         self.predicate_exclusions = counter(
             "ragmon_exclusion_predicate_exclusions_total",
@@ -69,14 +77,18 @@ class ExclusionMetrics:
             ("tenant", "source", "reason"),
         )
         self.leaks = counter(
-            "ragmon_exclusion_leaks_total", "Documents that violate an entitlement predicate (security event)", ("tenant", "kind")
+            "ragmon_exclusion_leaks_total",
+            "Documents that violate an entitlement predicate (security event)",
+            ("tenant", "kind"),
         )
         self.unverified = counter(
             "ragmon_exclusion_unverified_documents_total",
             "Documents whose metadata lacks an entitlement predicate's field, so no leak check was possible",
             ("tenant", "kind"),
         )
-        self.labels = counter("ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome"))
+        self.labels = counter(
+            "ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome")
+        )
         self._tenants_seen: set[str] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 

@@ -204,7 +204,9 @@ class ExclusionProcessor:
                 elif event.type == "label":
                     labels.append(plan_label(event))
                 else:
-                    detail = f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    detail = (
+                        f"type: the exclusion worker reads {', '.join(self.event_types)}, got {event.type!r}"
+                    )
                     rejections.append(Rejection(event, DeadLetterReason.UNEXPECTED_TYPE, detail))
             except InvalidEvent as exc:
                 rejections.append(Rejection(event, exc.reason, exc.detail))
@@ -226,18 +228,29 @@ class ExclusionProcessor:
         pipe = NamedPipeline(self._redis)
         for t in traces:
             if t.sample is not None:
-                pipe.set(None, sample_key(t.tenant, t.trace_id), encode_sample(t.variant, t.intent, t.sample),
-                         ex=self._ttl)
+                pipe.set(
+                    None,
+                    sample_key(t.tenant, t.trace_id),
+                    encode_sample(t.variant, t.intent, t.sample),
+                    ex=self._ttl,
+                )
                 pipe.get(("label waiting for", t.event_id), label_key(t.tenant, t.trace_id))
             self._claim(pipe, ("evaluated by", t.event_id), evaluated_key(t.tenant, t.trace_id), t.event_id)
         for lab in labels:
             if lab.gold_ids is not None:
-                pipe.set(None, label_key(lab.tenant, lab.trace_id), encode_label(lab.gold_ids), nx=True,
-                         ex=self._ttl)
+                pipe.set(
+                    None,
+                    label_key(lab.tenant, lab.trace_id),
+                    encode_label(lab.gold_ids),
+                    nx=True,
+                    ex=self._ttl,
+                )
                 pipe.get(("sample waiting for", lab.event_id), sample_key(lab.tenant, lab.trace_id))
         replies = pipe.execute()
         for t in traces:
-            pending = decode_label(replies[("label waiting for", t.event_id)]) if t.sample is not None else None
+            pending = (
+                decode_label(replies[("label waiting for", t.event_id)]) if t.sample is not None else None
+            )
             if _owned(replies[("evaluated by", t.event_id)], t.event_id):
                 self._plan_trace_effects(t, pending, work)
         for lab in labels:

@@ -145,7 +145,9 @@ def read_checkpoint_config(directory: Path) -> CheckpointConfig:
     try:
         config = CheckpointConfig.model_validate(_read_json(path, "faithfulness.model"))
     except ValidationError as exc:
-        raise LoadError(f"faithfulness.model: {path} is not an HHEM-2 config ({describe_errors('', exc, rule=False)})") from exc
+        raise LoadError(
+            f"faithfulness.model: {path} is not an HHEM-2 config ({describe_errors('', exc, rule=False)})"
+        ) from exc
     if config.model_type is not None and config.model_type not in HHEM_MODEL_TYPES:
         raise LoadError(
             f"faithfulness.model: {path} has model_type {config.model_type!r}, not one of {list(HHEM_MODEL_TYPES)}; "
@@ -164,7 +166,9 @@ def read_foundation(directory: Path) -> tuple[EncoderShape, Tokenizer]:
     try:
         foundation = FoundationConfig.model_validate(_read_json(path, "faithfulness.foundation"))
     except ValidationError as exc:
-        raise LoadError(f"faithfulness.foundation: {path} is not a T5 config ({describe_errors('', exc, rule=False)})") from exc
+        raise LoadError(
+            f"faithfulness.foundation: {path} is not a T5 config ({describe_errors('', exc, rule=False)})"
+        ) from exc
     if foundation.feed_forward_proj not in FFN_KINDS:
         raise LoadError(
             f"faithfulness.foundation: {path} feed_forward_proj {foundation.feed_forward_proj!r} is not one of "

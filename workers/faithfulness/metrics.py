@@ -31,23 +31,39 @@ class FaithfulnessMetrics:
         def counter(name: str, doc: str, labels: tuple[str, ...] = TENANT_VARIANT) -> Counter:
             return Counter(name, doc, labels, registry=registry)
 
-        self.traces = counter("ragmon_faithfulness_traces_total", "Trace events seen by the faithfulness worker")
-        self.eligible = counter("ragmon_faithfulness_eligible_total", "Traces with claims (a non-empty, non-refused answer)")
+        self.traces = counter(
+            "ragmon_faithfulness_traces_total", "Trace events seen by the faithfulness worker"
+        )
+        self.eligible = counter(
+            "ragmon_faithfulness_eligible_total", "Traces with claims (a non-empty, non-refused answer)"
+        )
         self.no_claims = counter(
-            "ragmon_faithfulness_no_claims_total", "Refused or empty answers: counted, never scored", (*TENANT_VARIANT, "reason")
+            "ragmon_faithfulness_no_claims_total",
+            "Refused or empty answers: counted, never scored",
+            (*TENANT_VARIANT, "reason"),
         )
         self.skipped = counter(
-            "ragmon_faithfulness_skipped_total", "Eligible traces not scored, by reason", (*TENANT_VARIANT, "reason")
+            "ragmon_faithfulness_skipped_total",
+            "Eligible traces not scored, by reason",
+            (*TENANT_VARIANT, "reason"),
         )
         self.scored = counter("ragmon_faithfulness_scored_total", "Traces scored")
         self.below_threshold = counter(
             "ragmon_faithfulness_below_threshold_total", "Scored traces below their tenant's threshold"
         )
-        self.truncated = counter("ragmon_faithfulness_truncated_total", "Scored traces whose premise was cut to the token budget")
-        self.truncated_tokens = counter("ragmon_faithfulness_truncated_tokens_total", "Premise tokens cut by the budget")
-        self.scored_tokens = counter("ragmon_faithfulness_scored_tokens_total", "Prompt tokens run through the model")
+        self.truncated = counter(
+            "ragmon_faithfulness_truncated_total", "Scored traces whose premise was cut to the token budget"
+        )
+        self.truncated_tokens = counter(
+            "ragmon_faithfulness_truncated_tokens_total", "Premise tokens cut by the budget"
+        )
+        self.scored_tokens = counter(
+            "ragmon_faithfulness_scored_tokens_total", "Prompt tokens run through the model"
+        )
         self.errors = counter(
-            "ragmon_faithfulness_errors_total", "Traces in batches whose scoring failed (retried)", (*TENANT_VARIANT, "stage")
+            "ragmon_faithfulness_errors_total",
+            "Traces in batches whose scoring failed (retried)",
+            (*TENANT_VARIANT, "stage"),
         )
         self.score = Histogram(
             "ragmon_faithfulness_score_ratio",
@@ -86,10 +102,15 @@ class FaithfulnessMetrics:
             registry=registry,
         )
         self.model_load_failures = Counter(
-            "ragmon_faithfulness_model_load_failures_total", "Failed attempts to load the HHEM model", registry=registry
+            "ragmon_faithfulness_model_load_failures_total",
+            "Failed attempts to load the HHEM model",
+            registry=registry,
         )
         self.model_info = Gauge(
-            "ragmon_faithfulness_model_info", "The loaded model (value 1)", ("revision", "mode"), registry=registry
+            "ragmon_faithfulness_model_info",
+            "The loaded model (value 1)",
+            ("revision", "mode"),
+            registry=registry,
         )
         self.sample_rate = Gauge(
             "ragmon_faithfulness_sample_rate_ratio",
@@ -98,7 +119,10 @@ class FaithfulnessMetrics:
             registry=registry,
         )
         self.threshold = Gauge(
-            "ragmon_faithfulness_threshold_ratio", "Configured score threshold", ("tenant",), registry=registry
+            "ragmon_faithfulness_threshold_ratio",
+            "Configured score threshold",
+            ("tenant",),
+            registry=registry,
         )
         self._touched: set[tuple[str, str]] = set()
         # Series that exist from the start read as 0, not as "no data", in alert expressions.

@@ -16,14 +16,24 @@ class ForwarderMetrics:
         self.spans = Counter(
             "ragmon_forwarder_spans_total",
             "Spans by outcome: forwarded (acknowledged), rejected (the collector refused them for good)",
-            ["outcome"], registry=r)
+            ["outcome"],
+            registry=r,
+        )
         self.requests = Counter(
-            "ragmon_forwarder_requests_total", "OTLP export requests by outcome (ok, unavailable, rejected, too_large)",
-            ["outcome"], registry=r)
+            "ragmon_forwarder_requests_total",
+            "OTLP export requests by outcome (ok, unavailable, rejected, too_large)",
+            ["outcome"],
+            registry=r,
+        )
         self.request_seconds = Histogram(
-            "ragmon_forwarder_request_duration_seconds", "Duration of acknowledged OTLP export requests",
-            buckets=REQUEST_BUCKETS, registry=r)
+            "ragmon_forwarder_request_duration_seconds",
+            "Duration of acknowledged OTLP export requests",
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
         self.delay_seconds = Histogram(
             "ragmon_forwarder_ingest_to_ack_duration_seconds",
             "From the API accepting spans to the collector acknowledging them",
-            buckets=DELAY_BUCKETS, registry=r)
+            buckets=DELAY_BUCKETS,
+            registry=r,
+        )

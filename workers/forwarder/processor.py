@@ -44,8 +44,13 @@ class SpanForwarder:
     name = "forwarder"
     event_types: tuple[str, ...] = ()
 
-    def __init__(self, settings: ForwarderSettings, metrics: ForwarderMetrics, spans_topic: str,
-                 http_client: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        settings: ForwarderSettings,
+        metrics: ForwarderMetrics,
+        spans_topic: str,
+        http_client: httpx.Client | None = None,
+    ) -> None:
         self.subscriptions = (Subscription(spans_topic, "otlp_spans", decode_spans_record),)
         self._settings = settings
         self._metrics = metrics
@@ -91,8 +96,10 @@ class SpanForwarder:
         spans = size = 0
         for event in events:
             n, b = event.body.span_count, len(event.raw or b"")
-            if chunk and (spans + n > self._settings.max_spans_per_request
-                          or size + b > self._settings.max_bytes_per_request):
+            if chunk and (
+                spans + n > self._settings.max_spans_per_request
+                or size + b > self._settings.max_bytes_per_request
+            ):
                 yield chunk
                 chunk, spans, size = [], 0, 0
             chunk.append(event)
@@ -105,8 +112,11 @@ class SpanForwarder:
         count = sum(e.body.span_count for e in chunk)
         started = time.perf_counter()
         try:
-            answer = self._http.post(self._settings.endpoint, headers=self._headers,
-                                     content=gzip.compress(body, 1) if self._settings.gzip else body)
+            answer = self._http.post(
+                self._settings.endpoint,
+                headers=self._headers,
+                content=gzip.compress(body, 1) if self._settings.gzip else body,
+            )
         except httpx.TransportError as exc:
             self._metrics.requests.labels("unavailable").inc()
             raise CollectorUnavailable(f"{self._settings.endpoint}: {type(exc).__name__}: {exc}") from exc
@@ -131,9 +141,13 @@ class SpanForwarder:
         rejected = 0
         if answer.content and "protobuf" in answer.headers.get("content-type", ""):
             try:
-                rejected = ExportTraceServiceResponse.FromString(answer.content).partial_success.rejected_spans
+                rejected = ExportTraceServiceResponse.FromString(
+                    answer.content
+                ).partial_success.rejected_spans
             except DecodeError:
-                log.warning("the collector's answer is not an ExportTraceServiceResponse; taken as full success")
+                log.warning(
+                    "the collector's answer is not an ExportTraceServiceResponse; taken as full success"
+                )
         if rejected:
             log.warning("the collector rejected %d of %d spans", rejected, count)
         self._metrics.requests.labels("ok").inc()

@@ -16,18 +16,28 @@ ENDPOINT_ENV = "RAGMON_FORWARD_ENDPOINT"
 class ForwarderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAGMON_FORWARD_", extra="ignore")
 
-    endpoint: str = Field("", description="OTLP/HTTP traces URL, e.g. http://phoenix:6006/v1/traces; empty = off")
-    headers: SecretStr = Field(SecretStr(""), description="'k=v,k2=v2' like OTEL_EXPORTER_OTLP_HEADERS "
-                                                          "(values URL-encoded), e.g. Authorization=Bearer%20<key>")
-    project_prefix: str = Field("", description="a tenant not in tenant_projects has the project <prefix><tenant>")
+    endpoint: str = Field(
+        "", description="OTLP/HTTP traces URL, e.g. http://phoenix:6006/v1/traces; empty = off"
+    )
+    headers: SecretStr = Field(
+        SecretStr(""),
+        description="'k=v,k2=v2' like OTEL_EXPORTER_OTLP_HEADERS "
+        "(values URL-encoded), e.g. Authorization=Bearer%20<key>",
+    )
+    project_prefix: str = Field(
+        "", description="a tenant not in tenant_projects has the project <prefix><tenant>"
+    )
     tenant_projects: dict[str, str] = Field(
-        default_factory=dict, description="tenant -> Phoenix project (JSON object), set as openinference.project.name "
-                                          "on every resource of the tenant's spans; one tenant per project")
+        default_factory=dict,
+        description="tenant -> Phoenix project (JSON object), set as openinference.project.name "
+        "on every resource of the tenant's spans; one tenant per project",
+    )
 
     _one_tenant_per_project = field_validator("tenant_projects")(check_one_tenant_per_project)
 
     def project_for(self, tenant: str) -> str:
         return tenant_project(tenant, self.tenant_projects, self.project_prefix)
+
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_spans_per_request: int = Field(2000, ge=1, le=100_000)
     max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")
@@ -39,7 +49,9 @@ class ForwarderSettings(BaseSettings):
             if part.strip():
                 name, sep, value = part.partition("=")
                 if not sep or not name.strip():
-                    raise ConfigError(f"RAGMON_FORWARD_HEADERS: {part.split('=')[0].strip()!r} is not 'name=value'")
+                    raise ConfigError(
+                        f"RAGMON_FORWARD_HEADERS: {part.split('=')[0].strip()!r} is not 'name=value'"
+                    )
                 out[name.strip()] = unquote(value.strip())
         return out
 
@@ -48,11 +60,14 @@ def load_settings() -> ForwarderSettings:
     try:
         settings = ForwarderSettings()
     except ValidationError as exc:
-        problems = "; ".join(f"RAGMON_FORWARD_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                             for e in exc.errors())
+        problems = "; ".join(
+            f"RAGMON_FORWARD_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        )
         raise ConfigError(f"invalid span forwarder settings: {problems}") from exc
     if not settings.endpoint:
-        raise ConfigError(f"the span forwarder needs {ENDPOINT_ENV} (e.g. http://127.0.0.1:6006/v1/traces); "
-                          "without it, do not start this worker (ragmon up skips it)")
+        raise ConfigError(
+            f"the span forwarder needs {ENDPOINT_ENV} (e.g. http://127.0.0.1:6006/v1/traces); "
+            "without it, do not start this worker (ragmon up skips it)"
+        )
     settings.header_map()  # fail fast on a malformed header list
     return settings

@@ -29,13 +29,16 @@ class MetricsConfig(BaseModel):
     max_variants_per_tenant: int = Field(8, ge=1, le=64)
     max_releases_per_tenant: int = Field(20, ge=1, le=200, description="release label values kept per tenant")
     release_window_s: float = Field(
-        7 * 24 * 3600.0, gt=0,
-        description="a release stays a label value while traces or markers named it this recently")
+        7 * 24 * 3600.0,
+        gt=0,
+        description="a release stays a label value while traces or markers named it this recently",
+    )
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     join_ttl_s: int = Field(24 * 3600, ge=60, description="how long a trace's join info waits for feedback")
     park_s: int = Field(900, ge=1, description="how long feedback waits for its trace before it is unjoined")
     release_refresh_s: float = Field(
-        5.0, gt=0, description="how often a replica re-reads release markers and re-checks its release labels")
+        5.0, gt=0, description="how often a replica re-reads release markers and re-checks its release labels"
+    )
 
     @field_validator("stages")
     @classmethod
@@ -43,7 +46,9 @@ class MetricsConfig(BaseModel):
         reserved = {"ttft", "total", "other"}
         clash = reserved.intersection(v)
         if clash:
-            raise ValueError(f"stage names {sorted(clash)} are reserved (ttft and total have their own series)")
+            raise ValueError(
+                f"stage names {sorted(clash)} are reserved (ttft and total have their own series)"
+            )
         return v
 
     @field_validator("prices")

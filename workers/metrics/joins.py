@@ -65,7 +65,9 @@ class ParkedFeedback:
 
 
 class FeedbackJoin:
-    def __init__(self, client: redis.Redis, join_ttl_s: int, park_s: int, prefix: str = "ragmon:join") -> None:
+    def __init__(
+        self, client: redis.Redis, join_ttl_s: int, park_s: int, prefix: str = "ragmon:join"
+    ) -> None:
         self._client = client
         self._join_ttl_s = join_ttl_s
         self._park_s = park_s
@@ -95,24 +97,41 @@ class FeedbackJoin:
         payload = orjson.dumps({"variant": info.variant, "release": info.release, "intent": info.intent})
         return self._trace_script(
             keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
-            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)], client=client)
+            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)],
+            client=client,
+        )
 
     @staticmethod
     def parked_from(flat: list[bytes]) -> list[ParkedFeedback]:
         return [ParkedFeedback(flat[i].decode(), json.loads(flat[i + 1])) for i in range(0, len(flat), 2)]
 
-    def feedback_arrived(self, tenant: str, trace_id: str, event_id: str, payload: dict[str, object],
-                         now: float | None = None) -> JoinInfo | None:
+    def feedback_arrived(
+        self, tenant: str, trace_id: str, event_id: str, payload: dict[str, object], now: float | None = None
+    ) -> JoinInfo | None:
         """The trace's join info, or None when the feedback was parked to wait for its trace."""
         return self.info_from(self.queue_feedback(self._client, tenant, trace_id, event_id, payload, now))
 
-    def queue_feedback(self, client: Any, tenant: str, trace_id: str, event_id: str, payload: dict[str, object],
-                       now: float | None = None) -> Any:
+    def queue_feedback(
+        self,
+        client: Any,
+        tenant: str,
+        trace_id: str,
+        event_id: str,
+        payload: dict[str, object],
+        now: float | None = None,
+    ) -> Any:
         now = time.time() if now is None else now
         return self._feedback_script(
             keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
-            args=[event_id, orjson.dumps(payload), self._park_s + self._join_ttl_s, now + self._park_s,
-                  self._member_prefix(tenant, trace_id)], client=client)
+            args=[
+                event_id,
+                orjson.dumps(payload),
+                self._park_s + self._join_ttl_s,
+                now + self._park_s,
+                self._member_prefix(tenant, trace_id),
+            ],
+            client=client,
+        )
 
     @staticmethod
     def info_from(found: bytes | None) -> JoinInfo | None:
@@ -125,7 +144,9 @@ class FeedbackJoin:
         """Feedback whose trace did not arrive in time, as (tenant, parked); each is returned once overall."""
         return list(self.iter_claim_expired(now, limit))
 
-    def iter_claim_expired(self, now: float | None = None, limit: int = 1000) -> Iterator[tuple[str, ParkedFeedback]]:
+    def iter_claim_expired(
+        self, now: float | None = None, limit: int = 1000
+    ) -> Iterator[tuple[str, ParkedFeedback]]:
         """As claim_expired, one claim at a time: a caller counts each before the next Redis call,
         so an outage in the middle of a sweep loses none of the feedback already claimed."""
         now = time.time() if now is None else now

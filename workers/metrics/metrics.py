@@ -5,10 +5,47 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # RAG stages run from a millisecond (a cache hit) to a minute (a long generation).
-STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 8, 13, 20, 30, 60)
+STAGE_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1,
+    1.5,
+    2,
+    3,
+    5,
+    8,
+    13,
+    20,
+    30,
+    60,
+)
 # Cost per query in USD: from a cached embedding lookup to a long reasoning answer.
-COST_BUCKETS = (0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                0.5, 1, 2.5)
+COST_BUCKETS = (
+    0.00001,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1,
+    2.5,
+)
 
 TV = ["tenant", "variant"]
 
@@ -17,40 +54,76 @@ class MetricsWorkerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
         self.stage_seconds = Histogram(
-            "ragmon_rag_stage_duration_seconds", "Duration of each RAG stage, TTFT and total, per trace",
-            [*TV, "stage"], buckets=STAGE_BUCKETS, registry=r)
+            "ragmon_rag_stage_duration_seconds",
+            "Duration of each RAG stage, TTFT and total, per trace",
+            [*TV, "stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
         self.queries = Counter(
-            "ragmon_rag_queries_total", "Traces observed (sampled), by intent", [*TV, "intent"], registry=r)
+            "ragmon_rag_queries_total", "Traces observed (sampled), by intent", [*TV, "intent"], registry=r
+        )
         self.queries_estimated = Counter(
-            "ragmon_rag_queries_estimated_total", "Traces re-weighted by 1/sample_rate: estimated real traffic",
-            [*TV, "intent"], registry=r)
+            "ragmon_rag_queries_estimated_total",
+            "Traces re-weighted by 1/sample_rate: estimated real traffic",
+            [*TV, "intent"],
+            registry=r,
+        )
         self.refusals = Counter(
-            "ragmon_rag_refusals_total", "Answers the app marked as refusals", [*TV, "intent"], registry=r)
+            "ragmon_rag_refusals_total", "Answers the app marked as refusals", [*TV, "intent"], registry=r
+        )
         self.uncited = Counter(
-            "ragmon_rag_uncited_answers_total", "Non-refused answers with no citation", [*TV, "intent"], registry=r)
+            "ragmon_rag_uncited_answers_total",
+            "Non-refused answers with no citation",
+            [*TV, "intent"],
+            registry=r,
+        )
         self.cost_per_query = Histogram(
-            "ragmon_rag_cost_per_query_usd", "Cost of one query in USD (reported or estimated)",
-            [*TV, "source"], buckets=COST_BUCKETS, registry=r)
+            "ragmon_rag_cost_per_query_usd",
+            "Cost of one query in USD (reported or estimated)",
+            [*TV, "source"],
+            buckets=COST_BUCKETS,
+            registry=r,
+        )
         self.cost_queries = Counter(
-            "ragmon_rag_cost_queries_total", "Traces by cost source (reported, estimated, unknown)",
-            [*TV, "source"], registry=r)
+            "ragmon_rag_cost_queries_total",
+            "Traces by cost source (reported, estimated, unknown)",
+            [*TV, "source"],
+            registry=r,
+        )
         self.cost_estimated_usd = Counter(
-            "ragmon_rag_cost_estimated_usd_total", "Cost re-weighted by 1/sample_rate: estimated real spend",
-            [*TV, "source"], registry=r)
+            "ragmon_rag_cost_estimated_usd_total",
+            "Cost re-weighted by 1/sample_rate: estimated real spend",
+            [*TV, "source"],
+            registry=r,
+        )
         self.tokens = Counter(
-            "ragmon_rag_tokens_total", "Tokens used, by kind and model", [*TV, "kind", "model"], registry=r)
+            "ragmon_rag_tokens_total", "Tokens used, by kind and model", [*TV, "kind", "model"], registry=r
+        )
         self.feedback = Counter(
-            "ragmon_feedback_total", "Feedback joined to its trace's variant, release and intent",
-            [*TV, "release", "intent", "kind", "reason"], registry=r)
+            "ragmon_feedback_total",
+            "Feedback joined to its trace's variant, release and intent",
+            [*TV, "release", "intent", "kind", "reason"],
+            registry=r,
+        )
         self.feedback_parked = Counter(
-            "ragmon_feedback_parked_total", "Feedback that arrived before its trace and waited for it",
-            ["tenant"], registry=r)
+            "ragmon_feedback_parked_total",
+            "Feedback that arrived before its trace and waited for it",
+            ["tenant"],
+            registry=r,
+        )
         self.feedback_unjoined = Counter(
-            "ragmon_feedback_unjoined_total", "Feedback whose trace never arrived within the wait",
-            ["tenant", "kind", "reason"], registry=r)
+            "ragmon_feedback_unjoined_total",
+            "Feedback whose trace never arrived within the wait",
+            ["tenant", "kind", "reason"],
+            registry=r,
+        )
         self.release_info = Gauge(
-            "ragmon_release_info", "The current release per tenant and variant (value 1)",
-            [*TV, "release"], registry=r)
+            "ragmon_release_info",
+            "The current release per tenant and variant (value 1)",
+            [*TV, "release"],
+            registry=r,
+        )
         self.release_timestamp = Gauge(
-            "ragmon_release_last_timestamp_seconds", "Unix time of the last release marker",
-            TV, registry=r)
+            "ragmon_release_last_timestamp_seconds", "Unix time of the last release marker", TV, registry=r
+        )

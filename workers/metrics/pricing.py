@@ -15,7 +15,9 @@ class PriceTable:
         """Models in the price table are the closed set of model label values."""
         return model in self._prices
 
-    def cost(self, model: str | None, tokens: dict[str, int], reported: float | None) -> tuple[float | None, str]:
+    def cost(
+        self, model: str | None, tokens: dict[str, int], reported: float | None
+    ) -> tuple[float | None, str]:
         """(cost in USD, source). An estimate needs a price for every token kind the trace used."""
         if reported is not None:
             return reported, REPORTED

@@ -23,8 +23,13 @@ class MetricsProcessor:
     event_types: tuple[str, ...] = ("trace", "feedback", "release")
     views = VIEWS
 
-    def __init__(self, config: MetricsConfig, metrics: MetricsWorkerMetrics, client: redis.Redis,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: MetricsConfig,
+        metrics: MetricsWorkerMetrics,
+        client: redis.Redis,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
         self.m = metrics
         self.redis = client
@@ -32,8 +37,9 @@ class MetricsProcessor:
         self.stages = frozenset(config.stages)
         self.intent = ClosedSet(config.intents)
         self.variant = FirstSeenCap(config.max_variants_per_tenant)
-        self.releases = RecentReleases(client, config.max_releases_per_tenant, config.release_window_s,
-                                       config.release_refresh_s)
+        self.releases = RecentReleases(
+            client, config.max_releases_per_tenant, config.release_window_s, config.release_refresh_s
+        )
         self.markers = CurrentReleases(client, config.max_variants_per_tenant)
         self.clock = clock
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
@@ -116,13 +122,21 @@ class MetricsProcessor:
     # -- feedback -------------------------------------------------------------
 
     def _count_feedback(self, tenant: str, info: JoinInfo, payload: dict[str, Any]) -> None:
-        self.child(self.m.feedback, tenant, info.variant, info.release or NONE, info.intent or NONE,
-                   payload["kind"], payload.get("reason") or NONE).inc()
+        self.child(
+            self.m.feedback,
+            tenant,
+            info.variant,
+            info.release or NONE,
+            info.intent or NONE,
+            payload["kind"],
+            payload.get("reason") or NONE,
+        ).inc()
 
     def _sweep_unjoined(self, now: float) -> None:
         for tenant, parked in self.join.iter_claim_expired(now):
-            self.m.feedback_unjoined.labels(tenant, str(parked.payload.get("kind")),
-                                            str(parked.payload.get("reason") or NONE)).inc()
+            self.m.feedback_unjoined.labels(
+                tenant, str(parked.payload.get("kind")), str(parked.payload.get("reason") or NONE)
+            ).inc()
 
     # -- releases -------------------------------------------------------------
 
@@ -161,4 +175,3 @@ class MetricsProcessor:
 
     def close(self) -> None:
         return None
-

@@ -85,7 +85,14 @@ class RecentReleases:
 
     def _call(self, tenant: str, release: str, now: float, force: bool) -> bool:
         ttl = int(self._window_s) + 60
-        args: list[str | float | int] = [release, now, now - self._window_s, self._limit, ttl, "1" if force else "0"]
+        args: list[str | float | int] = [
+            release,
+            now,
+            now - self._window_s,
+            self._limit,
+            ttl,
+            "1" if force else "0",
+        ]
         return bool(self._admit(keys=[RECENT_KEY + tenant], args=args))
 
     def _remember(self, tenant: str, release: str, label: str, now: float) -> str:
@@ -125,10 +132,12 @@ class CurrentReleases:
             by_tenant.setdefault(tenant, []).append((marker, field, raw))
         kept: list[Marker] = []
         for entries in by_tenant.values():
-            others = sorted((e for e in entries if e[0].variant != ALWAYS_KEPT_VARIANT),
-                            key=lambda e: (-e[0].ts, e[0].variant))  # most recently announced first
+            others = sorted(
+                (e for e in entries if e[0].variant != ALWAYS_KEPT_VARIANT),
+                key=lambda e: (-e[0].ts, e[0].variant),
+            )  # most recently announced first
             kept += [marker for marker, _, _ in entries if marker.variant == ALWAYS_KEPT_VARIANT]
             kept += [marker for marker, _, _ in others[: self._max_variants]]
-            for _, field, raw in others[self._max_variants:]:
+            for _, field, raw in others[self._max_variants :]:
                 self._delete(keys=[CURRENT_KEY], args=[field, raw])
         return kept

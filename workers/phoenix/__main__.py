@@ -16,7 +16,9 @@ from workers.runtime.app import WorkerContext, main_for
 def build(ctx: WorkerContext) -> PhoenixExporter:
     settings = load_settings()
     metrics = PhoenixMetrics(ctx.registry)
-    waiting = WaitingRoom(ctx.redis, ctx.settings.group_id(ctx.name), settings.retry_interval_s, settings.max_waiting)
+    waiting = WaitingRoom(
+        ctx.redis, ctx.settings.group_id(ctx.name), settings.retry_interval_s, settings.max_waiting
+    )
     return PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics)
 
 

@@ -70,17 +70,33 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_EXPLANATION else text[: MAX_EXPLANATION - 1] + "…"
 
 
-def _span_annotation(kind: str, name: str, span_id: str, identifier: str, result: dict[str, Any],
-                     metadata: dict[str, Any]) -> Planned:
+def _span_annotation(
+    kind: str, name: str, span_id: str, identifier: str, result: dict[str, Any], metadata: dict[str, Any]
+) -> Planned:
     if "explanation" in result:
         result = {**result, "explanation": _clip(result["explanation"])}
-    return Planned(kind, {"name": name, "annotator_kind": ANNOTATOR_KIND, "span_id": span_id,
-                          "identifier": identifier, "result": result, "metadata": metadata})
+    return Planned(
+        kind,
+        {
+            "name": name,
+            "annotator_kind": ANNOTATOR_KIND,
+            "span_id": span_id,
+            "identifier": identifier,
+            "result": result,
+            "metadata": metadata,
+        },
+    )
 
 
 def _common_metadata(event: FaithfulnessScoreEvent | ExclusionResultEvent) -> dict[str, Any]:
-    return {"source": "ragmon", "score_event_id": str(event.event_id), "variant": event.variant,
-            "release": event.release, "intent": event.intent, "scored_at": event.scored_at.isoformat()}
+    return {
+        "source": "ragmon",
+        "score_event_id": str(event.event_id),
+        "variant": event.variant,
+        "release": event.release,
+        "intent": event.intent,
+        "scored_at": event.scored_at.isoformat(),
+    }
 
 
 def faithfulness_result(event: FaithfulnessScoreEvent) -> dict[str, Any]:
@@ -89,41 +105,65 @@ def faithfulness_result(event: FaithfulnessScoreEvent) -> dict[str, Any]:
         return {"label": "no_claims", "explanation": f"not scored: {why}, so it makes no claim to check"}
     label = "unfaithful" if event.below_threshold else "faithful"
     if event.mode == "answer":
-        explanation = (f"HHEM-2.1-Open P(consistent) = {event.score:.3f}; "
-                       f"threshold {event.threshold:.3f}")
+        explanation = f"HHEM-2.1-Open P(consistent) = {event.score:.3f}; threshold {event.threshold:.3f}"
     else:
-        explanation = (f"{event.sentences_supported}/{event.sentences_total} sentences supported "
-                       f"(each sentence's P(consistent) >= {event.threshold:.3f})")
+        explanation = (
+            f"{event.sentences_supported}/{event.sentences_total} sentences supported "
+            f"(each sentence's P(consistent) >= {event.threshold:.3f})"
+        )
         if event.unsupported_sentences:
             explanation += "; unsupported: " + " | ".join(
-                f"[{s.index}] {s.text} ({s.score:.3f})" for s in event.unsupported_sentences)
+                f"[{s.index}] {s.text} ({s.score:.3f})" for s in event.unsupported_sentences
+            )
     return {"label": label, "score": event.score, "explanation": explanation}
 
 
 def plan_faithfulness(event: FaithfulnessScoreEvent, root: str, plan: Plan) -> None:
-    metadata = {**_common_metadata(event), "mode": event.mode, "threshold": event.threshold,
-                "model_revision": event.model.revision}
+    metadata = {
+        **_common_metadata(event),
+        "mode": event.mode,
+        "threshold": event.threshold,
+        "model_revision": event.model.revision,
+    }
     if event.truncation is not None:
         metadata["truncation"] = event.truncation.model_dump()
-    plan.spans.append(_span_annotation("faithfulness", FAITHFULNESS, root, f"ragmon-{event.mode}",
-                                       faithfulness_result(event), metadata))
+    plan.spans.append(
+        _span_annotation(
+            "faithfulness", FAITHFULNESS, root, f"ragmon-{event.mode}", faithfulness_result(event), metadata
+        )
+    )
     for s in event.unsupported_sentences:
-        plan.spans.append(_span_annotation(
-            "faithfulness_sentence", FAITHFULNESS_SENTENCE, root, f"sentence-{s.index}",
-            {"label": "unsupported", "score": s.score, "explanation": s.text},
-            {**_common_metadata(event), "sentence_index": s.index, "model_revision": event.model.revision}))
+        plan.spans.append(
+            _span_annotation(
+                "faithfulness_sentence",
+                FAITHFULNESS_SENTENCE,
+                root,
+                f"sentence-{s.index}",
+                {"label": "unsupported", "score": s.score, "explanation": s.text},
+                {
+                    **_common_metadata(event),
+                    "sentence_index": s.index,
+                    "model_revision": event.model.revision,
+                },
+            )
+        )
 
 
 def exclusion_result(event: ExclusionResultEvent) -> dict[str, Any]:
-    survived = (f"{event.surviving_gold}/{event.eligible_gold} eligible gold documents survived the "
-                f"relevance filters (gold from {event.gold_source})")
+    survived = (
+        f"{event.surviving_gold}/{event.eligible_gold} eligible gold documents survived the "
+        f"relevance filters (gold from {event.gold_source})"
+    )
     if event.falsely_excluded is None:
-        return {"label": "no_eligible_gold",
-                "explanation": f"no eligible gold document (gold from {event.gold_source}): no evidence either way"}
+        return {
+            "label": "no_eligible_gold",
+            "explanation": f"no eligible gold document (gold from {event.gold_source}): no evidence either way",
+        }
     explanation = survived
     if event.excluded_gold:
         explanation += "; excluded: " + ", ".join(
-            f"{g.doc_id} (by {', '.join(g.predicates) or 'no single predicate'})" for g in event.excluded_gold)
+            f"{g.doc_id} (by {', '.join(g.predicates) or 'no single predicate'})" for g in event.excluded_gold
+        )
     if event.leaked:
         explanation += f"; {event.leaked} documents violate an entitlement predicate"
     if event.falsely_excluded:
@@ -134,21 +174,51 @@ def exclusion_result(event: ExclusionResultEvent) -> dict[str, Any]:
 def plan_exclusion(event: ExclusionResultEvent, trace: TraceSpans, plan: Plan) -> None:
     if trace.root is None:
         return
-    metadata = {**_common_metadata(event), "gold_source": event.gold_source, "eligible_gold": event.eligible_gold,
-                "surviving_gold": event.surviving_gold, "leaked": event.leaked}
-    plan.spans.append(_span_annotation("false_exclusion", FALSE_EXCLUSION, trace.root,
-                                       f"ragmon-{event.gold_source}", exclusion_result(event), metadata))
+    metadata = {
+        **_common_metadata(event),
+        "gold_source": event.gold_source,
+        "eligible_gold": event.eligible_gold,
+        "surviving_gold": event.surviving_gold,
+        "leaked": event.leaked,
+    }
+    plan.spans.append(
+        _span_annotation(
+            "false_exclusion",
+            FALSE_EXCLUSION,
+            trace.root,
+            f"ragmon-{event.gold_source}",
+            exclusion_result(event),
+            metadata,
+        )
+    )
     for gold in event.excluded_gold:
         placed = trace.documents.get(gold.doc_id)
         if placed is None:  # not listed by any retriever span: named in the span annotation only
             plan.documents_not_found += 1
             continue
         span_id, position = placed
-        plan.documents.append(Planned("excluded_document", {
-            "name": EXCLUDED_GOLD, "annotator_kind": ANNOTATOR_KIND, "span_id": span_id,
-            "document_position": position,
-            "result": {"label": "excluded", "score": 1.0,
-                       "explanation": _clip(f"eligible gold document {gold.doc_id} failed the relevance "
-                                            f"predicates {', '.join(gold.predicates) or '(none named)'} "
-                                            f"(gold from {event.gold_source})")},
-            "metadata": {**_common_metadata(event), "doc_id": gold.doc_id, "gold_source": event.gold_source}}))
+        plan.documents.append(
+            Planned(
+                "excluded_document",
+                {
+                    "name": EXCLUDED_GOLD,
+                    "annotator_kind": ANNOTATOR_KIND,
+                    "span_id": span_id,
+                    "document_position": position,
+                    "result": {
+                        "label": "excluded",
+                        "score": 1.0,
+                        "explanation": _clip(
+                            f"eligible gold document {gold.doc_id} failed the relevance "
+                            f"predicates {', '.join(gold.predicates) or '(none named)'} "
+                            f"(gold from {event.gold_source})"
+                        ),
+                    },
+                    "metadata": {
+                        **_common_metadata(event),
+                        "doc_id": gold.doc_id,
+                        "gold_source": event.gold_source,
+                    },
+                },
+            )
+        )

@@ -84,14 +84,18 @@ def retriever_documents(attributes: Mapping[str, Any]) -> dict[str, int]:
 
 
 class PhoenixGateway:
-    def __init__(self, settings: PhoenixSettings, metrics: PhoenixMetrics,
-                 http_client: httpx.Client | None = None) -> None:
+    def __init__(
+        self, settings: PhoenixSettings, metrics: PhoenixMetrics, http_client: httpx.Client | None = None
+    ) -> None:
         self._settings = settings
         self._metrics = metrics
         key = settings.api_key.get_secret_value() if settings.api_key else ""
-        headers = {"Authorization": f"Bearer {key}"} if key else {}  # an empty key (compose's default): no auth
-        self._http = http_client or httpx.Client(base_url=settings.url.rstrip("/") + "/", headers=headers,
-                                                 timeout=settings.timeout_s)
+        headers = (
+            {"Authorization": f"Bearer {key}"} if key else {}
+        )  # an empty key (compose's default): no auth
+        self._http = http_client or httpx.Client(
+            base_url=settings.url.rstrip("/") + "/", headers=headers, timeout=settings.timeout_s
+        )
         self._client = Client(http_client=self._http)
 
     def close(self) -> None:
@@ -116,39 +120,50 @@ class PhoenixGateway:
         self._metrics.request_seconds.labels(endpoint).observe(time.perf_counter() - started)
         return result
 
-    def find_traces(self, project: str, trace_ids: Sequence[str], with_documents: Iterable[str] = ()
-                    ) -> dict[str, TraceSpans]:
+    def find_traces(
+        self, project: str, trace_ids: Sequence[str], with_documents: Iterable[str] = ()
+    ) -> dict[str, TraceSpans]:
         """The root span (and, for `with_documents`, the retrievers' documents) of each trace Phoenix has."""
         step = self._settings.max_traces_per_lookup
         roots: dict[str, tuple[str, str]] = {}  # trace id -> (start time, span id): the earliest root wins
         documents: dict[str, dict[str, tuple[str, int]]] = {}
         for i in range(0, len(trace_ids), step):
-            chunk = list(trace_ids[i:i + step])
+            chunk = list(trace_ids[i : i + step])
             for span in self._spans(project, chunk, parent_id="null"):
                 tid, sid, start = span["context"]["trace_id"], span["context"]["span_id"], span["start_time"]
                 if tid not in roots or start < roots[tid][0]:
                     roots[tid] = (start, sid)
         wanted = sorted(set(with_documents) & set(roots))
         for i in range(0, len(wanted), step):
-            for span in self._spans(project, wanted[i:i + step], span_kind="RETRIEVER"):
+            for span in self._spans(project, wanted[i : i + step], span_kind="RETRIEVER"):
                 placed = documents.setdefault(span["context"]["trace_id"], {})
                 for doc_id, position in retriever_documents(span.get("attributes") or {}).items():
                     placed.setdefault(doc_id, (span["context"]["span_id"], position))
-        return {tid: TraceSpans(root=sid, documents=documents.get(tid, {})) for tid, (_, sid) in roots.items()}
+        return {
+            tid: TraceSpans(root=sid, documents=documents.get(tid, {})) for tid, (_, sid) in roots.items()
+        }
 
     def _spans(self, project: str, trace_ids: list[str], **filters: str) -> list[Any]:
         try:
-            return self._call("get_spans", lambda: self._client.spans.get_spans(
-                project_identifier=project, trace_ids=trace_ids, limit=10_000, **filters))  # type: ignore[arg-type]
+            return self._call(
+                "get_spans",
+                lambda: self._client.spans.get_spans(
+                    project_identifier=project, trace_ids=trace_ids, limit=10_000, **filters
+                ),
+            )  # type: ignore[arg-type]
         except PhoenixRejected as exc:
             if exc.status == 404:  # the project does not exist (yet): no span of these traces reached Phoenix
                 return []
             raise
 
     def write_span_annotations(self, payloads: list[dict[str, Any]]) -> None:
-        self._call("span_annotations", lambda: self._client.spans.log_span_annotations(
-            span_annotations=payloads, sync=True))  # type: ignore[arg-type]
+        self._call(
+            "span_annotations",
+            lambda: self._client.spans.log_span_annotations(span_annotations=payloads, sync=True),
+        )  # type: ignore[arg-type]
 
     def write_document_annotations(self, payloads: list[dict[str, Any]]) -> None:
-        self._call("document_annotations", lambda: self._client.spans.log_document_annotations(
-            document_annotations=payloads, sync=True))  # type: ignore[arg-type]
+        self._call(
+            "document_annotations",
+            lambda: self._client.spans.log_document_annotations(document_annotations=payloads, sync=True),
+        )  # type: ignore[arg-type]

@@ -19,21 +19,37 @@ class PhoenixMetrics:
             "trace_not_found (the trace never reached Phoenix within the wait), untraceable (the trace id "
             "names no OTLP trace), document_not_found (no retriever span lists the document), "
             "waiting_full (dropped: too many scores waiting)",
-            ["kind", "outcome"], registry=r)
+            ["kind", "outcome"],
+            registry=r,
+        )
         self.failed_attempts = Counter(
             "ragmon_phoenix_annotation_failures_total",
             "Annotations in a write attempt that failed on a Phoenix outage (the attempt is retried)",
-            ["kind"], registry=r)
+            ["kind"],
+            registry=r,
+        )
         self.requests = Counter(
-            "ragmon_phoenix_requests_total", "Phoenix REST calls by endpoint and outcome (ok, unavailable, rejected)",
-            ["endpoint", "outcome"], registry=r)
+            "ragmon_phoenix_requests_total",
+            "Phoenix REST calls by endpoint and outcome (ok, unavailable, rejected)",
+            ["endpoint", "outcome"],
+            registry=r,
+        )
         self.request_seconds = Histogram(
-            "ragmon_phoenix_request_duration_seconds", "Duration of successful Phoenix REST calls",
-            ["endpoint"], buckets=REQUEST_BUCKETS, registry=r)
+            "ragmon_phoenix_request_duration_seconds",
+            "Duration of successful Phoenix REST calls",
+            ["endpoint"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
         self.delay_seconds = Histogram(
             "ragmon_phoenix_score_to_annotation_duration_seconds",
             "From a score event's scoring to Phoenix acknowledging its annotation",
-            ["kind"], buckets=DELAY_BUCKETS, registry=r)
+            ["kind"],
+            buckets=DELAY_BUCKETS,
+            registry=r,
+        )
         self.waiting = Gauge(
-            "ragmon_phoenix_waiting_events", "Score events waiting in Redis for their trace to reach Phoenix",
-            registry=r)
+            "ragmon_phoenix_waiting_events",
+            "Score events waiting in Redis for their trace to reach Phoenix",
+            registry=r,
+        )

@@ -68,8 +68,14 @@ class PhoenixExporter:
     name = "phoenix"
     event_types: tuple[str, ...] = ("score",)  # the scores topic, decoded by workers/runtime/decode.py
 
-    def __init__(self, settings: PhoenixSettings, gateway: PhoenixGateway, waiting: WaitingRoom,
-                 metrics: PhoenixMetrics, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        settings: PhoenixSettings,
+        gateway: PhoenixGateway,
+        waiting: WaitingRoom,
+        metrics: PhoenixMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._settings = settings
         self._gateway = gateway
         self._waiting = waiting
@@ -90,7 +96,9 @@ class PhoenixExporter:
         missing = done.missing
         if self._settings.span_wait_s > 0:
             waiting = [Waiting(waiting_id(s), now, s.model_dump_json()) for s in missing]
-            done.skipped += [(s, "waiting_full") for s in missing[len(missing) - self._waiting.park(waiting, now):]]
+            done.skipped += [
+                (s, "waiting_full") for s in missing[len(missing) - self._waiting.park(waiting, now) :]
+            ]
         else:
             done.skipped += [(s, "trace_not_found") for s in missing]
         self._record(done)
@@ -104,7 +112,9 @@ class PhoenixExporter:
             self._retry_waiting(now)
             self._metrics.waiting.set(self._waiting.size())
         except (PhoenixUnavailable, redis.RedisError) as exc:  # an outage: the leased entries come due again
-            log.warning("retrying waiting scores failed, next try in %.0fs: %s", self._settings.retry_interval_s, exc)
+            log.warning(
+                "retrying waiting scores failed, next try in %.0fs: %s", self._settings.retry_interval_s, exc
+            )
         except Exception as exc:  # a bug must not kill the consumer loop: it is logged with its trace
             log.exception("retrying waiting scores failed: %s", exc)
 
@@ -113,7 +123,9 @@ class PhoenixExporter:
         if not entries:
             return
         scores: list[ScoreEvent] = []
-        entry_of: dict[str, Waiting] = {}  # by (tenant, event id); the entry's member may be of the old format
+        entry_of: dict[
+            str, Waiting
+        ] = {}  # by (tenant, event id); the entry's member may be of the old format
         for w in entries:
             try:
                 score = SCORE_EVENT.validate_json(w.score_json)
@@ -123,10 +135,12 @@ class PhoenixExporter:
             scores.append(score)
             entry_of[waiting_id(score)] = w
         done = self.export(scores)
-        expired = [s for s in done.missing
-                   if now - entry_of[waiting_id(s)].first_seen >= self._settings.span_wait_s]
+        expired = [
+            s for s in done.missing if now - entry_of[waiting_id(s)].first_seen >= self._settings.span_wait_s
+        ]
         still = {entry_of[waiting_id(s)].event_id for s in done.missing} - {
-            entry_of[waiting_id(s)].event_id for s in expired}
+            entry_of[waiting_id(s)].event_id for s in expired
+        }
         self._waiting.done([w.event_id for w in entries if w.event_id not in still])
         done.skipped += [(s, "trace_not_found") for s in expired]
         self._record(done)
@@ -146,7 +160,9 @@ class PhoenixExporter:
             with_docs = [tid for tid, s in group if isinstance(s, ExclusionResultEvent) and s.excluded_gold]
             try:
                 found = self._gateway.find_traces(project, sorted({tid for tid, _ in group}), with_docs)
-            except PhoenixRejected as exc:  # e.g. a project name Phoenix cannot take: no retry will place these
+            except (
+                PhoenixRejected
+            ) as exc:  # e.g. a project name Phoenix cannot take: no retry will place these
                 log.error("Phoenix refused the span lookup in project %r: %s", project, exc)
                 done.skipped += [(s, "rejected") for _, s in group]
                 continue
@@ -170,12 +186,16 @@ class PhoenixExporter:
 
     def _write(self, plan: Plan, done: Done) -> None:
         step = self._settings.max_annotations_per_request
-        for planned, write in ((plan.spans, self._gateway.write_span_annotations),
-                               (plan.documents, self._gateway.write_document_annotations)):
+        for planned, write in (
+            (plan.spans, self._gateway.write_span_annotations),
+            (plan.documents, self._gateway.write_document_annotations),
+        ):
             for i in range(0, len(planned), step):
-                self._write_chunk(planned[i:i + step], write, done)
+                self._write_chunk(planned[i : i + step], write, done)
 
-    def _write_chunk(self, chunk: list[Planned], write: Callable[[list[dict[str, Any]]], None], done: Done) -> None:
+    def _write_chunk(
+        self, chunk: list[Planned], write: Callable[[list[dict[str, Any]]], None], done: Done
+    ) -> None:
         try:
             write([p.payload for p in chunk])
         except PhoenixUnavailable:
@@ -194,8 +214,12 @@ class PhoenixExporter:
         for p, outcome, acknowledged in done.written:
             self._metrics.annotations.labels(p.kind, outcome).inc()
             if outcome == "sent":
-                scored = datetime.fromisoformat(p.payload["metadata"]["scored_at"]).astimezone(UTC).timestamp()
+                scored = (
+                    datetime.fromisoformat(p.payload["metadata"]["scored_at"]).astimezone(UTC).timestamp()
+                )
                 self._metrics.delay_seconds.labels(p.kind).observe(max(0.0, acknowledged - scored))
         for score, outcome in done.skipped:
             self._metrics.annotations.labels(_kind(score), outcome).inc()
-        self._metrics.annotations.labels("excluded_document", "document_not_found").inc(done.documents_not_found)
+        self._metrics.annotations.labels("excluded_document", "document_not_found").inc(
+            done.documents_not_found
+        )

@@ -23,6 +23,8 @@ def check_one_tenant_per_project(tenant_projects: Mapping[str, str]) -> dict[str
     for tenant, project in sorted(tenant_projects.items()):
         other = owner.setdefault(project, tenant)
         if other != tenant:
-            raise ValueError(f"tenants {other!r} and {tenant!r} are both given the Phoenix project {project!r}: "
-                             "each tenant needs its own")
+            raise ValueError(
+                f"tenants {other!r} and {tenant!r} are both given the Phoenix project {project!r}: "
+                "each tenant needs its own"
+            )
     return dict(tenant_projects)

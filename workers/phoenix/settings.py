@@ -16,16 +16,24 @@ class PhoenixSettings(BaseSettings):
 
     url: str = Field("", description="Phoenix base URL, e.g. http://phoenix:6006; empty = exporter off")
     api_key: SecretStr | None = Field(None, description="sent as 'Authorization: Bearer <key>'")
-    project_prefix: str = Field("", description="a tenant not in tenant_projects has the project <prefix><tenant>")
+    project_prefix: str = Field(
+        "", description="a tenant not in tenant_projects has the project <prefix><tenant>"
+    )
     tenant_projects: dict[str, str] = Field(
-        default_factory=dict, description="per-tenant project, JSON object; one tenant per project")
+        default_factory=dict, description="per-tenant project, JSON object; one tenant per project"
+    )
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_annotations_per_request: int = Field(500, ge=1, le=10_000)
     max_traces_per_lookup: int = Field(100, ge=1, le=1000, description="trace ids per span lookup request")
     span_wait_s: float = Field(
-        900.0, ge=0, description="how long a score waits for its trace to reach Phoenix before it is dropped")
-    retry_interval_s: float = Field(10.0, gt=0, description="how often waiting scores look for their trace again")
-    max_waiting: int = Field(100_000, ge=0, description="waiting scores kept in Redis; beyond that, counted, dropped")
+        900.0, ge=0, description="how long a score waits for its trace to reach Phoenix before it is dropped"
+    )
+    retry_interval_s: float = Field(
+        10.0, gt=0, description="how often waiting scores look for their trace again"
+    )
+    max_waiting: int = Field(
+        100_000, ge=0, description="waiting scores kept in Redis; beyond that, counted, dropped"
+    )
 
     _one_tenant_per_project = field_validator("tenant_projects")(check_one_tenant_per_project)
 
@@ -39,10 +47,13 @@ def load_settings() -> PhoenixSettings:
     try:
         settings = PhoenixSettings()
     except ValidationError as exc:
-        problems = "; ".join(f"RAGMON_PHOENIX_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                             for e in exc.errors())
+        problems = "; ".join(
+            f"RAGMON_PHOENIX_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
+        )
         raise ConfigError(f"invalid Phoenix exporter settings: {problems}") from exc
     if not settings.url:
-        raise ConfigError(f"the phoenix exporter needs {URL_ENV} (e.g. http://127.0.0.1:6006); "
-                          "without it, do not start this worker (ragmon up skips it)")
+        raise ConfigError(
+            f"the phoenix exporter needs {URL_ENV} (e.g. http://127.0.0.1:6006); "
+            "without it, do not start this worker (ragmon up skips it)"
+        )
     return settings

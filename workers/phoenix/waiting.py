@@ -70,7 +70,9 @@ class WaitingRoom:
         if kept:
             pipe = self._redis.pipeline(transaction=True)
             for w in kept:
-                pipe.hsetnx(self._data, w.event_id, json.dumps({"first_seen": w.first_seen, "score": w.score_json}))
+                pipe.hsetnx(
+                    self._data, w.event_id, json.dumps({"first_seen": w.first_seen, "score": w.score_json})
+                )
                 pipe.zadd(self._waiting, {w.event_id: now + self._interval}, nx=True)
             pipe.execute()
         return dropped

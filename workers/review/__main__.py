@@ -17,8 +17,10 @@ def build(ctx: WorkerContext) -> ReviewProcessor:
     config = load_section("review", ReviewConfig)
     url = ctx.settings.database_url
     if not url:
-        raise ConfigError("RAGMON_DATABASE_URL is not set: the review sampler writes its queue to PostgreSQL "
-                          "(`ragmon up` starts a private one)")
+        raise ConfigError(
+            "RAGMON_DATABASE_URL is not set: the review sampler writes its queue to PostgreSQL "
+            "(`ragmon up` starts a private one)"
+        )
     path = os.environ.get(CONFIG_ENV)
     store = QueueStore(url, config, config_version(Path(path).read_text() if path else ""))
     return ReviewProcessor(config, ReviewMetrics(ctx.registry), ctx.redis, store)

@@ -21,21 +21,36 @@ class ReviewConfig(BaseModel):
     model_config = {"extra": "forbid"}
     capacity_per_day: int = Field(200, ge=1, description="items queued per tenant per UTC day, all strata")
     tenant_capacity: dict[str, int] = Field(default_factory=dict, description="per-tenant overrides")
-    shares: dict[Stratum, float] = Field(default_factory=_default_shares,
-                                         description="share of the daily capacity per stratum (sum <= 1)")
+    shares: dict[Stratum, float] = Field(
+        default_factory=_default_shares, description="share of the daily capacity per stratum (sum <= 1)"
+    )
     blind_rate: float = Field(0.01, gt=0, le=1, description="share of production traces in the blind sample")
     low_confidence_rate: float = Field(1.0, gt=0, le=1, description="share of low-confidence traces queued")
-    negative_feedback_rate: float = Field(1.0, gt=0, le=1, description="share of thumbs-down/regenerated traces")
-    drift_rate: float = Field(0.05, gt=0, le=1,
-                              description="share of the traces of a flagged query-drift window queued (stratum drift)")
-    drift_key_prefix: str = Field(driftflags.DEFAULT_PREFIX, pattern=r"^[A-Za-z0-9:._-]+$",
-                                  description="the drift worker's key_prefix, where its flagged windows are")
-    drift_flag_max_age_s: float = Field(6 * 3600.0, gt=0,
-                                        description="a drift flag no test confirmed for this long is ignored")
-    drift_refresh_s: float = Field(5.0, ge=0, description="how often the flagged windows are re-read from Redis")
+    negative_feedback_rate: float = Field(
+        1.0, gt=0, le=1, description="share of thumbs-down/regenerated traces"
+    )
+    drift_rate: float = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="share of the traces of a flagged query-drift window queued (stratum drift)",
+    )
+    drift_key_prefix: str = Field(
+        driftflags.DEFAULT_PREFIX,
+        pattern=r"^[A-Za-z0-9:._-]+$",
+        description="the drift worker's key_prefix, where its flagged windows are",
+    )
+    drift_flag_max_age_s: float = Field(
+        6 * 3600.0, gt=0, description="a drift flag no test confirmed for this long is ignored"
+    )
+    drift_refresh_s: float = Field(
+        5.0, ge=0, description="how often the flagged windows are re-read from Redis"
+    )
     near_margin: float = Field(0.05, ge=0, le=1, description="scores below threshold + margin are 'near'")
     double_review_share: float = Field(0.1, ge=0, le=1, description="items given to a second reviewer")
-    stash_ttl_s: int = Field(1800, ge=60, description="how long a trace waits in Redis for its score or feedback")
+    stash_ttl_s: int = Field(
+        1800, ge=60, description="how long a trace waits in Redis for its score or feedback"
+    )
     refresh_s: float = Field(15.0, gt=0, description="how often queue gauges are read from PostgreSQL")
 
     @field_validator("shares")

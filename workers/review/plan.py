@@ -55,7 +55,9 @@ class Plan:
     items: dict[tuple[str, str], NewItem] = field(default_factory=dict)
     faithfulness: list[FaithfulnessScoreEvent] = field(default_factory=list)
     exclusions: list[ExclusionResultEvent] = field(default_factory=list)
-    score_totals: Counter[tuple[str, date, str]] = field(default_factory=Counter)  # (tenant, day, scored|faithful)
+    score_totals: Counter[tuple[str, date, str]] = field(
+        default_factory=Counter
+    )  # (tenant, day, scored|faithful)
     parked: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def offer(self, item: NewItem) -> None:
@@ -66,8 +68,12 @@ class Plan:
 
 
 def faithfulness_fields(e: FaithfulnessScoreEvent) -> dict[str, Any]:
-    return {"score": e.score, "threshold": e.threshold, "outcome": e.outcome,
-            "scorer_version": f"{e.model.source}@{e.model.revision[:12]}"}
+    return {
+        "score": e.score,
+        "threshold": e.threshold,
+        "outcome": e.outcome,
+        "scorer_version": f"{e.model.source}@{e.model.revision[:12]}",
+    }
 
 
 def exclusion_fields(e: ExclusionResultEvent) -> dict[str, Any]:
@@ -182,11 +188,19 @@ class Planner:
         keys.append(stash_key(e.tenant, t.trace_id))
         args.append(lz4.frame.compress(orjson.dumps(content)))
         flagged = self._drifting.get(e.tenant)
-        return _Step(e, self.sampler.blind(e.tenant, t), 0, (FAITH, EXCL, *TRIGGERS), content,
-                     opens_run=len(keys) == 1, drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None)
+        return _Step(
+            e,
+            self.sampler.blind(e.tenant, t),
+            0,
+            (FAITH, EXCL, *TRIGGERS),
+            content,
+            opens_run=len(keys) == 1,
+            drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None,
+        )
 
-    def _select(self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None,
-                writes: int) -> _Step:
+    def _select(
+        self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None, writes: int
+    ) -> _Step:
         key = stash_key(tenant, trace_id)
         if trigger is None:
             if writes:
@@ -214,15 +228,22 @@ class Planner:
         for trigger in triggers:
             plan.offer(self._item(e.tenant, content, trigger, fields))
 
-    def _item(self, tenant: str, content: dict[str, Any], trigger: Trigger, fields: dict[str, Any]) -> NewItem:
+    def _item(
+        self, tenant: str, content: dict[str, Any], trigger: Trigger, fields: dict[str, Any]
+    ) -> NewItem:
         trace_id = content["trace_id"]
         return NewItem(
-            tenant=tenant, trace_id=trace_id, stratum=trigger.stratum, reason=trigger.reason,
+            tenant=tenant,
+            trace_id=trace_id,
+            stratum=trigger.stratum,
+            reason=trigger.reason,
             inclusion_probability=min(1.0, trigger.base_probability * content["sample_rate"]),
-            trace_timestamp=datetime.fromisoformat(content["timestamp"]), content=content,
+            trace_timestamp=datetime.fromisoformat(content["timestamp"]),
+            content=content,
             faithfulness=orjson.loads(fields[FAITH]) if fields.get(FAITH) else None,
             exclusion=orjson.loads(fields[EXCL]) if fields.get(EXCL) else None,
-            reviews_wanted=self.sampler.reviews_wanted(tenant, trace_id))
+            reviews_wanted=self.sampler.reviews_wanted(tenant, trace_id),
+        )
 
 
 def _unpack_trigger(raw: bytes) -> Trigger:

@@ -19,11 +19,17 @@ from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.review")
 
-_DEPTH = ("SELECT tenant, stratum, count(*), extract(epoch FROM now() - min(queued_at)) FROM review_item "
-          "WHERE reviews_done < reviews_wanted GROUP BY tenant, stratum")
-_LABELS = "SELECT tenant, count(*) FROM review_label WHERE labelled_at > now() - interval '1 day' GROUP BY tenant"
-_CALIBRATION = ("SELECT DISTINCT ON (tenant, kind) tenant, kind, result FROM calibration_result "
-                "ORDER BY tenant, kind, computed_at DESC")
+_DEPTH = (
+    "SELECT tenant, stratum, count(*), extract(epoch FROM now() - min(queued_at)) FROM review_item "
+    "WHERE reviews_done < reviews_wanted GROUP BY tenant, stratum"
+)
+_LABELS = (
+    "SELECT tenant, count(*) FROM review_label WHERE labelled_at > now() - interval '1 day' GROUP BY tenant"
+)
+_CALIBRATION = (
+    "SELECT DISTINCT ON (tenant, kind) tenant, kind, result FROM calibration_result "
+    "ORDER BY tenant, kind, computed_at DESC"
+)
 
 
 class ReviewProcessor:
@@ -31,7 +37,9 @@ class ReviewProcessor:
     event_types: tuple[str, ...] = ("trace", "feedback", "score")
     views = VIEWS  # traces and feedback decoded once, into what the sampler reads (views.py)
 
-    def __init__(self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore) -> None:
+    def __init__(
+        self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore
+    ) -> None:
         self.config = config
         self.m = metrics
         self.planner = Planner(config, client)
@@ -79,10 +87,13 @@ class ReviewProcessor:
         """The flagged query-drift windows of the batch's tenants, re-read every `drift_refresh_s`."""
         now = time.time()
         batch = {e.tenant for e in events if e.type == "trace"}
-        tenants = sorted(t for t in batch if now - self._drift_read_at.get(t, -1e18) >= self.config.drift_refresh_s)
+        tenants = sorted(
+            t for t in batch if now - self._drift_read_at.get(t, -1e18) >= self.config.drift_refresh_s
+        )
         if tenants:
-            found = flagged_windows(self.redis, self.config.drift_key_prefix, tenants, now,
-                                    self.config.drift_flag_max_age_s)
+            found = flagged_windows(
+                self.redis, self.config.drift_key_prefix, tenants, now, self.config.drift_flag_max_age_s
+            )
             for tenant in tenants:
                 self._drift_read_at[tenant] = now
                 self._drift_flags[tenant] = found.get(tenant, frozenset())
@@ -122,17 +133,26 @@ class ReviewProcessor:
                 self.m.reviewer_kappa.labels(tenant).set(kappa)
             return
         if kind == "faithful_rate":
-            for estimate, value in (("prediction_powered", result.get("ppi_rate")), ("judge", result.get("raw_rate")),
-                                    ("population", (result.get("reweighted") or {}).get("rate"))):
+            for estimate, value in (
+                ("prediction_powered", result.get("ppi_rate")),
+                ("judge", result.get("raw_rate")),
+                ("population", (result.get("reweighted") or {}).get("rate")),
+            ):
                 if value is not None:
                     self.m.faithful_rate.labels(tenant, estimate).set(value)
             return
         configured = result.get("configured") or {}
         population = configured.get("population") or {}
-        figures = {"reviewed": ((configured.get("kappa") or {}).get("kappa"),
-                                (configured.get("balanced_accuracy") or {}).get("value")),
-                   "population": ((population.get("kappa") or {}).get("value"),
-                                  (population.get("balanced_accuracy") or {}).get("value"))}
+        figures = {
+            "reviewed": (
+                (configured.get("kappa") or {}).get("kappa"),
+                (configured.get("balanced_accuracy") or {}).get("value"),
+            ),
+            "population": (
+                (population.get("kappa") or {}).get("value"),
+                (population.get("balanced_accuracy") or {}).get("value"),
+            ),
+        }
         for weighting, (kappa, accuracy) in figures.items():
             if kappa is not None:
                 self.m.judge_kappa.labels(tenant, kind, weighting).set(kappa)

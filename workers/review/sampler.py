@@ -68,7 +68,9 @@ class Sampler:
 
     def drift(self, tenant: str, t: ReviewTrace, flagged: frozenset[str]) -> Trigger | None:
         """A trace of a tenant whose query-drift window is flagged: the tenant's, or its intent's."""
-        if not flagged or not (driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged)):
+        if not flagged or not (
+            driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged)
+        ):
             return None
         rate = self.config.drift_rate
         return Trigger("drift", "query_drift", rate) if unit(tenant, t.trace_id, "drift") < rate else None

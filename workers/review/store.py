@@ -25,38 +25,89 @@ from workers.runtime.types import Event
 
 # Every write of a batch is one statement over arrays (unnest), whatever the number of items: a batch of 500
 # traces costs the same few round trips to PostgreSQL as a batch of one.
-_ITEM_COLUMNS = ("tenant", "trace_id", "stratum", "reason", "inclusion_probability", "queued_day",
-                 "trace_timestamp", "variant", "release", "intent", "content", "faithfulness_score",
-                 "faithfulness_threshold", "faithfulness_outcome", "scorer_version", "falsely_excluded",
-                 "exclusion_gold_source", "reviews_wanted", "policy_version", "config_version")
-_ITEM_TYPES = ("text", "text", "text", "text", "float8", "date", "timestamptz", "text", "text", "text", "jsonb",
-               "float8", "float8", "text", "text", "bool", "text", "int2", "text", "text")
+_ITEM_COLUMNS = (
+    "tenant",
+    "trace_id",
+    "stratum",
+    "reason",
+    "inclusion_probability",
+    "queued_day",
+    "trace_timestamp",
+    "variant",
+    "release",
+    "intent",
+    "content",
+    "faithfulness_score",
+    "faithfulness_threshold",
+    "faithfulness_outcome",
+    "scorer_version",
+    "falsely_excluded",
+    "exclusion_gold_source",
+    "reviews_wanted",
+    "policy_version",
+    "config_version",
+)
+_ITEM_TYPES = (
+    "text",
+    "text",
+    "text",
+    "text",
+    "float8",
+    "date",
+    "timestamptz",
+    "text",
+    "text",
+    "text",
+    "jsonb",
+    "float8",
+    "float8",
+    "text",
+    "text",
+    "bool",
+    "text",
+    "int2",
+    "text",
+    "text",
+)
 _INSERT_ITEMS = (
     f"INSERT INTO review_item ({', '.join(_ITEM_COLUMNS)}) "
     f"SELECT * FROM unnest({', '.join(f'%b::{t}[]' for t in _ITEM_TYPES)}) "
-    "ON CONFLICT (tenant, trace_id) DO NOTHING RETURNING tenant, trace_id")
+    "ON CONFLICT (tenant, trace_id) DO NOTHING RETURNING tenant, trace_id"
+)
 
-_EXISTING = ("SELECT i.tenant, i.trace_id FROM review_item i JOIN unnest(%b::text[], %b::text[]) AS u(tenant, trace_id) "
-             "ON i.tenant = u.tenant AND i.trace_id = u.trace_id")
+_EXISTING = (
+    "SELECT i.tenant, i.trace_id FROM review_item i JOIN unnest(%b::text[], %b::text[]) AS u(tenant, trace_id) "
+    "ON i.tenant = u.tenant AND i.trace_id = u.trace_id"
+)
 
 # The day's quota rows of the batch's (tenant, stratum) pairs, created if new and locked: a concurrent
 # sampler waits here, so the admitted count read is the one this transaction raises.
-_QUOTA_ROWS = "INSERT INTO review_quota (tenant, day, stratum) SELECT * FROM unnest(%b::text[], %b::date[], %b::text[]) " \
-              "ON CONFLICT DO NOTHING"
-_QUOTA_LOCK = ("SELECT q.tenant, q.stratum, q.admitted FROM review_quota q "
-               "JOIN unnest(%b::text[], %b::date[], %b::text[]) AS u(tenant, day, stratum) "
-               "ON q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum "
-               "ORDER BY q.tenant, q.stratum FOR UPDATE OF q")
-_QUOTA_ADD = ("UPDATE review_quota q SET admitted = q.admitted + u.admitted, overflow = q.overflow + u.overflow "
-              "FROM unnest(%b::text[], %b::date[], %b::text[], %b::int[], %b::bigint[]) "
-              "AS u(tenant, day, stratum, admitted, overflow) "
-              "WHERE q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum")
-_TENANT_QUEUED = ("INSERT INTO review_tenant_stats AS s (tenant, queued) SELECT * FROM unnest(%b::text[], %b::bigint[]) "
-                  "ON CONFLICT (tenant) DO UPDATE SET queued = s.queued + EXCLUDED.queued")
-_SCORE_TOTALS = ("INSERT INTO review_score_totals AS s (tenant, day, scored, predicted_faithful) "
-                 "SELECT * FROM unnest(%b::text[], %b::date[], %b::bigint[], %b::bigint[]) "
-                 "ON CONFLICT (tenant, day) DO UPDATE SET scored = s.scored + EXCLUDED.scored, "
-                 "predicted_faithful = s.predicted_faithful + EXCLUDED.predicted_faithful")
+_QUOTA_ROWS = (
+    "INSERT INTO review_quota (tenant, day, stratum) SELECT * FROM unnest(%b::text[], %b::date[], %b::text[]) "
+    "ON CONFLICT DO NOTHING"
+)
+_QUOTA_LOCK = (
+    "SELECT q.tenant, q.stratum, q.admitted FROM review_quota q "
+    "JOIN unnest(%b::text[], %b::date[], %b::text[]) AS u(tenant, day, stratum) "
+    "ON q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum "
+    "ORDER BY q.tenant, q.stratum FOR UPDATE OF q"
+)
+_QUOTA_ADD = (
+    "UPDATE review_quota q SET admitted = q.admitted + u.admitted, overflow = q.overflow + u.overflow "
+    "FROM unnest(%b::text[], %b::date[], %b::text[], %b::int[], %b::bigint[]) "
+    "AS u(tenant, day, stratum, admitted, overflow) "
+    "WHERE q.tenant = u.tenant AND q.day = u.day AND q.stratum = u.stratum"
+)
+_TENANT_QUEUED = (
+    "INSERT INTO review_tenant_stats AS s (tenant, queued) SELECT * FROM unnest(%b::text[], %b::bigint[]) "
+    "ON CONFLICT (tenant) DO UPDATE SET queued = s.queued + EXCLUDED.queued"
+)
+_SCORE_TOTALS = (
+    "INSERT INTO review_score_totals AS s (tenant, day, scored, predicted_faithful) "
+    "SELECT * FROM unnest(%b::text[], %b::date[], %b::bigint[], %b::bigint[]) "
+    "ON CONFLICT (tenant, day) DO UPDATE SET scored = s.scored + EXCLUDED.scored, "
+    "predicted_faithful = s.predicted_faithful + EXCLUDED.predicted_faithful"
+)
 
 _ATTACH_FAITHFULNESS = """
 UPDATE review_item i SET faithfulness_score = u.score, faithfulness_threshold = u.threshold,
@@ -119,12 +170,17 @@ class QueueStore:
         if not parts:
             return []
         topics, partitions = [p[0] for p in parts], [p[1] for p in parts]
-        cur.execute("INSERT INTO review_consumer_offset (topic, partition, next_offset) "
-                    "SELECT t, p, 0 FROM unnest(%b::text[], %b::int[]) AS u(t, p) ON CONFLICT DO NOTHING",
-                    (topics, partitions))
-        cur.execute("SELECT topic, partition, next_offset FROM review_consumer_offset o "
-                    "WHERE (topic, partition) IN (SELECT * FROM unnest(%b::text[], %b::int[])) "
-                    "ORDER BY topic, partition FOR UPDATE", (topics, partitions))
+        cur.execute(
+            "INSERT INTO review_consumer_offset (topic, partition, next_offset) "
+            "SELECT t, p, 0 FROM unnest(%b::text[], %b::int[]) AS u(t, p) ON CONFLICT DO NOTHING",
+            (topics, partitions),
+        )
+        cur.execute(
+            "SELECT topic, partition, next_offset FROM review_consumer_offset o "
+            "WHERE (topic, partition) IN (SELECT * FROM unnest(%b::text[], %b::int[])) "
+            "ORDER BY topic, partition FOR UPDATE",
+            (topics, partitions),
+        )
         applied = {(t, p): o for t, p, o in cur.fetchall()}
         return [e for e in events if e.source.offset >= applied[(e.source.topic, e.source.partition)]]
 
@@ -136,10 +192,12 @@ class QueueStore:
             last[key] = max(last.get(key, -1), e.source.offset)
         if last:
             keys = sorted(last)
-            cur.execute("UPDATE review_consumer_offset o SET next_offset = GREATEST(o.next_offset, u.n) "
-                        "FROM unnest(%b::text[], %b::int[], %b::bigint[]) AS u(t, p, n) "
-                        "WHERE o.topic = u.t AND o.partition = u.p",
-                        ([k[0] for k in keys], [k[1] for k in keys], [last[k] + 1 for k in keys]))
+            cur.execute(
+                "UPDATE review_consumer_offset o SET next_offset = GREATEST(o.next_offset, u.n) "
+                "FROM unnest(%b::text[], %b::int[], %b::bigint[]) AS u(t, p, n) "
+                "WHERE o.topic = u.t AND o.partition = u.p",
+                ([k[0] for k in keys], [k[1] for k in keys], [last[k] + 1 for k in keys]),
+            )
 
     # -- effects ----------------------------------------------------------------
 
@@ -151,8 +209,15 @@ class QueueStore:
         totals = sorted({(t, d) for t, d, _ in plan.score_totals})
         if totals:
             scored = [plan.score_totals[(t, d, "scored")] for t, d in totals]
-            cur.execute(_SCORE_TOTALS, ([t for t, _ in totals], [d for _, d in totals], scored,
-                                        [plan.score_totals[(t, d, "faithful")] for t, d in totals]))
+            cur.execute(
+                _SCORE_TOTALS,
+                (
+                    [t for t, _ in totals],
+                    [d for _, d in totals],
+                    scored,
+                    [plan.score_totals[(t, d, "faithful")] for t, d in totals],
+                ),
+            )
             for (tenant, _), n in zip(totals, scored, strict=True):
                 outcome.scored[tenant] += n
         return outcome
@@ -188,10 +253,19 @@ class QueueStore:
             rows = [self._row(i, today) for i in admitted]
             cur.execute(_INSERT_ITEMS, [list(column) for column in zip(*rows, strict=True)])
             inserted = {(t, tr) for t, tr in cur.fetchall()}  # less when another sampler queued one meanwhile
-        queued: Counter[tuple[str, str]] = Counter((i.tenant, i.stratum) for i in admitted
-                                                   if (i.tenant, i.trace_id) in inserted)
-        cur.execute(_QUOTA_ADD, ([t for t, _ in keys], [today] * len(keys), [s for _, s in keys],
-                                 [queued[k] for k in keys], [overflow[k] for k in keys]))
+        queued: Counter[tuple[str, str]] = Counter(
+            (i.tenant, i.stratum) for i in admitted if (i.tenant, i.trace_id) in inserted
+        )
+        cur.execute(
+            _QUOTA_ADD,
+            (
+                [t for t, _ in keys],
+                [today] * len(keys),
+                [s for _, s in keys],
+                [queued[k] for k in keys],
+                [overflow[k] for k in keys],
+            ),
+        )
         per_tenant = Counter[str]()
         for (tenant, _), n in queued.items():
             per_tenant[tenant] += n
@@ -203,21 +277,53 @@ class QueueStore:
 
     def _row(self, item: NewItem, today: date) -> tuple[object, ...]:
         f, x, c = item.faithfulness or {}, item.exclusion or {}, item.content
-        return (item.tenant, item.trace_id, item.stratum, item.reason, item.inclusion_probability, today,
-                item.trace_timestamp, c.get("variant", "production"), c.get("release"), c.get("intent"),
-                Jsonb(c, dumps=_dumps), f.get("score"), f.get("threshold"), f.get("outcome"),
-                f.get("scorer_version"), x.get("falsely_excluded"), x.get("gold_source"), item.reviews_wanted,
-                self.config.policy_version, self.config_version)
+        return (
+            item.tenant,
+            item.trace_id,
+            item.stratum,
+            item.reason,
+            item.inclusion_probability,
+            today,
+            item.trace_timestamp,
+            c.get("variant", "production"),
+            c.get("release"),
+            c.get("intent"),
+            Jsonb(c, dumps=_dumps),
+            f.get("score"),
+            f.get("threshold"),
+            f.get("outcome"),
+            f.get("scorer_version"),
+            x.get("falsely_excluded"),
+            x.get("gold_source"),
+            item.reviews_wanted,
+            self.config.policy_version,
+            self.config_version,
+        )
 
     @staticmethod
     def _attach(cur: psycopg.Cursor, plan: Plan) -> None:
         """Scores that arrive after their trace was queued (a blind item) are attached to it."""
         if plan.faithfulness:
             fs = plan.faithfulness
-            cur.execute(_ATTACH_FAITHFULNESS, (
-                [e.tenant for e in fs], [e.trace_id for e in fs], [e.score for e in fs], [e.threshold for e in fs],
-                [e.outcome for e in fs], [f"{e.model.source}@{e.model.revision[:12]}" for e in fs]))
+            cur.execute(
+                _ATTACH_FAITHFULNESS,
+                (
+                    [e.tenant for e in fs],
+                    [e.trace_id for e in fs],
+                    [e.score for e in fs],
+                    [e.threshold for e in fs],
+                    [e.outcome for e in fs],
+                    [f"{e.model.source}@{e.model.revision[:12]}" for e in fs],
+                ),
+            )
         if plan.exclusions:
             xs = plan.exclusions
-            cur.execute(_ATTACH_EXCLUSION, ([e.tenant for e in xs], [e.trace_id for e in xs],
-                                            [e.falsely_excluded for e in xs], [e.gold_source for e in xs]))
+            cur.execute(
+                _ATTACH_EXCLUSION,
+                (
+                    [e.tenant for e in xs],
+                    [e.trace_id for e in xs],
+                    [e.falsely_excluded for e in xs],
+                    [e.gold_source for e in xs],
+                ),
+            )

@@ -37,7 +37,9 @@ class WorkerContext:
     redis: redis.Redis
 
 
-def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings: WorkerSettings | None = None) -> int:
+def run_worker(
+    name: str, build: Callable[[WorkerContext], Processor], settings: WorkerSettings | None = None
+) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     prometheus_client.disable_created_metrics()
     try:
@@ -49,8 +51,11 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
     metrics = RuntimeMetrics(registry, name)
     ensure_topics(settings)
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5, socket_connect_timeout=5)
-    emitter = KafkaEmitter(settings, client_id=f"ragmon-{name}-{settings.worker_instance}",
-                           max_record_bytes=settings.worker_max_record_bytes)
+    emitter = KafkaEmitter(
+        settings,
+        client_id=f"ragmon-{name}-{settings.worker_instance}",
+        max_record_bytes=settings.worker_max_record_bytes,
+    )
     try:
         processor = build(WorkerContext(name, settings, registry, emitter, client))
     except ConfigError as exc:
@@ -66,7 +71,9 @@ def run_worker(name: str, build: Callable[[WorkerContext], Processor], settings:
 
     server = serve(settings.worker_metrics_host, settings.worker_metrics_port, registry, readiness)
     port = server.server_address[1]
-    print(f"ragmon worker {name}: metrics on http://{settings.worker_metrics_host}:{port}/metrics", flush=True)
+    print(
+        f"ragmon worker {name}: metrics on http://{settings.worker_metrics_host}:{port}/metrics", flush=True
+    )
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("%s got signal %d: finishing the in-flight batch", name, signum)

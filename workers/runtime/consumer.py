@@ -53,16 +53,23 @@ class _Rebalance(ConsumerRebalanceListener):
 
 
 class ConsumerRuntime:
-    def __init__(self, processor: Processor, settings: WorkerSettings, metrics: RuntimeMetrics,
-                 emitter: Emitter, redis_client: redis.Redis) -> None:
+    def __init__(
+        self,
+        processor: Processor,
+        settings: WorkerSettings,
+        metrics: RuntimeMetrics,
+        emitter: Emitter,
+        redis_client: redis.Redis,
+    ) -> None:
         self.processor = processor
         self.name = processor.name
         self.settings = settings
         self.metrics = metrics
         self.emitter = emitter
         self.dedupe = Dedupe(redis_client, self.name, settings.worker_dedupe_ttl_s)
-        self.dlq_limit = DlqLimit(settings.worker_dlq_max_ratio, settings.worker_dlq_window,
-                                  settings.worker_dlq_min_messages)
+        self.dlq_limit = DlqLimit(
+            settings.worker_dlq_max_ratio, settings.worker_dlq_window, settings.worker_dlq_min_messages
+        )
         topics = settings.topics
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
         # Topics of non-native records (scores, raw spans) come with their own decoder: workers/runtime/records.py
@@ -113,8 +120,12 @@ class ConsumerRuntime:
                 self.metrics.lag.remove(self.name, tp.topic, str(tp.partition))
 
     def run(self) -> int:
-        log.info("%s consuming %s as group %s", self.name, sorted(self.type_by_topic),
-                 self.settings.group_id(self.name))
+        log.info(
+            "%s consuming %s as group %s",
+            self.name,
+            sorted(self.type_by_topic),
+            self.settings.group_id(self.name),
+        )
         try:
             while not self.stopping.is_set():
                 self._step()
@@ -143,8 +154,9 @@ class ConsumerRuntime:
             return
         self.metrics.ready.labels(self.name).set(1)
         self.consumer.resume(*self.consumer.assignment())
-        polled = self.consumer.poll(timeout_ms=self.settings.worker_poll_timeout_ms,
-                                    max_records=self.settings.worker_max_batch)
+        polled = self.consumer.poll(
+            timeout_ms=self.settings.worker_poll_timeout_ms, max_records=self.settings.worker_max_batch
+        )
         if polled:
             self.handle(polled)
         self.periodic.run(time.time())
@@ -201,27 +213,47 @@ class ConsumerRuntime:
             self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
         return done
 
-    def _decode(self, rec: Any, expected: str | None, decoder: SubscriptionDecoder | None) -> Event | Undecodable:
+    def _decode(
+        self, rec: Any, expected: str | None, decoder: SubscriptionDecoder | None
+    ) -> Event | Undecodable:
         """Decoding is pure: whatever it raises is about this record alone, so the record is a dead letter."""
         try:
             return decoder(rec) if decoder else self.decoder.decode(rec, expected)
         except Exception as exc:
-            log.warning("%s could not decode %s[%d]@%d", self.name, rec.topic, rec.partition, rec.offset,
-                        exc_info=True)
+            log.warning(
+                "%s could not decode %s[%d]@%d",
+                self.name,
+                rec.topic,
+                rec.partition,
+                rec.offset,
+                exc_info=True,
+            )
             source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
-            return Undecodable(source, rec.value, list(rec.headers or []), DeadLetterReason.UNDECODABLE,
-                               poison_detail(exc))
+            return Undecodable(
+                source, rec.value, list(rec.headers or []), DeadLetterReason.UNDECODABLE, poison_detail(exc)
+            )
 
-    def _apply(self, events: list[Event], dead: list[Undecodable],
-               offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+    def _apply(
+        self, events: list[Event], dead: list[Undecodable], offsets: dict[TopicPartition, OffsetAndMetadata]
+    ) -> None:
         fresh, duplicates = self.dedupe.split_new(events)
         rejections: list[Rejection] = self._process_isolating(fresh) if fresh else []
         for u in dead:
-            emit_dead_letter(self.emitter, self.dlq_topic, u.source.key, u.value or b"",
-                             dlq_headers(u.source, u.headers, u.reason, u.detail, self.name))
+            emit_dead_letter(
+                self.emitter,
+                self.dlq_topic,
+                u.source.key,
+                u.value or b"",
+                dlq_headers(u.source, u.headers, u.reason, u.detail, self.name),
+            )
         for r in rejections:
-            emit_dead_letter(self.emitter, self.dlq_topic, r.event.source.key, r.event.raw or b"",
-                             dlq_headers(r.event.source, r.event.headers, r.reason, r.detail, self.name))
+            emit_dead_letter(
+                self.emitter,
+                self.dlq_topic,
+                r.event.source.key,
+                r.event.raw or b"",
+                dlq_headers(r.event.source, r.event.headers, r.reason, r.detail, self.name),
+            )
         self.emitter.wait()
         self.dedupe.mark_done(fresh)
         try:
@@ -251,13 +283,25 @@ class ConsumerRuntime:
                 mid = len(events) // 2
                 return self._process_isolating(events[:mid]) + self._process_isolating(events[mid:])
             event = events[0]
-            log.warning("%s dead-letters %s[%d]@%d (tenant %s): processing it raised %s", self.name,
-                        event.source.topic, event.source.partition, event.source.offset, event.tenant,
-                        type(exc).__name__, exc_info=True)
+            log.warning(
+                "%s dead-letters %s[%d]@%d (tenant %s): processing it raised %s",
+                self.name,
+                event.source.topic,
+                event.source.partition,
+                event.source.offset,
+                event.tenant,
+                type(exc).__name__,
+                exc_info=True,
+            )
             return [Rejection(event, poison_reason(exc), poison_detail(exc))]
 
-    def _account(self, fresh: list[Event], duplicates: list[Event], dead: list[Undecodable],
-                 rejections: list[Rejection]) -> None:
+    def _account(
+        self,
+        fresh: list[Event],
+        duplicates: list[Event],
+        dead: list[Undecodable],
+        rejections: list[Rejection],
+    ) -> None:
         m, w, c = self.metrics, self.name, self._child
         rejected = {id(r.event) for r in rejections}
         now = datetime.now(UTC)
@@ -273,8 +317,15 @@ class ConsumerRuntime:
         for u in dead:
             m.events.labels(w, self.type_by_topic.get(u.source.topic, "unknown"), "dead_letter").inc()
             m.dead_letters.labels(w, u.reason).inc()
-            log.warning("%s dead-lettered %s[%d]@%d: %s: %s", w, u.source.topic, u.source.partition,
-                        u.source.offset, u.reason, u.detail)
+            log.warning(
+                "%s dead-lettered %s[%d]@%d: %s: %s",
+                w,
+                u.source.topic,
+                u.source.partition,
+                u.source.offset,
+                u.reason,
+                u.detail,
+            )
         for r in rejections:
             m.dead_letters.labels(w, r.reason).inc()
         m.last_commit.labels(w).set(time.time())
@@ -291,7 +342,9 @@ class ConsumerRuntime:
                 self.metrics.retries.labels(self.name, type(exc).__name__).inc()
                 self.metrics.ready.labels(self.name).set(0)
                 self.retrying = f"batch retried through an outage: {type(exc).__name__}: {exc}"
-                log.warning("%s batch failed (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, delay)
+                log.warning(
+                    "%s batch failed (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, delay
+                )
             if not self._wait_keeping_membership(delay):
                 self._rewind(polled)
                 self.retrying = None
@@ -307,16 +360,19 @@ class ConsumerRuntime:
                 return False
             self._idle_poll(int(min(200, max(1, (deadline - time.monotonic()) * 1000))))
             if self._revoked:
-                log.warning("%s partitions revoked during retries: batch abandoned, it will be redelivered",
-                            self.name)
+                log.warning(
+                    "%s partitions revoked during retries: batch abandoned, it will be redelivered", self.name
+                )
                 self.consumer.resume(*self.consumer.assignment())
                 return False
         self.consumer.resume(*self.consumer.assignment())
         return True
 
     def _grace_over(self) -> bool:
-        return (self._stop_requested_at is not None
-                and time.monotonic() - self._stop_requested_at > self.settings.worker_shutdown_grace_s)
+        return (
+            self._stop_requested_at is not None
+            and time.monotonic() - self._stop_requested_at > self.settings.worker_shutdown_grace_s
+        )
 
     def _halt(self, reason: str, message: str, polled: dict[TopicPartition, list[Any]]) -> None:
         self.halted = reason

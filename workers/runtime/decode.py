@@ -57,8 +57,12 @@ class _LabelRecord(StoredEvent):
 
 # One pass over the bytes: parse and validate envelope and body together in
 # pydantic-core, instead of orjson, then the envelope, then the body again.
-_RECORD = TypeAdapter(Annotated[Union[_TraceRecord, _FeedbackRecord, _ReleaseRecord, _LabelRecord],  # noqa: UP007
-                                Field(discriminator="type")])
+_RECORD = TypeAdapter(
+    Annotated[
+        Union[_TraceRecord, _FeedbackRecord, _ReleaseRecord, _LabelRecord],  # noqa: UP007
+        Field(discriminator="type"),
+    ]
+)
 
 
 def _explain(value: bytes, expected_type: str | None, view_error: str = "") -> tuple[DeadLetterReason, str]:
@@ -82,22 +86,39 @@ def _explain(value: bytes, expected_type: str | None, view_error: str = "") -> t
     if view_error:  # a rule only the view applies (stricter: a timezone on the envelope's times)
         in_body = view_error.startswith(("record.body.", "record.body:"))
         return (DeadLetterReason.INVALID_BODY if in_body else DeadLetterReason.INVALID_ENVELOPE), view_error
-    return DeadLetterReason.INVALID_ENVELOPE, "record: rejected by the typed decoder but not by the step-by-step one"
+    return (
+        DeadLetterReason.INVALID_ENVELOPE,
+        "record: rejected by the typed decoder but not by the step-by-step one",
+    )
 
 
-_SCORE = TypeAdapter(Annotated[Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
-                               Field(discriminator="type")])
+_SCORE = TypeAdapter(
+    Annotated[
+        Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
+        Field(discriminator="type"),
+    ]
+)
 
 
-def _decode_score(source: SourceRecord, value: bytes, headers: list[tuple[str, bytes]]) -> Event | Undecodable:
+def _decode_score(
+    source: SourceRecord, value: bytes, headers: list[tuple[str, bytes]]
+) -> Event | Undecodable:
     """A score event: its body is the score event; the envelope is built from its own fields
     (event_id is deterministic, so dedupe by id works as for ingested events)."""
     try:
         score = _SCORE.validate_json(value)
     except ValidationError as exc:
-        return Undecodable(source, value, headers, DeadLetterReason.INVALID_SCORE, describe_errors("score", exc, limit=3))
-    envelope: dict[str, Any] = {"id": score.event_id, "type": "score", "tenant": score.tenant,
-                                "timestamp": score.trace_timestamp, "received_at": score.scored_at, "body": {}}
+        return Undecodable(
+            source, value, headers, DeadLetterReason.INVALID_SCORE, describe_errors("score", exc, limit=3)
+        )
+    envelope: dict[str, Any] = {
+        "id": score.event_id,
+        "type": "score",
+        "tenant": score.tenant,
+        "timestamp": score.trace_timestamp,
+        "received_at": score.scored_at,
+        "body": {},
+    }
     stored = StoredEvent.model_construct(**envelope)
     return Event(source=source, stored=stored, body=score, raw=value, headers=headers)
 
@@ -147,7 +168,9 @@ class RecordDecoder:
         headers = list(record.headers or [])
         value = record.value
         if value is None:
-            return Undecodable(source, value, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)")
+            return Undecodable(
+                source, value, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)"
+            )
         if expected_type == "score":
             return _decode_score(source, value, headers)
         view = self._views.get(expected_type) if expected_type is not None else None
@@ -157,8 +180,13 @@ class RecordDecoder:
         except ValidationError:
             return Undecodable(source, value, headers, *_explain(value, expected_type))
         except RecursionError:  # msgspec recurses once per level: a deep value must not escape as an outage
-            return Undecodable(source, value, headers, DeadLetterReason.UNDECODABLE,
-                               "record: JSON nested deeper than the decoder's recursion limit")
+            return Undecodable(
+                source,
+                value,
+                headers,
+                DeadLetterReason.UNDECODABLE,
+                "record: JSON nested deeper than the decoder's recursion limit",
+            )
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             assert view is not None
             stored = _canonical(value, view)
@@ -166,8 +194,19 @@ class RecordDecoder:
                 detail = _view_error(exc) if isinstance(exc, msgspec.ValidationError) else ""
                 return Undecodable(source, value, headers, *_explain(value, expected_type, detail))
         if expected_type is not None and stored.type != expected_type:
-            return Undecodable(source, value, headers, DeadLetterReason.UNEXPECTED_TYPE,
-                               _wrong_type(stored.type, expected_type))
+            return Undecodable(
+                source,
+                value,
+                headers,
+                DeadLetterReason.UNEXPECTED_TYPE,
+                _wrong_type(stored.type, expected_type),
+            )
         traceparent = next((v.decode("latin-1") for k, v in headers if k == "traceparent"), None)
-        return Event(source=source, stored=stored, body=stored.body, traceparent=traceparent, raw=value,
-                     headers=headers)
+        return Event(
+            source=source,
+            stored=stored,
+            body=stored.body,
+            traceparent=traceparent,
+            raw=value,
+            headers=headers,
+        )

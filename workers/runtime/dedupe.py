@@ -38,7 +38,9 @@ return #KEYS
 
 
 class Dedupe:
-    def __init__(self, client: redis.Redis, worker: str, ttl_s: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, client: redis.Redis, worker: str, ttl_s: int, clock: Callable[[], float] = time.time
+    ) -> None:
         self._client = client
         self._prefix = f"ragmon:done:{worker}:"
         self._since_key = f"ragmon:dedupe-scoped-since:{worker}"

@@ -13,13 +13,16 @@ from service.contracts import topics as T
 from workers.runtime.emitter import MAX_RECORD_BYTES
 from workers.runtime.types import Emitter, SourceRecord
 
-H_DLQ_TRUNCATED = "ragmon-dlq-truncated"  # on a dead letter cut to fit the broker: the original length in bytes
+H_DLQ_TRUNCATED = (
+    "ragmon-dlq-truncated"  # on a dead letter cut to fit the broker: the original length in bytes
+)
 # Room kept for the record's framing when a dead letter is cut to fit.
 _DLQ_MARGIN = 16 * 1024
 
 
-def dlq_headers(source: SourceRecord, headers: list[tuple[str, bytes]], reason: str, detail: str,
-                worker: str) -> list[tuple[str, bytes]]:
+def dlq_headers(
+    source: SourceRecord, headers: list[tuple[str, bytes]], reason: str, detail: str, worker: str
+) -> list[tuple[str, bytes]]:
     kept = [(k, v) for k, v in headers if not k.startswith("ragmon-dlq-")]
     return kept + [
         (T.H_DLQ_REASON, reason.encode()),
@@ -31,8 +34,11 @@ def dlq_headers(source: SourceRecord, headers: list[tuple[str, bytes]], reason: 
     ]
 
 
-def fit_dead_letter(value: bytes, headers: list[tuple[str, bytes]], limit: int = MAX_RECORD_BYTES,
-                    ) -> tuple[bytes, list[tuple[str, bytes]]]:
+def fit_dead_letter(
+    value: bytes,
+    headers: list[tuple[str, bytes]],
+    limit: int = MAX_RECORD_BYTES,
+) -> tuple[bytes, list[tuple[str, bytes]]]:
     """A dead letter cut to fit the broker (the record it stands for may be what was too large).
 
     The cut record says so: `ragmon-dlq-truncated` holds its original length in bytes.
@@ -43,8 +49,9 @@ def fit_dead_letter(value: bytes, headers: list[tuple[str, bytes]], limit: int =
     return value[:room], [*headers, (H_DLQ_TRUNCATED, str(len(value)).encode())]
 
 
-def emit_dead_letter(emitter: Emitter, topic: str, key: bytes | None, value: bytes,
-                     headers: list[tuple[str, bytes]]) -> None:
+def emit_dead_letter(
+    emitter: Emitter, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]]
+) -> None:
     """Emit one dead letter, cut to fit the emitter's per-record size (a dead letter must never be refused)."""
     limit = getattr(emitter, "max_record_bytes", MAX_RECORD_BYTES) - len(key or b"")
     value, headers = fit_dead_letter(value, headers, limit)
@@ -86,4 +93,5 @@ class DlqLimit:
                 f"{ratio:.0%} of the last {total} records would be dead letters, over the limit of "
                 f"{self.max_ratio:.0%}: halted without dead-lettering or committing this batch. "
                 "Likely a bad deploy or a contract mismatch; read the dead-letter reasons in the logs, "
-                "fix, and restart the worker (RAGMON_WORKER_DLQ_MAX_RATIO sets the limit)")
+                "fix, and restart the worker (RAGMON_WORKER_DLQ_MAX_RATIO sets the limit)"
+            )

@@ -30,10 +30,15 @@ def record_size(key: bytes | None, value: bytes, headers: list[tuple[str, bytes]
     return len(key or b"") + len(value) + sum(len(k) + len(v) for k, v in headers or [])
 
 
-
 class KafkaEmitter:
-    def __init__(self, settings: CommonSettings, client_id: str, linger_ms: int = 5, batch_size: int = 16384,
-                 max_record_bytes: int = MAX_RECORD_BYTES) -> None:
+    def __init__(
+        self,
+        settings: CommonSettings,
+        client_id: str,
+        linger_ms: int = 5,
+        batch_size: int = 16384,
+        max_record_bytes: int = MAX_RECORD_BYTES,
+    ) -> None:
         # A worker that emits many records and then waits for all of them (wait() flushes at once)
         # passes a longer linger and bigger batches: fewer wake-ups of the sender thread.
         self._producer = KafkaProducer(
@@ -52,7 +57,9 @@ class KafkaEmitter:
         self.max_record_bytes = max_record_bytes
         self._pending: list[Any] = []
 
-    def emit(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+    def emit(
+        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> None:
         """Send one record; RecordTooLarge (before anything is sent) for one over the per-record size."""
         size = record_size(key, value, headers)
         if size > self.max_record_bytes:

@@ -10,8 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 
-def serve(host: str, port: int, registry: CollectorRegistry,
-          readiness: Callable[[], tuple[bool, str]]) -> ThreadingHTTPServer:
+def serve(
+    host: str, port: int, registry: CollectorRegistry, readiness: Callable[[], tuple[bool, str]]
+) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
             path = self.path.split("?")[0]

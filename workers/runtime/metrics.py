@@ -12,31 +12,70 @@ class RuntimeMetrics:
     def __init__(self, registry: CollectorRegistry, worker: str) -> None:
         self.worker = worker
         self.events = Counter(
-            "ragmon_worker_events_total", "Records handled, by event type and outcome "
-            "(processed, duplicate, dead_letter)", ["worker", "type", "outcome"], registry=registry)
+            "ragmon_worker_events_total",
+            "Records handled, by event type and outcome (processed, duplicate, dead_letter)",
+            ["worker", "type", "outcome"],
+            registry=registry,
+        )
         self.dead_letters = Counter(
-            "ragmon_worker_dead_letters_total", "Records sent to the dead-letter topic, by reason",
-            ["worker", "reason"], registry=registry)
+            "ragmon_worker_dead_letters_total",
+            "Records sent to the dead-letter topic, by reason",
+            ["worker", "reason"],
+            registry=registry,
+        )
         self.dedupe_hits = Counter(
-            "ragmon_worker_dedupe_hits_total", "Records skipped because their event id was already done",
-            ["worker"], registry=registry)
+            "ragmon_worker_dedupe_hits_total",
+            "Records skipped because their event id was already done",
+            ["worker"],
+            registry=registry,
+        )
         self.retries = Counter(
-            "ragmon_worker_retries_total", "Batches, periodic work (tick) and readiness checks that failed on an outage and were retried",
-            ["worker", "error"], registry=registry)
+            "ragmon_worker_retries_total",
+            "Batches, periodic work (tick) and readiness checks that failed on an outage and were retried",
+            ["worker", "error"],
+            registry=registry,
+        )
         self.batch_seconds = Histogram(
-            "ragmon_worker_batch_duration_seconds", "Time to process and commit one batch",
-            ["worker"], buckets=_BATCH_BUCKETS, registry=registry)
+            "ragmon_worker_batch_duration_seconds",
+            "Time to process and commit one batch",
+            ["worker"],
+            buckets=_BATCH_BUCKETS,
+            registry=registry,
+        )
         self.delay_seconds = Histogram(
-            "ragmon_worker_ingest_to_commit_duration_seconds", "From the API receiving an event to its offset being committed",
-            ["worker"], buckets=_DELAY_BUCKETS, registry=registry)
+            "ragmon_worker_ingest_to_commit_duration_seconds",
+            "From the API receiving an event to its offset being committed",
+            ["worker"],
+            buckets=_DELAY_BUCKETS,
+            registry=registry,
+        )
         self.lag = Gauge(
-            "ragmon_worker_consumer_lag_messages", "Records behind the end of each assigned partition",
-            ["worker", "topic", "partition"], registry=registry)
-        self.ready = Gauge("ragmon_worker_ready", "1 when the worker consumes; 0 when not ready or halted",
-                           ["worker"], registry=registry)
-        self.halted = Gauge("ragmon_worker_halted", "1 when the worker stopped consuming on a guard, by reason",
-                            ["worker", "reason"], registry=registry)
-        self.last_commit = Gauge("ragmon_worker_last_commit_timestamp_seconds", "Unix time of the last commit",
-                                 ["worker"], registry=registry)
-        self.assigned = Gauge("ragmon_worker_assigned_partitions", "Partitions assigned to this process",
-                              ["worker"], registry=registry)
+            "ragmon_worker_consumer_lag_messages",
+            "Records behind the end of each assigned partition",
+            ["worker", "topic", "partition"],
+            registry=registry,
+        )
+        self.ready = Gauge(
+            "ragmon_worker_ready",
+            "1 when the worker consumes; 0 when not ready or halted",
+            ["worker"],
+            registry=registry,
+        )
+        self.halted = Gauge(
+            "ragmon_worker_halted",
+            "1 when the worker stopped consuming on a guard, by reason",
+            ["worker", "reason"],
+            registry=registry,
+        )
+        self.last_commit = Gauge(
+            "ragmon_worker_last_commit_timestamp_seconds",
+            "Unix time of the last commit",
+            ["worker"],
+            registry=registry,
+        )
+        self.assigned = Gauge(
+            "ragmon_worker_assigned_partitions",
+            "Partitions assigned to this process",
+            ["worker"],
+            registry=registry,
+        )

@@ -37,8 +37,13 @@ class PeriodicWork:
             self.metrics.retries.labels(self.name, type(exc).__name__).inc()
             self.metrics.ready.labels(self.name).set(0)
             if self.outage is None or self._delay >= self.settings.worker_retry_max_s:
-                log.warning("%s periodic work failed (%s: %s); not ready, retrying in %.1fs", self.name,
-                            type(exc).__name__, exc, self._delay)
+                log.warning(
+                    "%s periodic work failed (%s: %s); not ready, retrying in %.1fs",
+                    self.name,
+                    type(exc).__name__,
+                    exc,
+                    self._delay,
+                )
             self.outage = f"periodic work failing: {type(exc).__name__}: {exc}"
             self._retry_at = time.monotonic() + self._delay
             self._delay = min(self._delay * 2, self.settings.worker_retry_max_s)

@@ -19,8 +19,16 @@ from workers.runtime.emitter import EmitFailed, RecordTooLarge
 from workers.runtime.reasons import DeadLetterReason
 
 OUTAGES: tuple[type[BaseException], ...] = (redis.RedisError, KafkaError, EmitFailed, OSError)
-POISON: tuple[type[BaseException], ...] = (RecordTooLarge, RecursionError, ValueError, TypeError, LookupError,
-                                           AttributeError, ArithmeticError, AssertionError)
+POISON: tuple[type[BaseException], ...] = (
+    RecordTooLarge,
+    RecursionError,
+    ValueError,
+    TypeError,
+    LookupError,
+    AttributeError,
+    ArithmeticError,
+    AssertionError,
+)
 DETAIL_CHARS = 300
 
 
@@ -29,7 +37,11 @@ def is_poison(exc: BaseException) -> bool:
 
 
 def poison_reason(exc: BaseException) -> DeadLetterReason:
-    return DeadLetterReason.DERIVED_TOO_LARGE if isinstance(exc, RecordTooLarge) else DeadLetterReason.PROCESSING_FAILED
+    return (
+        DeadLetterReason.DERIVED_TOO_LARGE
+        if isinstance(exc, RecordTooLarge)
+        else DeadLetterReason.PROCESSING_FAILED
+    )
 
 
 def poison_detail(exc: BaseException) -> str:

@@ -39,21 +39,31 @@ class Subscription:
 
 def envelope(event_id: str, event_type: str, tenant: str, at: datetime) -> StoredEvent:
     """The envelope fields the runtime reads, for a record that is not a native event."""
-    fields: dict[str, Any] = {"id": event_id, "type": event_type, "tenant": tenant, "timestamp": at,
-                              "received_at": at, "body": {}}
+    fields: dict[str, Any] = {
+        "id": event_id,
+        "type": event_type,
+        "tenant": tenant,
+        "timestamp": at,
+        "received_at": at,
+        "body": {},
+    }
     return StoredEvent.model_construct(**fields)  # unvalidated on purpose: `type` is not a native event type
 
 
 def _source(record: Any) -> tuple[SourceRecord, list[tuple[str, bytes]]]:
-    return (SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp),
-            list(record.headers or []))
+    return (
+        SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp),
+        list(record.headers or []),
+    )
 
 
 def decode_spans_record(record: Any) -> Event | Undecodable:
     """A spans-topic record (service/contracts/spans.py): body is the decoded SpanRecord."""
     source, headers = _source(record)
     if record.value is None:
-        return Undecodable(source, None, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)")
+        return Undecodable(
+            source, None, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)"
+        )
     try:
         spans = decode_span_record(record.value, headers)
     except SpanRecordError as exc:

@@ -73,8 +73,10 @@ class Event:
         """The body, already validated by the runtime's decode, as `model`; another type is rejected."""
         if isinstance(self.body, model):
             return self.body
-        raise InvalidEvent(DeadLetterReason.UNEXPECTED_TYPE,
-                           f"type: {self.type!r}; this worker expects a {model.__name__} here")
+        raise InvalidEvent(
+            DeadLetterReason.UNEXPECTED_TYPE,
+            f"type: {self.type!r}; this worker expects a {model.__name__} here",
+        )
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ class Rejection:
     detail: str = ""  # human-readable, names the field and rule
 
 
-def split_by_body(events: list[Event], model: builtins.type[B]) -> tuple[list[tuple[Event, B]], list[Rejection]]:
+def split_by_body(
+    events: list[Event], model: builtins.type[B]
+) -> tuple[list[tuple[Event, B]], list[Rejection]]:
     """(events with their `model` body, rejections of the rest) for a processor that reads one type."""
     typed: list[tuple[Event, B]] = []
     rejections: list[Rejection] = []
@@ -117,8 +121,9 @@ class Emitter(Protocol):
     """Produces derived records (e.g. score events). The runtime flushes it and
     waits for every acknowledgement before it commits the batch's offsets."""
 
-    def emit(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
-        ...
+    def emit(
+        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> None: ...
 
     def wait(self, timeout_s: float = 15.0) -> None:
         """Block until every record emitted so far is acknowledged; raise if one failed."""
@@ -148,6 +153,4 @@ class Processor(Protocol):
         """Called every loop iteration (at least once a second) for time-driven work."""
         ...
 
-    def close(self) -> None:
-        ...
-
+    def close(self) -> None: ...

@@ -46,8 +46,9 @@ def _percentile_interval(stats: np.ndarray, level: float) -> tuple[float, float]
     return float(lo), float(hi)
 
 
-def mean_difference_intervals(diffs: np.ndarray, settings: BootstrapSettings,
-                              rng: np.random.Generator) -> np.ndarray:
+def mean_difference_intervals(
+    diffs: np.ndarray, settings: BootstrapSettings, rng: np.random.Generator
+) -> np.ndarray:
     """Percentile intervals of the mean of each column of diffs (n pairs x M metrics; NaN = metric absent).
 
     Returns an (M, 2) array; a column with no pair gives NaN bounds.
@@ -59,8 +60,9 @@ def mean_difference_intervals(diffs: np.ndarray, settings: BootstrapSettings,
         means = _exact_resampled_means(diffs, settings.resamples, rng)
     else:
         shared: dict[int, np.ndarray] = {}  # rank-bin counts by n: drawn once, reused by every metric
-        means = np.stack([_binned_resampled_means(diffs[:, j], settings.resamples, rng, shared)
-                          for j in range(m)], axis=1)
+        means = np.stack(
+            [_binned_resampled_means(diffs[:, j], settings.resamples, rng, shared) for j in range(m)], axis=1
+        )
     return np.array([_percentile_interval(means[:, j], settings.level) for j in range(m)])
 
 
@@ -75,11 +77,11 @@ def _exact_resampled_means(diffs: np.ndarray, resamples: int, rng: np.random.Gen
         idx = rng.integers(0, n, (rows, n))  # drawn once, reused by every metric
         for j in range(m):
             if every_valid[j]:
-                out[start:start + rows, j] = filled[idx, j].mean(axis=1)
+                out[start : start + rows, j] = filled[idx, j].mean(axis=1)
             else:
                 counts = valid[idx, j].sum(axis=1)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    out[start:start + rows, j] = filled[idx, j].sum(axis=1) / counts
+                    out[start : start + rows, j] = filled[idx, j].sum(axis=1) / counts
     return out
 
 
@@ -107,8 +109,9 @@ def _bins(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]
     return means, np.maximum(squares / sizes - means * means, 0.0), sizes, True
 
 
-def _binned_resampled_means(column: np.ndarray, resamples: int, rng: np.random.Generator,
-                            shared: dict[int, np.ndarray]) -> np.ndarray:
+def _binned_resampled_means(
+    column: np.ndarray, resamples: int, rng: np.random.Generator, shared: dict[int, np.ndarray]
+) -> np.ndarray:
     values = column[~np.isnan(column)]
     if values.size == 0:
         return np.full(resamples, np.nan)
@@ -127,8 +130,9 @@ def _binned_resampled_means(column: np.ndarray, resamples: int, rng: np.random.G
     return resampled / n
 
 
-def p95_ratio_interval(production: np.ndarray, candidate: np.ndarray, settings: BootstrapSettings,
-                       rng: np.random.Generator) -> tuple[float, float, float]:
+def p95_ratio_interval(
+    production: np.ndarray, candidate: np.ndarray, settings: BootstrapSettings, rng: np.random.Generator
+) -> tuple[float, float, float]:
     """(point, lower, upper) of p95(candidate) / p95(production) over the same resampled pairs.
 
     Poisson bootstrap (each pair drawn Poisson(1) times; Hanley & MacGibbon
@@ -139,8 +143,8 @@ def p95_ratio_interval(production: np.ndarray, candidate: np.ndarray, settings: 
     value with at least 95% of the weight at or below it).
     """
     both = ~(np.isnan(production) | np.isnan(candidate))
-    prod = production[both][-settings.p95_max_pairs:]
-    cand = candidate[both][-settings.p95_max_pairs:]
+    prod = production[both][-settings.p95_max_pairs :]
+    cand = candidate[both][-settings.p95_max_pairs :]
     if prod.size < 20:
         return (float("nan"), float("nan"), float("nan"))
     tail = (prod >= np.quantile(prod, 0.90)) | (cand >= np.quantile(cand, 0.90))

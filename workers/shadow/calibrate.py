@@ -30,8 +30,9 @@ class CalibrationRow:
     fixed_final_rate: float  # the fixed-n sign test checked once, at the end
 
 
-def binary_differences(rng: np.random.Generator, shape: tuple[int, int], discordance: float,
-                       delta: float) -> np.ndarray:
+def binary_differences(
+    rng: np.random.Generator, shape: tuple[int, int], discordance: float, delta: float
+) -> np.ndarray:
     """Paired binary outcomes as differences in {-1, 0, +1}: discordant with prob q, a win with (q+delta)/2q."""
     discordant = rng.random(shape) < discordance
     win = rng.random(shape) < (discordance + delta) / (2.0 * discordance)
@@ -45,8 +46,9 @@ def score_differences(rng: np.random.Generator, shape: tuple[int, int], delta: f
     return candidate - production
 
 
-def _verdict_hits(d: np.ndarray, batch: int, alpha: float, tight_at: int,
-                  min_pairs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _verdict_hits(
+    d: np.ndarray, batch: int, alpha: float, tight_at: int, min_pairs: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per seed: (anytime verdict at any check, sign test at any check, sign test at the end)."""
     seeds, total = d.shape
     checks = np.arange(batch, total + 1, batch)
@@ -57,13 +59,24 @@ def _verdict_hits(d: np.ndarray, batch: int, alpha: float, tight_at: int,
     mean = csum / n
     var = (csq - n * mean * mean) / np.maximum(n - 1, 1)
     anytime = (anytime_p_values(n, mean, var, alpha, tight_at) <= alpha) & (n >= min_pairs)
-    sign = np.array([[sign_test_p(int(w), int(lost)) <= alpha for w, lost in zip(wr, lr, strict=True)]
-                     for wr, lr in zip(wins, losses, strict=True)])
+    sign = np.array(
+        [
+            [sign_test_p(int(w), int(lost)) <= alpha for w, lost in zip(wr, lr, strict=True)]
+            for wr, lr in zip(wins, losses, strict=True)
+        ]
+    )
     return np.asarray(anytime.any(axis=1)), np.asarray(sign.any(axis=1)), sign[:, -1]
 
 
-def null_calibration(seeds: int = 1000, batches: int = 40, batch: int = 50, alpha: float = 0.05,
-                     tight_at: int = 1000, min_pairs: int = 30, seed: int = 2026) -> list[CalibrationRow]:
+def null_calibration(
+    seeds: int = 1000,
+    batches: int = 40,
+    batch: int = 50,
+    alpha: float = 0.05,
+    tight_at: int = 1000,
+    min_pairs: int = 30,
+    seed: int = 2026,
+) -> list[CalibrationRow]:
     rng = np.random.default_rng(seed)
     shape = (seeds, batches * batch)
     scenarios = {
@@ -74,26 +87,52 @@ def null_calibration(seeds: int = 1000, batches: int = 40, batch: int = 50, alph
     rows = []
     for name, d in scenarios.items():
         anytime, peeking, final = _verdict_hits(d, batch, alpha, tight_at, min_pairs)
-        rows.append(CalibrationRow(name, seeds, batches, shape[1], float(anytime.mean()), float(peeking.mean()),
-                                   float(final.mean())))
+        rows.append(
+            CalibrationRow(
+                name,
+                seeds,
+                batches,
+                shape[1],
+                float(anytime.mean()),
+                float(peeking.mean()),
+                float(final.mean()),
+            )
+        )
     return rows
 
 
-def power_on_known_effect(seeds: int = 1000, pairs: int = 200, discordance: float = 0.2, delta: float = 0.10,
-                          alpha: float = 0.05, tight_at: int = 1000, seed: int = 7) -> dict[str, float]:
+def power_on_known_effect(
+    seeds: int = 1000,
+    pairs: int = 200,
+    discordance: float = 0.2,
+    delta: float = 0.10,
+    alpha: float = 0.05,
+    tight_at: int = 1000,
+    seed: int = 7,
+) -> dict[str, float]:
     """Seed table row (net +10 points, 20% discordant): power of each test at `pairs` pairs."""
     rng = np.random.default_rng(seed)
     d = binary_differences(rng, (seeds, pairs), discordance, delta)
     anytime, _, final = _verdict_hits(d, pairs, alpha, tight_at, 30)
-    return {"pairs": pairs, "discordance": discordance, "delta": delta,
-            "sign_test_exact": sign_test_power(pairs, discordance, delta, alpha),
-            "sign_test_simulated": float(final.mean()), "anytime_simulated": float(anytime.mean())}
+    return {
+        "pairs": pairs,
+        "discordance": discordance,
+        "delta": delta,
+        "sign_test_exact": sign_test_power(pairs, discordance, delta, alpha),
+        "sign_test_simulated": float(final.mean()),
+        "anytime_simulated": float(anytime.mean()),
+    }
 
 
 def render_table(rows: list[CalibrationRow], alpha: float) -> str:
-    lines = ["| equal candidate | seeds | checks × pairs | anytime verdict false rate | sign test, checked every batch | sign test, once at the end |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r.scenario} | {r.seeds} | {r.checks} × {r.pairs // r.checks} | {r.anytime_rate:.3f} | "
-              f"{r.fixed_peeking_rate:.3f} | {r.fixed_final_rate:.3f} |" for r in rows]
+    lines = [
+        "| equal candidate | seeds | checks × pairs | anytime verdict false rate | sign test, checked every batch | sign test, once at the end |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.scenario} | {r.seeds} | {r.checks} × {r.pairs // r.checks} | {r.anytime_rate:.3f} | "
+        f"{r.fixed_peeking_rate:.3f} | {r.fixed_final_rate:.3f} |"
+        for r in rows
+    ]
     lines.append(f"\n(alpha = {alpha})")
     return "\n".join(lines)

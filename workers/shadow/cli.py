@@ -1,8 +1,8 @@
 """`ragmon shadow ...` (python -m workers.shadow.cli): the statistics outside the worker.
 
-  compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives
-  report           the live comparison of one tenant's candidate, from Redis
-  calibrate        false verdicts of an equal candidate, checked after every batch; power on a known effect
+compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives
+report           the live comparison of one tenant's candidate, from Redis
+calibrate        false verdicts of an equal candidate, checked after every batch; power on a known effect
 """
 
 from __future__ import annotations
@@ -19,8 +19,11 @@ from workers.shadow.report import render
 
 
 def _settings(args: argparse.Namespace) -> CompareSettings:
-    return CompareSettings(alpha=args.alpha, min_pairs=args.min_pairs,
-                           bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed))
+    return CompareSettings(
+        alpha=args.alpha,
+        min_pairs=args.min_pairs,
+        bootstrap=BootstrapSettings(resamples=args.resamples, seed=args.seed),
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -51,8 +54,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(render_table(rows, args.alpha))
     for pairs in (56, 200, 800):
         power = power_on_known_effect(seeds=args.seeds, pairs=pairs, alpha=args.alpha)
-        print(f"net +10 points, 20% discordant, {pairs} pairs: sign test power {power['sign_test_exact']:.2f} "
-              f"(exact), anytime verdict power {power['anytime_simulated']:.2f} (simulated)")
+        print(
+            f"net +10 points, 20% discordant, {pairs} pairs: sign test power {power['sign_test_exact']:.2f} "
+            f"(exact), anytime verdict power {power['anytime_simulated']:.2f} (simulated)"
+        )
     return 0
 
 

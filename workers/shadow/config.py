@@ -15,7 +15,9 @@ DEFAULT_STAGES = ["retrieval", "rerank", "generation"]
 class ShadowConfig(BaseModel):
     model_config = {"extra": "forbid"}
     key_prefix: str = "ragmon:shadow"
-    pair_wait_s: int = Field(900, ge=1, description="how long a trace waits for its twin before it stays unpaired")
+    pair_wait_s: int = Field(
+        900, ge=1, description="how long a trace waits for its twin before it stays unpaired"
+    )
     keep_s: int = Field(7 * 24 * 3600, ge=60, description="how long a paired request's outcomes are kept")
     window_pairs: int = Field(20_000, ge=100, description="the most recent pairs the statistics run on")
     recompute_every_pairs: int = Field(200, ge=1)
@@ -25,26 +27,42 @@ class ShadowConfig(BaseModel):
     intents: list[str] = Field(default_factory=lambda: list(DEFAULT_INTENTS))
     stages: list[str] = Field(default_factory=lambda: list(DEFAULT_STAGES))
     slice_fields: dict[str, list[str]] = Field(
-        default_factory=dict, description="metadata field -> its label values (a closed set), from relevance "
-                                          "filter predicates 'field eq value' of the production trace")
+        default_factory=dict,
+        description="metadata field -> its label values (a closed set), from relevance "
+        "filter predicates 'field eq value' of the production trace",
+    )
     expected_shadow_rate: dict[str, float] = Field(
-        default_factory=dict, description="candidate -> share of production requests it should shadow")
-    coverage_alpha: float = Field(0.001, gt=0, lt=1, description="coverage is reported far from "
-                                  "expected_shadow_rate when the rate lies outside its exact binomial interval at "
-                                  "confidence 1 - coverage_alpha (read continuously, hence small)")
+        default_factory=dict, description="candidate -> share of production requests it should shadow"
+    )
+    coverage_alpha: float = Field(
+        0.001,
+        gt=0,
+        lt=1,
+        description="coverage is reported far from "
+        "expected_shadow_rate when the rate lies outside its exact binomial interval at "
+        "confidence 1 - coverage_alpha (read continuously, hence small)",
+    )
     margins: dict[str, Annotated[float, Field(gt=0)]] = Field(
-        default_factory=dict, description="metric -> equivalence margin (superiority metrics: absolute units; "
-                                          "latency, cost, tokens: a share of the production mean), overriding "
-                                          "the defaults of docs/shadow.md")
+        default_factory=dict,
+        description="metric -> equivalence margin (superiority metrics: absolute units; "
+        "latency, cost, tokens: a share of the production mean), overriding "
+        "the defaults of docs/shadow.md",
+    )
     effects: dict[str, Annotated[float, Field(gt=0)]] = Field(
-        default_factory=dict, description="metric -> the effect of interest the power report sizes pairs for "
-                                          "(same units as margins; default 0.05)")
+        default_factory=dict,
+        description="metric -> the effect of interest the power report sizes pairs for "
+        "(same units as margins; default 0.05)",
+    )
     alpha: float = Field(0.05, gt=0, lt=1)
     min_pairs: int = Field(30, ge=2)
     resamples: int = Field(2_000, ge=100, le=100_000)
     tight_at: int = Field(1_000, ge=10)
-    latency_samples: int = Field(5_000, ge=100, description="production latencies kept, before and during shadowing")
-    active_s: float = Field(300.0, gt=0, description="a candidate counts as running this long after its last trace")
+    latency_samples: int = Field(
+        5_000, ge=100, description="production latencies kept, before and during shadowing"
+    )
+    active_s: float = Field(
+        300.0, gt=0, description="a candidate counts as running this long after its last trace"
+    )
 
 
 def load_shadow_config() -> ShadowConfig:

@@ -45,12 +45,16 @@ class Coverage:
         return max(0, self.candidate_traces - self.pairs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "unpaired_production": self.unpaired_production,
-                "unpaired_candidate": self.unpaired_candidate}
+        return {
+            **asdict(self),
+            "unpaired_production": self.unpaired_production,
+            "unpaired_candidate": self.unpaired_candidate,
+        }
 
 
-def coverage_check(production: int, candidate: int, pairs: int, expected: float | None,
-                   alpha: float) -> Coverage:
+def coverage_check(
+    production: int, candidate: int, pairs: int, expected: float | None, alpha: float
+) -> Coverage:
     if production == 0:
         return Coverage(0, candidate, pairs, None, None, None, expected, False, 1 - alpha)
     lower, upper = clopper_pearson(pairs, production, alpha)

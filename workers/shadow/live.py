@@ -25,20 +25,33 @@ from workers.shadow.table import build_table
 
 
 def compare_settings(config: ShadowConfig, resamples: int | None = None, seed: int = 7) -> CompareSettings:
-    return CompareSettings(alpha=config.alpha, min_pairs=config.min_pairs, tight_at=config.tight_at,
-                           margins=dict(config.margins), effects=dict(config.effects),
-                           bootstrap=BootstrapSettings(resamples=resamples or config.resamples, seed=seed))
+    return CompareSettings(
+        alpha=config.alpha,
+        min_pairs=config.min_pairs,
+        tight_at=config.tight_at,
+        margins=dict(config.margins),
+        effects=dict(config.effects),
+        bootstrap=BootstrapSettings(resamples=resamples or config.resamples, seed=seed),
+    )
 
 
-def coverage(store: ShadowStore, config: ShadowConfig, tenant: str, candidate: str,
-             counts: Counts | None = None) -> Coverage:
+def coverage(
+    store: ShadowStore, config: ShadowConfig, tenant: str, candidate: str, counts: Counts | None = None
+) -> Coverage:
     """Share of production requests (since the candidate's first event) with a twin of this candidate,
     with its exact binomial interval, against the configured shadow rate (workers/shadow/coverage.py)."""
     counts = counts or store.counts(tenant)
     # production traces since its first event, plus those before it that were paired later (in flight then)
-    production = (counts.seen.get(PRODUCTION, 0) - counts.base.get(candidate, 0)) + counts.early.get(candidate, 0)
-    return coverage_check(production, counts.seen.get(candidate, 0), counts.paired.get(candidate, 0),
-                          config.expected_shadow_rate.get(candidate), config.coverage_alpha)
+    production = (counts.seen.get(PRODUCTION, 0) - counts.base.get(candidate, 0)) + counts.early.get(
+        candidate, 0
+    )
+    return coverage_check(
+        production,
+        counts.seen.get(candidate, 0),
+        counts.paired.get(candidate, 0),
+        config.expected_shadow_rate.get(candidate),
+        config.coverage_alpha,
+    )
 
 
 def production_latency(store: ShadowStore, tenant: str) -> dict[str, Any]:
@@ -55,15 +68,25 @@ def production_latency(store: ShadowStore, tenant: str) -> dict[str, Any]:
     return out
 
 
-def live_comparison(store: ShadowStore, config: ShadowConfig, tenant: str, candidate: str,
-                    settings: CompareSettings | None = None) -> tuple[Comparison, int]:
+def live_comparison(
+    store: ShadowStore,
+    config: ShadowConfig,
+    tenant: str,
+    candidate: str,
+    settings: CompareSettings | None = None,
+) -> tuple[Comparison, int]:
     """(comparison, pairs in the window)."""
     rows = store.window(tenant, candidate)
     table = build_table(pair_row(fields, candidate) for _, fields in rows)
     result = compare(table, settings or compare_settings(config))
-    result.context.update({"tenant": tenant, "candidate": candidate,
-                           **{f"coverage.{k}": v for k, v in coverage(store, config, tenant, candidate).to_dict().items()},
-                           **{f"production_latency.{k}": v for k, v in production_latency(store, tenant).items()}})
+    result.context.update(
+        {
+            "tenant": tenant,
+            "candidate": candidate,
+            **{f"coverage.{k}": v for k, v in coverage(store, config, tenant, candidate).to_dict().items()},
+            **{f"production_latency.{k}": v for k, v in production_latency(store, tenant).items()},
+        }
+    )
     return result, len(rows)
 
 
@@ -74,8 +97,10 @@ def live_report(args: argparse.Namespace) -> int:
     url = args.redis_url or os.environ.get("RAGMON_REDIS_URL", "redis://127.0.0.1:6379/0")
     store = ShadowStore(redis.Redis.from_url(url, socket_timeout=5), config)
     if (args.tenant, args.candidate) not in store.candidates():
-        print(f"ragmon shadow report: no candidate {args.candidate!r} for tenant {args.tenant!r} in {url}",
-              file=sys.stderr)
+        print(
+            f"ragmon shadow report: no candidate {args.candidate!r} for tenant {args.tenant!r} in {url}",
+            file=sys.stderr,
+        )
         return 2
     settings = compare_settings(config, resamples=args.resamples, seed=args.seed)
     comparison, pairs = live_comparison(store, config, args.tenant, args.candidate, settings)

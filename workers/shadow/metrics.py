@@ -26,31 +26,71 @@ Values = dict[str, dict[tuple[str, ...], float]]
 
 def _comparison_gauges(r: CollectorRegistry) -> dict[str, Gauge]:
     return {
-        "delta": Gauge("ragmon_shadow_delta", "Candidate minus production, mean over the window's pairs "
-                       "(the metric's units)", TCMS, registry=r),
-        "lower": Gauge("ragmon_shadow_interval_lower", "Lower bound of the difference (method: anytime, the "
-                       "verdict's confidence sequence; bootstrap, fixed-n 95%)", [*TCMS, "method"], registry=r),
-        "upper": Gauge("ragmon_shadow_interval_upper", "Upper bound of the difference (method: anytime | "
-                       "bootstrap)", [*TCMS, "method"], registry=r),
-        "wins": Gauge("ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS,
-                      registry=r),
-        "losses": Gauge("ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS,
-                        registry=r),
+        "delta": Gauge(
+            "ragmon_shadow_delta",
+            "Candidate minus production, mean over the window's pairs (the metric's units)",
+            TCMS,
+            registry=r,
+        ),
+        "lower": Gauge(
+            "ragmon_shadow_interval_lower",
+            "Lower bound of the difference (method: anytime, the "
+            "verdict's confidence sequence; bootstrap, fixed-n 95%)",
+            [*TCMS, "method"],
+            registry=r,
+        ),
+        "upper": Gauge(
+            "ragmon_shadow_interval_upper",
+            "Upper bound of the difference (method: anytime | bootstrap)",
+            [*TCMS, "method"],
+            registry=r,
+        ),
+        "wins": Gauge(
+            "ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS, registry=r
+        ),
+        "losses": Gauge(
+            "ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS, registry=r
+        ),
         "ties": Gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes", TCMS, registry=r),
-        "pairs": Gauge("ragmon_shadow_slice_pairs", "Pairs in the window with this metric, in the slice", TCMS,
-                       registry=r),
-        "p": Gauge("ragmon_shadow_p_value_ratio", "p-value of no difference (test: sign, fixed-n exact; "
-                   "anytime_holm, the verdict's)", [*TCMS, "test"], registry=r),
-        "verdict": Gauge("ragmon_shadow_verdict", "1 for the metric's current verdict, 0 for the others",
-                         [*TCMS[:3], "verdict"], registry=r),
-        "masked": Gauge("ragmon_shadow_masked_regression", "1 when this slice is worse while the whole is "
-                        "better (its size: ragmon_shadow_slice_pairs)", TCMS, registry=r),
-        "detectable": Gauge("ragmon_shadow_detectable_effect", "Smallest difference detectable at 80% power "
-                            "with the current pairs", TCMS[:3], registry=r),
-        "needed": Gauge("ragmon_shadow_pairs_needed", "Pairs needed for the configured effect of interest",
-                        TCMS[:3], registry=r),
-        "window": Gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2],
-                        registry=r),
+        "pairs": Gauge(
+            "ragmon_shadow_slice_pairs",
+            "Pairs in the window with this metric, in the slice",
+            TCMS,
+            registry=r,
+        ),
+        "p": Gauge(
+            "ragmon_shadow_p_value_ratio",
+            "p-value of no difference (test: sign, fixed-n exact; anytime_holm, the verdict's)",
+            [*TCMS, "test"],
+            registry=r,
+        ),
+        "verdict": Gauge(
+            "ragmon_shadow_verdict",
+            "1 for the metric's current verdict, 0 for the others",
+            [*TCMS[:3], "verdict"],
+            registry=r,
+        ),
+        "masked": Gauge(
+            "ragmon_shadow_masked_regression",
+            "1 when this slice is worse while the whole is better (its size: ragmon_shadow_slice_pairs)",
+            TCMS,
+            registry=r,
+        ),
+        "detectable": Gauge(
+            "ragmon_shadow_detectable_effect",
+            "Smallest difference detectable at 80% power with the current pairs",
+            TCMS[:3],
+            registry=r,
+        ),
+        "needed": Gauge(
+            "ragmon_shadow_pairs_needed",
+            "Pairs needed for the configured effect of interest",
+            TCMS[:3],
+            registry=r,
+        ),
+        "window": Gauge(
+            "ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2], registry=r
+        ),
     }
 
 
@@ -58,44 +98,103 @@ class ShadowMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
         self.gauges = _comparison_gauges(r)
-        for name, gauge in self.gauges.items():  # also as attributes: tools that list a class's metrics see them
+        for (
+            name,
+            gauge,
+        ) in self.gauges.items():  # also as attributes: tools that list a class's metrics see them
             setattr(self, f"{name}_gauge", gauge)
         self.production_p95 = Gauge(
-            "ragmon_shadow_production_latency_p95_duration_seconds", "Production total latency p95 before any candidate "
-            "ran and while one runs (period)", ["tenant", "period"], registry=r)
+            "ragmon_shadow_production_latency_p95_duration_seconds",
+            "Production total latency p95 before any candidate ran and while one runs (period)",
+            ["tenant", "period"],
+            registry=r,
+        )
         pair = TCMS[:2]
-        self.coverage = Gauge("ragmon_shadow_coverage_ratio", "Share of production requests (since the candidate's "
-                              "first event) with a twin of this candidate", pair, registry=r)
-        self.coverage_lower = Gauge("ragmon_shadow_coverage_interval_lower_ratio", "Lower bound of the coverage's "
-                                    "exact binomial interval (confidence 1 - coverage_alpha)", pair, registry=r)
-        self.coverage_upper = Gauge("ragmon_shadow_coverage_interval_upper_ratio", "Upper bound of the coverage's "
-                                    "exact binomial interval", pair, registry=r)
-        self.expected_coverage = Gauge("ragmon_shadow_expected_coverage_ratio", "The candidate's configured shadow "
-                                       "rate (expected_shadow_rate)", pair, registry=r)
-        self.coverage_mismatch = Gauge("ragmon_shadow_coverage_mismatch_detected", "1 when the configured shadow "
-                                       "rate lies outside the coverage's interval: pairs are lost, or the app "
-                                       "shadows another share", pair, registry=r)
-        self.unpaired = Gauge("ragmon_shadow_unpaired_traces", "Traces without a twin so far, by role (production "
-                              "or candidate)", [*pair, "role"], registry=r)
-        self.events = Counter("ragmon_shadow_events_total", "Trace and score events applied (first delivery), "
-                              "by kind", ["tenant", "kind"], registry=r)
-        self.pairs_formed = Counter("ragmon_shadow_pairs_formed_total", "Pairs formed by this process (each pair "
-                                    "once across replicas and redeliveries)", ["tenant"], registry=r)
-        self.refused = Counter("ragmon_shadow_candidates_refused_total", "Candidate events dropped: the tenant "
-                               "already has max_candidates_per_tenant candidates", ["tenant"], registry=r)
+        self.coverage = Gauge(
+            "ragmon_shadow_coverage_ratio",
+            "Share of production requests (since the candidate's first event) with a twin of this candidate",
+            pair,
+            registry=r,
+        )
+        self.coverage_lower = Gauge(
+            "ragmon_shadow_coverage_interval_lower_ratio",
+            "Lower bound of the coverage's exact binomial interval (confidence 1 - coverage_alpha)",
+            pair,
+            registry=r,
+        )
+        self.coverage_upper = Gauge(
+            "ragmon_shadow_coverage_interval_upper_ratio",
+            "Upper bound of the coverage's exact binomial interval",
+            pair,
+            registry=r,
+        )
+        self.expected_coverage = Gauge(
+            "ragmon_shadow_expected_coverage_ratio",
+            "The candidate's configured shadow rate (expected_shadow_rate)",
+            pair,
+            registry=r,
+        )
+        self.coverage_mismatch = Gauge(
+            "ragmon_shadow_coverage_mismatch_detected",
+            "1 when the configured shadow "
+            "rate lies outside the coverage's interval: pairs are lost, or the app "
+            "shadows another share",
+            pair,
+            registry=r,
+        )
+        self.unpaired = Gauge(
+            "ragmon_shadow_unpaired_traces",
+            "Traces without a twin so far, by role (production or candidate)",
+            [*pair, "role"],
+            registry=r,
+        )
+        self.events = Counter(
+            "ragmon_shadow_events_total",
+            "Trace and score events applied (first delivery), by kind",
+            ["tenant", "kind"],
+            registry=r,
+        )
+        self.pairs_formed = Counter(
+            "ragmon_shadow_pairs_formed_total",
+            "Pairs formed by this process (each pair once across replicas and redeliveries)",
+            ["tenant"],
+            registry=r,
+        )
+        self.refused = Counter(
+            "ragmon_shadow_candidates_refused_total",
+            "Candidate events dropped: the tenant already has max_candidates_per_tenant candidates",
+            ["tenant"],
+            registry=r,
+        )
         self.recompute_seconds = Histogram(
-            "ragmon_shadow_recompute_duration_seconds", "Time to recompute one comparison", ["tenant"],
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30), registry=r)
-        self.tick_errors = Counter("ragmon_shadow_tick_errors_total", "Scheduled recomputes skipped because Redis "
-                                   "failed, by error type", ["error"], registry=r)
-        self.recomputes = Counter("ragmon_shadow_recomputes_total", "Comparisons recomputed by this process",
-                                  ["tenant", "candidate"], registry=r)
+            "ragmon_shadow_recompute_duration_seconds",
+            "Time to recompute one comparison",
+            ["tenant"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=r,
+        )
+        self.tick_errors = Counter(
+            "ragmon_shadow_tick_errors_total",
+            "Scheduled recomputes skipped because Redis failed, by error type",
+            ["error"],
+            registry=r,
+        )
+        self.recomputes = Counter(
+            "ragmon_shadow_recomputes_total",
+            "Comparisons recomputed by this process",
+            ["tenant", "candidate"],
+            registry=r,
+        )
         self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
 
     def publish_coverage(self, tenant: str, candidate: str, cov: Coverage) -> None:
         """Coverage from the live counts (every replica, every publish), not only at a recompute."""
-        for gauge, value in ((self.coverage, cov.coverage), (self.coverage_lower, cov.lower),
-                             (self.coverage_upper, cov.upper), (self.expected_coverage, cov.expected_coverage)):
+        for gauge, value in (
+            (self.coverage, cov.coverage),
+            (self.coverage_lower, cov.lower),
+            (self.coverage_upper, cov.upper),
+            (self.expected_coverage, cov.expected_coverage),
+        ):
             if value is None:  # no production traffic, or no configured rate: no data, never 0
                 with contextlib.suppress(KeyError):
                     gauge.remove(tenant, candidate)
@@ -116,7 +215,11 @@ class ShadowMetrics:
             for gone in before.get(name, set()) - values[name].keys():
                 gauge.remove(*gone)
         self._published[(tenant, candidate)] = {name: set(v) for name, v in values.items()}
-        latency = {k.split(".", 1)[1]: v for k, v in comparison.context.items() if k.startswith("production_latency.")}
+        latency = {
+            k.split(".", 1)[1]: v
+            for k, v in comparison.context.items()
+            if k.startswith("production_latency.")
+        }
         for period in ("before", "during"):
             if latency.get(f"{period}_p95_seconds") is not None:
                 self.production_p95.labels(tenant, period).set(latency[f"{period}_p95_seconds"])
@@ -137,8 +240,10 @@ def comparison_values(tenant: str, cand: str, c: Comparison) -> Values:
     for r in c.metrics:
         base = (tenant, cand, r.metric, "all")
         put("delta", base, r.delta)
-        for method, lo, hi in (("anytime", r.cs_lower, r.cs_upper), ("bootstrap", r.bootstrap_lower,
-                                                                      r.bootstrap_upper)):
+        for method, lo, hi in (
+            ("anytime", r.cs_lower, r.cs_upper),
+            ("bootstrap", r.bootstrap_lower, r.bootstrap_upper),
+        ):
             put("lower", (*base, method), lo)
             put("upper", (*base, method), hi)
         for name, value in (("wins", r.wins), ("losses", r.losses), ("ties", r.ties), ("pairs", r.n)):

@@ -45,7 +45,8 @@ def _resource(name: str, margin: float, p95: bool = False) -> MetricSpec:
 # The outcomes the shadow worker records per pair. Latency per stage is added
 # for the configured stages (`latency_<stage>_seconds`).
 BUILTIN_METRICS: dict[str, MetricSpec] = {
-    spec.name: spec for spec in (
+    spec.name: spec
+    for spec in (
         _quality("faithfulness_score", False, True),
         _quality("faithful", True, True),
         _quality("refusal", True, False),

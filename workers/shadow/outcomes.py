@@ -88,7 +88,9 @@ def variant_values(fields: dict[str, bytes], variant: str) -> dict[str, float]:
     return values
 
 
-def pair_row(fields: dict[str, bytes], candidate: str) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
+def pair_row(
+    fields: dict[str, bytes], candidate: str
+) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
     """(production outcomes, candidate outcomes, slice labels of the production trace)."""
     prod = variant_values(fields, "production")
     cand = variant_values(fields, candidate)

@@ -46,7 +46,7 @@ def sign_test_power(n: int, discordance: float, delta: float, alpha: float = 0.0
             continue
         c = int(rejecting[-1])
         alt = np.exp(log_comb + _log_pow(k, win) + _log_pow(d - k, 1.0 - win))
-        p_reject = alt[: c + 1].sum() + alt[d - c:].sum()
+        p_reject = alt[: c + 1].sum() + alt[d - c :].sum()
         log_pmf_d = lf[n] - lf[d] - lf[n - d] + _log_pow(d, discordance) + _log_pow(n - d, 1.0 - discordance)
         total += math.exp(float(log_pmf_d)) * float(p_reject)
     return total
@@ -58,7 +58,9 @@ def _log_pow(count: np.ndarray | int, p: float) -> np.ndarray | float:
     return np.asarray(count) * math.log(p)
 
 
-def sign_test_pairs_needed(discordance: float, delta: float, alpha: float = 0.05, power: float = 0.8) -> float:
+def sign_test_pairs_needed(
+    discordance: float, delta: float, alpha: float = 0.05, power: float = 0.8
+) -> float:
     """Pairs needed to detect net effect delta at this discordance (normal approximation)."""
     if delta == 0 or discordance <= 0 or abs(delta) > discordance:
         return math.inf

@@ -61,8 +61,13 @@ class ShadowProcessor:
         for event in events:
             planned = self._item(event)
             if planned is None:
-                rejections.append(Rejection(event, DeadLetterReason.UNEXPECTED_TYPE,
-                                            f"type: the shadow worker reads traces and score events, got {event.type!r}"))
+                rejections.append(
+                    Rejection(
+                        event,
+                        DeadLetterReason.UNEXPECTED_TYPE,
+                        f"type: the shadow worker reads traces and score events, got {event.type!r}",
+                    )
+                )
             else:
                 items.append(planned[0])
                 kinds.append(planned[1])
@@ -88,15 +93,33 @@ class ShadowProcessor:
         body = event.body
         if isinstance(body, ShadowTrace):
             total_ms = body.timings.get("total")
-            return Item(event.tenant, body.request_id, "trace:" + body.variant,
-                        _json(trace_outcome(body, self.config)), body.variant, True,
-                        None if total_ms is None else total_ms / 1000.0), "trace"
+            return Item(
+                event.tenant,
+                body.request_id,
+                "trace:" + body.variant,
+                _json(trace_outcome(body, self.config)),
+                body.variant,
+                True,
+                None if total_ms is None else total_ms / 1000.0,
+            ), "trace"
         if isinstance(body, FaithfulnessScoreEvent):
-            return Item(body.tenant, body.request_id, "faith:" + body.variant, _json(faithfulness_outcome(body)),
-                        body.variant, False), "faithfulness"
+            return Item(
+                body.tenant,
+                body.request_id,
+                "faith:" + body.variant,
+                _json(faithfulness_outcome(body)),
+                body.variant,
+                False,
+            ), "faithfulness"
         if isinstance(body, ExclusionResultEvent):
-            return Item(body.tenant, body.request_id, "excl:" + body.variant, _json(exclusion_outcome(body)),
-                        body.variant, False), "exclusion"
+            return Item(
+                body.tenant,
+                body.request_id,
+                "excl:" + body.variant,
+                _json(exclusion_outcome(body)),
+                body.variant,
+                False,
+            ), "exclusion"
         return None
 
     def tick(self, now: float) -> None:
@@ -123,7 +146,10 @@ class ShadowProcessor:
         pending = self.store.counts(tenant).pending.get(candidate, 0)
         if pending >= self.config.recompute_every_pairs:
             return True
-        return pending > 0 and now - self.store.last_recompute(tenant, candidate) >= self.config.recompute_every_s
+        return (
+            pending > 0
+            and now - self.store.last_recompute(tenant, candidate) >= self.config.recompute_every_s
+        )
 
     def recompute_if_leased(self, tenant: str, candidate: str, now: float) -> bool:
         token = self.store.acquire_lease(tenant, candidate)
@@ -135,16 +161,27 @@ class ShadowProcessor:
                 return False  # another replica just did it
             started = time.perf_counter()
             comparison, _ = live_comparison(self.store, self.config, tenant, candidate)
-            self.store.redis.set(self._result_key(tenant, candidate), json.dumps(comparison.to_dict()),
-                                 ex=self.config.keep_s)
+            self.store.redis.set(
+                self._result_key(tenant, candidate), json.dumps(comparison.to_dict()), ex=self.config.keep_s
+            )
             self.store.mark_recomputed(tenant, candidate, now, pending)
             self.metrics.recompute_seconds.labels(tenant).observe(time.perf_counter() - started)
             self.metrics.recomputes.labels(tenant, candidate).inc()
             self.metrics.publish(tenant, candidate, comparison)
-            self.metrics.publish_coverage(tenant, candidate, coverage(self.store, self.config, tenant, candidate))
+            self.metrics.publish_coverage(
+                tenant, candidate, coverage(self.store, self.config, tenant, candidate)
+            )
             for flag in comparison.masked_regressions:
-                log.warning("shadow %s/%s: %s worse in %s=%s (%d pairs, %s) while better overall", tenant,
-                            candidate, flag.metric, flag.dimension, flag.value, flag.n, flag.strength)
+                log.warning(
+                    "shadow %s/%s: %s worse in %s=%s (%d pairs, %s) while better overall",
+                    tenant,
+                    candidate,
+                    flag.metric,
+                    flag.dimension,
+                    flag.value,
+                    flag.n,
+                    flag.strength,
+                )
             return True
         finally:
             self.store.release_lease(tenant, candidate, token)
@@ -159,8 +196,9 @@ class ShadowProcessor:
         for tenant, candidate in candidates:
             if tenant not in counts:
                 counts[tenant] = self.store.counts(tenant)
-            self.metrics.publish_coverage(tenant, candidate, coverage(self.store, self.config, tenant, candidate,
-                                                                      counts[tenant]))
+            self.metrics.publish_coverage(
+                tenant, candidate, coverage(self.store, self.config, tenant, candidate, counts[tenant])
+            )
         for tenant, candidate in candidates:
             raw = self.store.redis.get(self._result_key(tenant, candidate))
             if raw is not None:

@@ -91,11 +91,25 @@ def _finite(value: Any) -> Any:
 
 def comparison_from_dict(d: dict[str, Any]) -> Comparison:
     """Inverse of Comparison.to_dict (None stands for NaN/infinity: no data)."""
+
     def num(x: Any) -> Any:
         return math.nan if x is None else x
 
-    metrics = [MetricResult(**{k: (num(v) if k not in ("p95_ratio", "p95_ratio_lower", "p95_ratio_upper") else v)
-                               for k, v in m.items()}) for m in d["metrics"]]
+    metrics = [
+        MetricResult(
+            **{
+                k: (num(v) if k not in ("p95_ratio", "p95_ratio_lower", "p95_ratio_upper") else v)
+                for k, v in m.items()
+            }
+        )
+        for m in d["metrics"]
+    ]
     slices = [SliceResult(**{k: num(v) for k, v in s.items()}) for s in d["slices"]]
-    return Comparison(pairs=d["pairs"], alpha=d["alpha"], metrics=metrics, slices=slices,
-                      masked_regressions=[s for s in slices if s.masked_regression], context=d.get("context", {}))
+    return Comparison(
+        pairs=d["pairs"],
+        alpha=d["alpha"],
+        metrics=metrics,
+        slices=slices,
+        masked_regressions=[s for s in slices if s.masked_regression],
+        context=d.get("context", {}),
+    )

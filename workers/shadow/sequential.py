@@ -41,7 +41,9 @@ def mixture_rate(alpha: float, tight_at: int) -> float:
     return (log_term + math.log(log_term + 1.0)) / tight_at
 
 
-def confidence_sequence(n: int, mean: float, variance: float, alpha: float, tight_at: int) -> ConfidenceSequence:
+def confidence_sequence(
+    n: int, mean: float, variance: float, alpha: float, tight_at: int
+) -> ConfidenceSequence:
     """The CS at time n, and the smallest alpha at which it excludes zero (the anytime p-value)."""
     if n < 2:
         return ConfidenceSequence(mean, -math.inf, math.inf, 1.0)
@@ -57,13 +59,17 @@ def confidence_sequence(n: int, mean: float, variance: float, alpha: float, tigh
     return ConfidenceSequence(mean, mean - half, mean + half, p)
 
 
-def anytime_p_values(n: np.ndarray, mean: np.ndarray, variance: np.ndarray, alpha: float,
-                     tight_at: int) -> np.ndarray:
+def anytime_p_values(
+    n: np.ndarray, mean: np.ndarray, variance: np.ndarray, alpha: float, tight_at: int
+) -> np.ndarray:
     """Vectorised anytime p-values of "no difference" (the calibration runs thousands of sequences)."""
     r2 = mixture_rate(alpha, tight_at)
     growth = n * r2 + 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
-        exponent = np.where(variance > 0, n * n * r2 * mean * mean / (2.0 * variance * growth),
-                            np.where(mean == 0, 0.0, np.inf))
+        exponent = np.where(
+            variance > 0,
+            n * n * r2 * mean * mean / (2.0 * variance * growth),
+            np.where(mean == 0, 0.0, np.inf),
+        )
     p = np.minimum(1.0, np.sqrt(growth) * np.exp(-exponent))
     return np.where(n < 2, 1.0, p)

@@ -206,8 +206,14 @@ class ShadowStore:
         """Apply a batch of events: one script call per tenant and chunk of 500, in the batch's order within a
         tenant (twins of a request share a partition, so their order is kept), all in one round trip."""
         c = self.config
-        header = [int(c.pair_wait_s * 1000), int(c.keep_s * 1000), now, c.latency_samples, int(c.active_s * 1000),
-                  c.max_candidates_per_tenant]
+        header = [
+            int(c.pair_wait_s * 1000),
+            int(c.keep_s * 1000),
+            now,
+            c.latency_samples,
+            int(c.active_s * 1000),
+            c.max_candidates_per_tenant,
+        ]
         by_tenant: dict[str, list[int]] = {}
         for i, it in enumerate(items):
             by_tenant.setdefault(it.tenant, []).append(i)
@@ -216,7 +222,7 @@ class ShadowStore:
             p = self.prefix(tenant)
             counters = [p + name for name in _COUNTERS]
             for start in range(0, len(indices), _SCRIPT_BATCH):
-                chunk = indices[start:start + _SCRIPT_BATCH]
+                chunk = indices[start : start + _SCRIPT_BATCH]
                 keys = counters + [f"{p}req:{items[i].request_id}" for i in chunk]
                 blob = _PACK([items[i][1:] for i in chunk])
                 calls.append((chunk, [len(keys), *keys, p, *header, blob]))
@@ -225,7 +231,9 @@ class ShadowStore:
         for (chunk, _), reply in zip(calls, replies, strict=True):
             for i, code in zip(chunk, reply.encode() if isinstance(reply, str) else reply, strict=True):
                 r = code - 49
-                out[i] = _REFUSED if r < 0 else _NEW if r == 1 else _DUPLICATE if r == 0 else Recorded(True, r - 1)
+                out[i] = (
+                    _REFUSED if r < 0 else _NEW if r == 1 else _DUPLICATE if r == 0 else Recorded(True, r - 1)
+                )
         return out
 
     def _run(self, tenants: list[str], calls: list[list[Any]]) -> list[bytes | str]:
@@ -250,15 +258,18 @@ class ShadowStore:
         pipe = self.redis.pipeline(transaction=False)
         for tenant in tenants:
             pipe.hkeys(self.prefix(tenant) + "paired")
-        return sorted((tenant, _text(c)) for tenant, cands in zip(tenants, pipe.execute(), strict=True)
-                      for c in cands)
+        return sorted(
+            (tenant, _text(c)) for tenant, cands in zip(tenants, pipe.execute(), strict=True) for c in cands
+        )
 
     def counts(self, tenant: str) -> Counts:
         p = self.prefix(tenant)
         pipe = self.redis.pipeline(transaction=False)
         for part in ("seen", "paired", "pending", "base", "early"):
             pipe.hgetall(p + part)
-        seen, paired, pending, base, early = ({_text(k): int(v) for k, v in h.items()} for h in pipe.execute())
+        seen, paired, pending, base, early = (
+            {_text(k): int(v) for k, v in h.items()} for h in pipe.execute()
+        )
         return Counts(seen, paired, pending, base, early)
 
     def window(self, tenant: str, candidate: str) -> list[tuple[str, dict[str, bytes]]]:

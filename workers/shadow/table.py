@@ -24,8 +24,12 @@ class PairTable:
         return int(self.production.shape[0])
 
     def subset(self, mask: np.ndarray) -> PairTable:
-        return PairTable(self.metrics, self.production[mask], self.candidate[mask],
-                         {k: v[mask] for k, v in self.slices.items()})
+        return PairTable(
+            self.metrics,
+            self.production[mask],
+            self.candidate[mask],
+            {k: v[mask] for k, v in self.slices.items()},
+        )
 
     def is_binary(self, j: int) -> bool:
         values = np.concatenate([self.production[:, j], self.candidate[:, j]])
@@ -33,7 +37,9 @@ class PairTable:
         return bool(values.size) and bool(np.isin(values, (0.0, 1.0)).all())
 
 
-def build_table(pairs: Iterable[tuple[Mapping[str, float], Mapping[str, float], Mapping[str, str]]]) -> PairTable:
+def build_table(
+    pairs: Iterable[tuple[Mapping[str, float], Mapping[str, float], Mapping[str, str]]],
+) -> PairTable:
     """From (production outcomes, candidate outcomes, slice labels) per pair."""
     rows = list(pairs)
     metrics = sorted({m for prod, cand, _ in rows for m in prod.keys() | cand.keys()})

@@ -21,7 +21,9 @@ from workers.shadow.power import (
 from workers.shadow.results import MetricResult
 
 
-def judge(r: MetricResult, spec: MetricSpec, alpha: float, min_pairs: int, min_discordant: int) -> tuple[str, str]:
+def judge(
+    r: MetricResult, spec: MetricSpec, alpha: float, min_pairs: int, min_discordant: int
+) -> tuple[str, str]:
     if r.n < min_pairs:
         return "not_enough_data", f"{r.n} pairs < {min_pairs}"
     # gain = improvement in the metric's direction; its bounds from the confidence sequence
@@ -39,8 +41,11 @@ def judge(r: MetricResult, spec: MetricSpec, alpha: float, min_pairs: int, min_d
             return "equivalent", f"non-inferior: increase surely below the {spec.margin:.0%} margin"
         return "inconclusive", "increase may exceed the margin"
     if significant:
-        return ("better", "difference excludes 0 (anytime, Holm)") if gain > 0 else \
-            ("worse", "difference excludes 0 (anytime, Holm)")
+        return (
+            ("better", "difference excludes 0 (anytime, Holm)")
+            if gain > 0
+            else ("worse", "difference excludes 0 (anytime, Holm)")
+        )
     if -spec.margin < gain_lo and gain_hi < spec.margin:
         return "equivalent", f"within +/-{spec.margin:g}"
     if few_discordant:
@@ -51,7 +56,9 @@ def judge(r: MetricResult, spec: MetricSpec, alpha: float, min_pairs: int, min_d
 def attach_power(r: MetricResult, spec: MetricSpec, alpha: float, power: float) -> None:
     """Smallest effect detectable at `power` with the current pairs, and pairs needed for spec.effect."""
     if spec.judgement == "non_inferiority":
-        r.effect_of_interest = spec.effect * abs(r.production_mean) if math.isfinite(r.production_mean) else math.nan
+        r.effect_of_interest = (
+            spec.effect * abs(r.production_mean) if math.isfinite(r.production_mean) else math.nan
+        )
     else:
         r.effect_of_interest = spec.effect
     if r.n == 0:
@@ -59,7 +66,9 @@ def attach_power(r: MetricResult, spec: MetricSpec, alpha: float, power: float) 
     if spec.binary:
         discordance = (r.wins + r.losses) / r.n
         r.detectable_effect = sign_test_detectable(r.n, discordance, alpha, power)
-        r.pairs_needed = sign_test_pairs_needed(discordance, min(r.effect_of_interest, discordance), alpha, power)
+        r.pairs_needed = sign_test_pairs_needed(
+            discordance, min(r.effect_of_interest, discordance), alpha, power
+        )
     elif math.isfinite(r.sd) and math.isfinite(r.effect_of_interest):
         r.detectable_effect = mean_detectable(r.n, r.sd, alpha, power)
         r.pairs_needed = mean_pairs_needed(r.sd, r.effect_of_interest, alpha, power)

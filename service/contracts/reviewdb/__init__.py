@@ -63,9 +63,11 @@ def migrate(conn: psycopg.Connection, target: int | None = None) -> list[int]:
             break
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
-                        "version integer PRIMARY KEY, name text NOT NULL, "
-                        "applied_at timestamptz NOT NULL DEFAULT now())")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version integer PRIMARY KEY, name text NOT NULL, "
+                "applied_at timestamptz NOT NULL DEFAULT now())"
+            )
             cur.execute("SELECT 1 FROM schema_migrations WHERE version = %s", (m.version,))
             if cur.fetchone():
                 continue

@@ -31,11 +31,18 @@ def hostile_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]
     root: Path = tmp_path_factory.mktemp("hostile")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps([
-        {"tenant": ATTACKER, "key_sha256": hash_key(ATTACKER_KEY), "name": "attacker-app",
-         "rate_limit_eps": ATTACKER_RATE_EPS, "burst": 4_000},
-        {"tenant": VICTIM, "key_sha256": hash_key(VICTIM_KEY), "name": "victim-app"},
-    ])
+    keys = json.dumps(
+        [
+            {
+                "tenant": ATTACKER,
+                "key_sha256": hash_key(ATTACKER_KEY),
+                "name": "attacker-app",
+                "rate_limit_eps": ATTACKER_RATE_EPS,
+                "burst": 4_000,
+            },
+            {"tenant": VICTIM, "key_sha256": hash_key(VICTIM_KEY), "name": "victim-app"},
+        ]
+    )
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,assembler"))
     try:
         wait_workers_ready(up)

@@ -41,9 +41,14 @@ def empty_resource_spans(attacker: Tenant) -> int:
     return r.status_code
 
 
-_HUGE_ATTRIBUTE = _gz(export_of([span(new_trace_id(), attrs={"input.value": "a" * 17_000_000})]).SerializeToString())
-_HUGE_RECORD = _gz(export_of([span(new_trace_id(), attrs={f"attr.{i}": "b" * 60_000 for i in range(280)})])
-                   .SerializeToString())
+_HUGE_ATTRIBUTE = _gz(
+    export_of([span(new_trace_id(), attrs={"input.value": "a" * 17_000_000})]).SerializeToString()
+)
+_HUGE_RECORD = _gz(
+    export_of(
+        [span(new_trace_id(), attrs={f"attr.{i}": "b" * 60_000 for i in range(280)})]
+    ).SerializeToString()
+)
 
 
 def huge_attribute(attacker: Tenant) -> int:

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("otlp", [False, True], ids=["native", "otlp"])
-def test_undisturbed_victim_traffic_is_accepted_and_processed(hostile_stack: UpStack, victim: Tenant,
-                                                             otlp: bool) -> None:
+def test_undisturbed_victim_traffic_is_accepted_and_processed(
+    hostile_stack: UpStack, victim: Tenant, otlp: bool
+) -> None:
     before = queries_counted(hostile_stack, victim.name)
     with VictimTraffic(victim, otlp=otlp) as traffic:
         time.sleep(3)

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_the_attack_is_refused_and_the_victim_unharmed(hostile_stack: UpStack, attacker: Tenant, victim: Tenant,
-                                                        attack: str) -> None:
+def test_the_attack_is_refused_and_the_victim_unharmed(
+    hostile_stack: UpStack, attacker: Tenant, victim: Tenant, attack: str
+) -> None:
     before = queries_counted(hostile_stack, victim.name)
     with VictimTraffic(victim, otlp=attack in ("empty_resource_spans", "huge_attribute")) as traffic:
         time.sleep(0.5)
@@ -31,8 +32,9 @@ def test_the_attack_is_refused_and_the_victim_unharmed(hostile_stack: UpStack, a
     wait_processed(hostile_stack, victim.name, before + traffic.report.accepted_traces)
 
 
-def test_half_sent_requests_are_closed_and_the_victim_unharmed(hostile_stack: UpStack, attacker: Tenant,
-                                                               victim: Tenant) -> None:
+def test_half_sent_requests_are_closed_and_the_victim_unharmed(
+    hostile_stack: UpStack, attacker: Tenant, victim: Tenant
+) -> None:
     """300 half-sent requests: once held for good; now closed at the header deadline (10 s)."""
     before = queries_counted(hostile_stack, victim.name)
     with VictimTraffic(victim) as traffic:
@@ -42,6 +44,8 @@ def test_half_sent_requests_are_closed_and_the_victim_unharmed(hostile_stack: Up
         elapsed = time.monotonic() - started
     for sock in held:
         sock.close()
-    assert all(closed), f"{closed.count(False)} of {len(held)} half-sent requests still open after {elapsed:.1f}s"
+    assert all(closed), (
+        f"{closed.count(False)} of {len(held)} half-sent requests still open after {elapsed:.1f}s"
+    )
     assert_unharmed(traffic.report, min_batches=20)
     wait_processed(hostile_stack, victim.name, before + traffic.report.accepted_traces)

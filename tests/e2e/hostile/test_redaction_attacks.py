@@ -35,14 +35,19 @@ def attack_trace(round_no: int) -> bytes:
     ev = trace_event()
     # Every document different (a cache of redacted documents must not be what saves the API).
     ev["body"]["retrieval"]["documents"] = [
-        {"id": f"d-{round_no}-{j}", "text": SHAPES[j % len(SHAPES)](L.MAX_DOCUMENT_CHARS - round_no * 100 - j)}
-        for j in range(DOCUMENTS)]
+        {
+            "id": f"d-{round_no}-{j}",
+            "text": SHAPES[j % len(SHAPES)](L.MAX_DOCUMENT_CHARS - round_no * 100 - j),
+        }
+        for j in range(DOCUMENTS)
+    ]
     ev["body"]["answer"] = {"text": "a" * (L.MAX_ANSWER_CHARS - 1) + "@", "citations": []}
     return orjson.dumps({"events": [ev]})
 
 
-def test_documents_of_backtracking_runs_cost_the_victim_nothing(hostile_stack: UpStack, attacker: Tenant,
-                                                               victim: Tenant) -> None:
+def test_documents_of_backtracking_runs_cost_the_victim_nothing(
+    hostile_stack: UpStack, attacker: Tenant, victim: Tenant
+) -> None:
     statuses, elapsed = [], []
     with VictimTraffic(victim) as traffic:
         for round_no in range(5):

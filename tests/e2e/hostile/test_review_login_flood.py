@@ -23,8 +23,9 @@ def _twenty_megabytes() -> Iterator[bytes]:
         yield b"a" * 65536
 
 
-def test_login_floods_are_refused_before_parsing_and_the_victim_is_unharmed(hostile_stack: UpStack,
-                                                                            attacker: Tenant, victim: Tenant) -> None:
+def test_login_floods_are_refused_before_parsing_and_the_victim_is_unharmed(
+    hostile_stack: UpStack, attacker: Tenant, victim: Tenant
+) -> None:
     login = hostile_stack.api + "/review/login"
     before = queries_counted(hostile_stack, victim.name)
     statuses: list[int] = []
@@ -39,7 +40,9 @@ def test_login_floods_are_refused_before_parsing_and_the_victim_is_unharmed(host
                 lambda: client.post(login, content=b"key=" + b"a" * (20 * 1024 * 1024), headers=FORM),
                 lambda: client.post(login, content=_twenty_megabytes(), headers=FORM),
                 lambda: client.post(login, files={"key": ("k", b"x" * (5 * 1024 * 1024))}),
-                lambda: client.post(login, content=b"&".join(b"f%d=1" % i for i in range(10_000)), headers=FORM),
+                lambda: client.post(
+                    login, content=b"&".join(b"f%d=1" % i for i in range(10_000)), headers=FORM
+                ),
                 lambda: client.post(login, data={"key": "rgm_guess", "csrf_token": "0" * 64}),
             ):
                 started = time.perf_counter()

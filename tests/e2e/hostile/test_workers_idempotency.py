@@ -24,7 +24,8 @@ def send(tenant: Tenant, event: dict[str, object]) -> None:
 
 
 def test_the_same_event_id_from_two_tenants_is_counted_once_for_each(
-        hostile_stack: UpStack, attacker: Tenant, victim: Tenant) -> None:
+    hostile_stack: UpStack, attacker: Tenant, victim: Tenant
+) -> None:
     ids = [str(uuid.uuid4()) for _ in range(5)]
     # counts once earlier tests' traffic is consumed (their last batches may still be in the pipeline)
     attacker_before = settled_count(hostile_stack, attacker.name)

@@ -36,10 +36,20 @@ class Tenant:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"}
 
-    def post(self, path: str, content: bytes, content_type: str = "application/json", timeout: float = 120,
-             **headers: str) -> httpx.Response:
-        return httpx.post(self.api + path, content=content, timeout=timeout,
-                          headers={**self.auth, "Content-Type": content_type, **headers})
+    def post(
+        self,
+        path: str,
+        content: bytes,
+        content_type: str = "application/json",
+        timeout: float = 120,
+        **headers: str,
+    ) -> httpx.Response:
+        return httpx.post(
+            self.api + path,
+            content=content,
+            timeout=timeout,
+            headers={**self.auth, "Content-Type": content_type, **headers},
+        )
 
 
 @dataclass
@@ -58,7 +68,9 @@ class VictimReport:
 class VictimTraffic:
     """The victim's batches of `batch` native traces every `interval_s`, and a /healthz probe after each."""
 
-    def __init__(self, victim: Tenant, *, batch: int = 10, interval_s: float = 0.1, otlp: bool = False) -> None:
+    def __init__(
+        self, victim: Tenant, *, batch: int = 10, interval_s: float = 0.1, otlp: bool = False
+    ) -> None:
         self.victim = victim
         self.batch = batch
         self.interval_s = interval_s
@@ -95,8 +107,9 @@ class VictimTraffic:
             ctype, path = "application/json", "/v1/events"
         started = time.perf_counter()
         try:
-            r = client.post(self.victim.api + path, content=content,
-                            headers={**self.victim.auth, "Content-Type": ctype})
+            r = client.post(
+                self.victim.api + path, content=content, headers={**self.victim.auth, "Content-Type": ctype}
+            )
         except httpx.HTTPError as exc:
             self.report.failures.append(f"{path}: {type(exc).__name__}: {exc}")
             return
@@ -120,14 +133,16 @@ class VictimTraffic:
 def assert_unharmed(report: VictimReport, *, min_batches: int = 5) -> None:
     """Every victim batch accepted, none held for HELD_S or more, /healthz answering throughout."""
     sent = sum(report.statuses.values())
-    assert not report.failures, f"the victim was harmed: {report.failures[:5]} ({len(report.failures)} in all)"
+    assert not report.failures, (
+        f"the victim was harmed: {report.failures[:5]} ({len(report.failures)} in all)"
+    )
     assert sent >= min_batches, f"the victim sent only {sent} batches during the attack (held?): {report}"
     slowest = max(report.latencies_s)
     assert slowest < HELD_S, f"a victim batch took {slowest:.1f}s (p99 {report.p99(report.latencies_s):.3f}s)"
     assert max(report.health_latencies_s) < HELD_S, "/healthz was held during the attack"
 
 
-_SAMPLE = re.compile(r'^ragmon_rag_queries_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$', re.M)
+_SAMPLE = re.compile(r"^ragmon_rag_queries_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
 
 
 def queries_counted(stack: UpStack, tenant: str) -> float:
@@ -156,4 +171,6 @@ def wait_processed(stack: UpStack, tenant: str, expected: float, timeout_s: floa
     while seen < expected and time.monotonic() < deadline:
         time.sleep(0.5)
         seen = queries_counted(stack, tenant)
-    assert seen >= expected, f"the metrics worker counted {seen:g} of {expected:g} traces of {tenant} in {timeout_s}s"
+    assert seen >= expected, (
+        f"the metrics worker counted {seen:g} of {expected:g} traces of {tenant} in {timeout_s}s"
+    )

@@ -33,9 +33,17 @@ def trace_body(**overrides: Any) -> dict[str, Any]:
         "query": {"text": "How do I change the billing address on my invoice?"},
         "retrieval": {
             "documents": [
-                {"id": "kb-101", "text": "Billing addresses are edited under Settings > Billing.", "score": 0.83,
-                 "metadata": {"locale": "en-US", "product": "invoices"}},
-                {"id": "kb-207", "text": "Invoices show the address valid on the invoice date.", "score": 0.71},
+                {
+                    "id": "kb-101",
+                    "text": "Billing addresses are edited under Settings > Billing.",
+                    "score": 0.83,
+                    "metadata": {"locale": "en-US", "product": "invoices"},
+                },
+                {
+                    "id": "kb-207",
+                    "text": "Invoices show the address valid on the invoice date.",
+                    "score": 0.71,
+                },
             ],
             "filters": {
                 "entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}],
@@ -55,17 +63,23 @@ def trace_event(**body_overrides: Any) -> dict[str, Any]:
 
 
 def feedback_event(trace_id: str = "tr-1", **overrides: Any) -> dict[str, Any]:
-    return event("feedback", {"trace_id": trace_id, "kind": "thumbs", "value": False, "reason": "wrong", **overrides})
+    return event(
+        "feedback", {"trace_id": trace_id, "kind": "thumbs", "value": False, "reason": "wrong", **overrides}
+    )
 
 
 def release_event(**overrides: Any) -> dict[str, Any]:
-    return event("release", {"release": "2026.01.4", "variant": "production", "description": "new reranker",
-                             **overrides})
+    return event(
+        "release",
+        {"release": "2026.01.4", "variant": "production", "description": "new reranker", **overrides},
+    )
 
 
 def label_event(trace_id: str = "tr-1", **overrides: Any) -> dict[str, Any]:
-    return event("label", {"trace_id": trace_id, "gold_ids": ["kb-101"], "faithful": True, "reviewer": "acme-app",
-                           **overrides})
+    return event(
+        "label",
+        {"trace_id": trace_id, "gold_ids": ["kb-101"], "faithful": True, "reviewer": "acme-app", **overrides},
+    )
 
 
 def headers_of(record: Any) -> dict[str, bytes]:

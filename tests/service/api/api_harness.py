@@ -34,7 +34,9 @@ def key_entry(tenant: str, key: str, **kwargs: Any) -> ApiKeyEntry:
 
 
 DEFAULT_KEYS = [
-    key_entry("acme", ACME_KEY, scopes=["ingest", "label"], name="acme-app"),  # label: it sends label events too
+    key_entry(
+        "acme", ACME_KEY, scopes=["ingest", "label"], name="acme-app"
+    ),  # label: it sends label events too
     key_entry("globex", GLOBEX_KEY, name="globex-app"),
     key_entry("acme", READONLY_KEY, scopes=["read"], name="acme-dashboards"),
 ]
@@ -83,11 +85,21 @@ class RunningApi:
         self._sock.bind(("127.0.0.1", 0))
         self.port = int(self._sock.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
-        config = api_config(self.app, settings, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=5)  # the API's own connection limits
+        config = api_config(
+            self.app,
+            settings,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+        )  # the API's own connection limits
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]},
-                                        name=f"ragmon-api-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self._sock]},
+            name=f"ragmon-api-{self.port}",
+            daemon=True,
+        )
         self.http = httpx.Client(base_url=self.url, timeout=20)
 
     @property
@@ -112,8 +124,15 @@ class RunningApi:
         self._sock.close()
         assert not self._thread.is_alive(), "the API server thread did not stop"
 
-    def post(self, events: list[Any] | None = None, *, body: Any = None, content: bytes | None = None,
-             key: str | None = ACME_KEY, headers: dict[str, str] | None = None) -> httpx.Response:
+    def post(
+        self,
+        events: list[Any] | None = None,
+        *,
+        body: Any = None,
+        content: bytes | None = None,
+        key: str | None = ACME_KEY,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         """POST /v1/events: `events` wraps a list in the envelope, `body` sends any JSON, `content` raw bytes."""
         if content is None:
             content = orjson.dumps({"events": events} if body is None else body)
@@ -143,8 +162,13 @@ class KafkaReader:
         self.bootstrap = bootstrap
 
     def _consumer(self) -> KafkaConsumer:
-        return KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                             client_id="ragmon-test-reader", request_timeout_ms=10_000)
+        return KafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            client_id="ragmon-test-reader",
+            request_timeout_ms=10_000,
+        )
 
     def partitions(self, topic: str) -> set[int]:
         consumer = self._consumer()
@@ -169,7 +193,9 @@ class KafkaReader:
                 if time.monotonic() > deadline:
                     at = {tp.partition: consumer.position(tp) for tp in tps}
                     got = [(r.partition, r.offset) for r in out]
-                    raise AssertionError(f"could not read {topic} up to {end} within {timeout_s}s: at {at}, got {got}")
+                    raise AssertionError(
+                        f"could not read {topic} up to {end} within {timeout_s}s: at {at}, got {got}"
+                    )
                 for batch in consumer.poll(timeout_ms=200).values():
                     out.extend(batch)
             return out

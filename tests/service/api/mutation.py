@@ -14,8 +14,12 @@ from hypothesis import strategies as st
 # integers past 64 bits.
 any_text = st.text(st.characters(exclude_categories=()), max_size=40)
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63, max_value=2**80)
-    | st.floats(allow_nan=True, allow_infinity=True) | any_text,
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**63, max_value=2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | any_text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(any_text, inner, max_size=4),
     max_leaves=12,
 )

@@ -44,22 +44,44 @@ def export_of(spans: list[Span], service: str = "rag-app") -> ExportTraceService
     return request
 
 
-def span(trace_id: bytes, name: str = "step", parent: bytes = b"", attrs: dict[str, Any] | None = None,
-         start_ns: int | None = None, duration_ns: int = 1_000_000) -> Span:
+def span(
+    trace_id: bytes,
+    name: str = "step",
+    parent: bytes = b"",
+    attrs: dict[str, Any] | None = None,
+    start_ns: int | None = None,
+    duration_ns: int = 1_000_000,
+) -> Span:
     start = start_ns if start_ns is not None else time.time_ns()
-    out = Span(trace_id=trace_id, span_id=new_span_id(), parent_span_id=parent, name=name, kind=Span.SPAN_KIND_INTERNAL,
-               start_time_unix_nano=start, end_time_unix_nano=start + duration_ns)
+    out = Span(
+        trace_id=trace_id,
+        span_id=new_span_id(),
+        parent_span_id=parent,
+        name=name,
+        kind=Span.SPAN_KIND_INTERNAL,
+        start_time_unix_nano=start,
+        end_time_unix_nano=start + duration_ns,
+    )
     out.attributes.extend(kv(k, v) for k, v in (attrs or {}).items())
     return out
 
 
-def json_span(trace_hex: str, span_hex: str, name: str = "step", parent_hex: str = "",
-              attrs: dict[str, str] | None = None) -> dict[str, Any]:
+def json_span(
+    trace_hex: str,
+    span_hex: str,
+    name: str = "step",
+    parent_hex: str = "",
+    attrs: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One span as the OTLP JSON encoding writes it: hex ids, lowerCamelCase, int enums, 64-bit ints as strings."""
     start = time.time_ns()
     out: dict[str, Any] = {
-        "traceId": trace_hex, "spanId": span_hex, "name": name, "kind": 1,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + 2_000_000),
+        "traceId": trace_hex,
+        "spanId": span_hex,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 2_000_000),
         "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in (attrs or {}).items()],
         "status": {"code": 1},
         "someFieldFromTheFuture": {"ignored": True},
@@ -70,11 +92,19 @@ def json_span(trace_hex: str, span_hex: str, name: str = "step", parent_hex: str
 
 
 def json_export(spans: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "rag-app"}},
-                                    {"key": "host.cpus", "value": {"intValue": "8"}}]},
-        "scopeSpans": [{"scope": {"name": "tests", "version": "1"}, "spans": spans}],
-    }]}
+    return {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [
+                        {"key": "service.name", "value": {"stringValue": "rag-app"}},
+                        {"key": "host.cpus", "value": {"intValue": "8"}},
+                    ]
+                },
+                "scopeSpans": [{"scope": {"name": "tests", "version": "1"}, "spans": spans}],
+            }
+        ]
+    }
 
 
 def span_records(kafka: Any, topic: str) -> list[SpanRecord]:

@@ -48,8 +48,10 @@ def test_the_dev_key_is_hashed_at_start_and_maps_to_the_dev_tenant() -> None:
 
 def test_keys_load_from_a_file(tmp_path: Path) -> None:
     keys = tmp_path / "keys.yaml"
-    keys.write_text(f"api_keys:\n  - tenant: initech\n    key_sha256: {hash_key('rgm_file')}\n"
-                    "    rate_limit_eps: 50\n    burst: 100\n")
+    keys.write_text(
+        f"api_keys:\n  - tenant: initech\n    key_sha256: {hash_key('rgm_file')}\n"
+        "    rate_limit_eps: 50\n    burst: 100\n"
+    )
     settings = ApiSettings(api_keys_file=keys)
     principal = KeyStore(settings.key_entries()).authenticate("Bearer rgm_file")
     assert (principal.tenant, principal.rate_limit_eps, principal.burst) == ("initech", 50, 100)
@@ -68,14 +70,27 @@ def test_the_app_refuses_to_start_without_keys() -> None:
 def test_the_tenant_and_limits_come_from_the_key() -> None:
     store = KeyStore([key_entry("acme", "k1", rate_limit_eps=5, burst=10), key_entry("globex", "k2")])
     acme, globex = store.authenticate("Bearer k1"), store.authenticate("bearer  k2 ")
-    assert (acme.tenant, acme.scopes, acme.rate_limit_eps, acme.burst) == ("acme", frozenset({"ingest"}), 5, 10)
+    assert (acme.tenant, acme.scopes, acme.rate_limit_eps, acme.burst) == (
+        "acme",
+        frozenset({"ingest"}),
+        5,
+        10,
+    )
     assert (globex.tenant, globex.rate_limit_eps, globex.burst) == ("globex", None, None)
 
 
-@pytest.mark.parametrize(("header", "status"), [
-    (None, 401), ("", 401), ("Bearer", 401), ("Token k1", 401), ("Bearer k1x", 401), ("Bearer K1", 401),
-    ("Bearer ro", 403),
-])
+@pytest.mark.parametrize(
+    ("header", "status"),
+    [
+        (None, 401),
+        ("", 401),
+        ("Bearer", 401),
+        ("Token k1", 401),
+        ("Bearer k1x", 401),
+        ("Bearer K1", 401),
+        ("Bearer ro", 403),
+    ],
+)
 def test_refusals(header: str | None, status: int) -> None:
     store = KeyStore([key_entry("acme", "k1"), key_entry("acme", "ro", scopes=["read"])])
     with pytest.raises(AuthError) as refused:

@@ -33,8 +33,9 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
         return True
 
 
-def test_half_sent_headers_are_closed_after_the_header_deadline(start_api: Callable[..., RunningApi],
-                                                                 redis_client: object) -> None:
+def test_half_sent_headers_are_closed_after_the_header_deadline(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     api = start_api(header_timeout_s=0.5, keep_alive_timeout_s=30)
     held = [_connect(api) for _ in range(20)]
     started = time.monotonic()
@@ -53,17 +54,23 @@ def test_a_connection_that_never_sends_is_closed_too(start_api: Callable[..., Ru
         assert _closed_within(sock, 3)
 
 
-def test_a_slow_body_is_a_408_naming_the_rule(start_api: Callable[..., RunningApi], redis_client: object) -> None:
+def test_a_slow_body_is_a_408_naming_the_rule(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     api = start_api(body_timeout_s=0.5)
     with _connect(api) as sock:
-        sock.sendall(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Authorization: Bearer " + ACME_KEY.encode() + b"\r\nContent-Length: 1000\r\n\r\n{\"events\"")
+        sock.sendall(
+            b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + ACME_KEY.encode() + b'\r\nContent-Length: 1000\r\n\r\n{"events"'
+        )
         sock.settimeout(5)
         reply = sock.recv(65536)
     assert reply.startswith(b"HTTP/1.1 408") and b"body_timeout" in reply
 
 
-def test_keep_alive_requests_in_time_are_served_on_one_connection(start_api: Callable[..., RunningApi]) -> None:
+def test_keep_alive_requests_in_time_are_served_on_one_connection(
+    start_api: Callable[..., RunningApi],
+) -> None:
     api = start_api(header_timeout_s=0.5, keep_alive_timeout_s=5)
     with _connect(api) as sock:
         for _ in range(3):

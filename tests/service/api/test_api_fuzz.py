@@ -31,8 +31,13 @@ from tests.service.api.api_harness import KafkaReader, RunningApi
 from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
 FUZZ = settings(deadline=None, database=None, suppress_health_check=list(HealthCheck), print_blob=True)
-CHECKS = [status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance, ignored_auth]
+CHECKS = [
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    ignored_auth,
+]
 
 
 class Ledger:
@@ -141,8 +146,11 @@ def test_mutated_events_never_fail_with_a_server_error(api: RunningApi, kafka: K
         paths = value_paths(events)
         path = data.draw(st.sampled_from(paths), label="path")
         if data.draw(st.booleans(), label="add a sibling field"):
-            path = [*path[:-1], data.draw(any_text.filter(bool), label="new key")] \
-                if isinstance(path[-1], str) else path
+            path = (
+                [*path[:-1], data.draw(any_text.filter(bool), label="new key")]
+                if isinstance(path[-1], str)
+                else path
+            )
         value = data.draw(json_values, label="value")
         try:
             set_path(events, path, value)

@@ -38,8 +38,9 @@ def _huge_trace() -> dict[str, Any]:
     return ev
 
 
-def test_an_event_over_the_record_limit_is_rejected_alone(start_api: Callable[..., RunningApi],
-                                                         redis_client: object, kafka: KafkaReader) -> None:
+def test_an_event_over_the_record_limit_is_rejected_alone(
+    start_api: Callable[..., RunningApi], redis_client: object, kafka: KafkaReader
+) -> None:
     api = start_api(**BIG)
     ok_before, huge, ok_after = trace_event(), _huge_trace(), trace_event()
     r = api.post([ok_before, huge, ok_after])
@@ -52,11 +53,14 @@ def test_an_event_over_the_record_limit_is_rejected_alone(start_api: Callable[..
     assert api.post([trace_event()], key=GLOBEX_KEY).status_code == 202  # nobody else is affected
     stored = {orjson.loads(rec.value)["id"] for rec in kafka.records(api.topics.traces)}
     assert {ok_before["id"], ok_after["id"]} <= stored and huge["id"] not in stored
-    assert api.metric("ragmon_api_events_rejected_total", {"type": "trace", "reason": "max_record_bytes"}) == 1
+    assert (
+        api.metric("ragmon_api_events_rejected_total", {"type": "trace", "reason": "max_record_bytes"}) == 1
+    )
 
 
 def test_a_trace_whose_spans_are_over_the_record_limit_is_split_and_one_huge_span_refused_alone(
-        start_api: Callable[..., RunningApi], redis_client: object, kafka: KafkaReader) -> None:
+    start_api: Callable[..., RunningApi], redis_client: object, kafka: KafkaReader
+) -> None:
     api = start_api(**BIG)
     tid = new_trace_id()
     # 40 attributes of 60,000 characters: under the attribute cap, 2.4 MB for the one span.
@@ -70,7 +74,9 @@ def test_a_trace_whose_spans_are_over_the_record_limit_is_split_and_one_huge_spa
     assert sum(rec.span_count for rec in records) == 100 and {rec.trace_id for rec in records} == {tid.hex()}
     assert len(records) >= 3
     alone = api.http.post("/v1/traces", content=export_of([huge]).SerializeToString(), headers=PB)
-    assert alone.status_code == 400 and "max_record_bytes" in Status.FromString(alone.content).message  # not retryable
+    assert (
+        alone.status_code == 400 and "max_record_bytes" in Status.FromString(alone.content).message
+    )  # not retryable
 
 
 class _Future:
@@ -142,14 +148,23 @@ def test_deep_json_is_a_400_naming_the_rule_on_both_endpoints(module_api: Runnin
     content = json.dumps({"events": [ev]}).replace('"@"', "[" * depth + "]" * depth).encode()
     r = module_api.post(content=content)
     assert r.status_code == 400 and r.json()["rule"] == "max_json_depth" and r.json()["field"] == "body"
-    otlp = b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":' + b"[" * depth + b"]" * depth + b"}]}]}]}"
-    t = module_api.http.post("/v1/traces", content=otlp,
-                             headers={"Content-Type": "application/json", "Authorization": f"Bearer {ACME_KEY}"})
+    otlp = (
+        b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"attributes":'
+        + b"[" * depth
+        + b"]" * depth
+        + b"}]}]}]}"
+    )
+    t = module_api.http.post(
+        "/v1/traces",
+        content=otlp,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {ACME_KEY}"},
+    )
     assert t.status_code == 400 and "max_json_depth" in t.json()["message"]
 
 
-def test_one_model_with_two_dimensions_in_a_batch_rejects_the_later_trace(start_api: Callable[..., RunningApi],
-                                                                         redis_client: object) -> None:
+def test_one_model_with_two_dimensions_in_a_batch_rejects_the_later_trace(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     api = start_api()
     first = trace_event(query={"text": "q1", "embedding": [0.1, 0.2, 0.3], "embedding_model": "m"})
     other = trace_event(query={"text": "q2", "embedding": [0.1, 0.2], "embedding_model": "other"})
@@ -161,8 +176,9 @@ def test_one_model_with_two_dimensions_in_a_batch_rejects_the_later_trace(start_
     assert "embedding_dims" in results[2]["error"] and "events[0]" in results[2]["error"]
 
 
-def test_a_big_body_pays_by_its_bytes_before_it_is_parsed(start_api: Callable[..., RunningApi],
-                                                          redis_client: object) -> None:
+def test_a_big_body_pays_by_its_bytes_before_it_is_parsed(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     """A big body refused after a parse's worth of work (here: too deep) still costs its sender."""
     api = start_api(rate_limit_eps=1, rate_limit_burst=1000, **BIG)
     deep = b'{"events":[{"body":{"m":' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}}]}"  # 2 MB: 488 tokens
@@ -174,7 +190,8 @@ def test_a_big_body_pays_by_its_bytes_before_it_is_parsed(start_api: Callable[..
 
 
 def test_an_inflated_body_refused_is_paid_and_the_next_is_refused_before_inflating(
-        start_api: Callable[..., RunningApi], redis_client: object) -> None:
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     """Before: a 2 KB gzip body inflating to 2 MB was inflated again on every retry, 429 or not, at the
     sender's rate of requests. Now the refused inflated body is paid (the bucket goes into debt) and
     every compressed request pays one token before it is inflated, so the retries cost nothing."""
@@ -186,7 +203,10 @@ def test_an_inflated_body_refused_is_paid_and_the_next_is_refused_before_inflati
     rules = [api.post(content=deep, headers=gz).json()["rule"] for _ in range(4)]
     assert rules == ["max_json_depth", "max_json_depth", "rate_limit", "rate_limit"], rules
     # 1000 tokens, 489 a body: the third (refused) one is paid too, the bucket is in debt ...
-    assert api.post(content=gzip.compress(orjson.dumps({"events": [trace_event()]})), headers=gz).status_code == 429
+    assert (
+        api.post(content=gzip.compress(orjson.dumps({"events": [trace_event()]})), headers=gz).status_code
+        == 429
+    )
     # ... for this tenant alone
     assert api.post([trace_event()], key=GLOBEX_KEY).status_code == 202
 

@@ -38,11 +38,17 @@ def test_requests_are_counted_by_route_template_never_by_raw_path(api: RunningAp
 
     text, samples = scrape(api)
     for status in ("202", "401", "400"):
-        assert value(samples, "ragmon_api_requests_total", route="/v1/events", method="POST", status=status) == 1
+        assert (
+            value(samples, "ragmon_api_requests_total", route="/v1/events", method="POST", status=status) == 1
+        )
     assert value(samples, "ragmon_api_requests_total", route="/healthz", method="GET", status="200") == 1
     assert value(samples, "ragmon_api_requests_total", route="/readyz", method="GET", status="200") == 1
-    unmatched = [s for s in samples if s.name == "ragmon_api_requests_total" and s.labels["route"] == "unmatched"]
-    assert sum(s.value for s in unmatched) == 3  # the two above and the 404 for /metrics on the ingestion port
+    unmatched = [
+        s for s in samples if s.name == "ragmon_api_requests_total" and s.labels["route"] == "unmatched"
+    ]
+    assert (
+        sum(s.value for s in unmatched) == 3
+    )  # the two above and the 404 for /metrics on the ingestion port
     assert value(samples, "ragmon_api_request_duration_seconds_count", route="/v1/events", method="POST") == 3
     assert "3f2a9c1e" not in text and "secret-user-path" not in text and "wp-admin" not in text
     routes = {s.labels["route"] for s in samples if "route" in s.labels}
@@ -52,8 +58,14 @@ def test_requests_are_counted_by_route_template_never_by_raw_path(api: RunningAp
 def test_events_are_counted_accepted_by_type_and_rejected_by_type_and_reason(api: RunningApi) -> None:
     duplicate = trace_event()
     stale = feedback_event() | {"timestamp": now_iso(-30 * 24 * 3600)}
-    batch = [duplicate, dict(duplicate), trace_event(sample_rate=7), feedback_event(), stale,
-             {"type": "span", "id": "x", "timestamp": now_iso(), "body": {}}]
+    batch = [
+        duplicate,
+        dict(duplicate),
+        trace_event(sample_rate=7),
+        feedback_event(),
+        stale,
+        {"type": "span", "id": "x", "timestamp": now_iso(), "body": {}},
+    ]
     r = api.post(batch)
     assert r.status_code == 207 and r.json()["accepted"] == 2
 
@@ -62,8 +74,10 @@ def test_events_are_counted_accepted_by_type_and_rejected_by_type_and_reason(api
     assert value(samples, "ragmon_api_events_accepted_total", tenant="acme", type="feedback") == 1
     assert value(samples, "ragmon_api_events_rejected_total", type="trace", reason="duplicate_id") == 1
     assert value(samples, "ragmon_api_events_rejected_total", type="trace", reason="invalid") == 1
-    assert value(samples, "ragmon_api_events_rejected_total", type="feedback",
-                 reason="timestamp_out_of_window") == 1
+    assert (
+        value(samples, "ragmon_api_events_rejected_total", type="feedback", reason="timestamp_out_of_window")
+        == 1
+    )
     assert value(samples, "ragmon_api_events_rejected_total", type="unknown", reason="unknown_type") == 1
     assert value(samples, "ragmon_api_inflight_events") == 0
 

@@ -69,31 +69,60 @@ def _server_side_inode(server_port: int, client_port: int) -> str:
 
 
 def _post(sock: socket.socket, port: int, body: bytes) -> int:
-    head = (f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer k\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    head = (
+        f"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer k\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
     sock.sendall(head + body)
     data = b""
     while b"\r\n\r\n" not in data:
         data += sock.recv(65536)
     header, _, rest = data.partition(b"\r\n\r\n")
-    length = int([h for h in header.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1])
+    length = int(
+        [h for h in header.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1]
+    )
     while len(rest) < length:
         rest += sock.recv(65536)
     return int(header.split(b" ")[1])
 
 
 def _trace(i: int) -> dict[str, object]:
-    return {"type": "trace", "id": str(uuid.uuid4()), "timestamp": datetime.now(UTC).isoformat(),
-            "body": {"trace_id": f"t{i}", "request_id": f"r{i}", "query": {"text": "q"}}}
+    return {
+        "type": "trace",
+        "id": str(uuid.uuid4()),
+        "timestamp": datetime.now(UTC).isoformat(),
+        "body": {"trace_id": f"t{i}", "request_id": f"r{i}", "query": {"text": "q"}},
+    }
 
 
-def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstrap: str, redis_url: str,
-                                                                   topic_prefix: str) -> None:
+def test_two_api_processes_share_the_port_evenly_and_their_metrics(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str
+) -> None:
     port, metrics_port = free_port(), free_port()
-    env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_API_METRICS_PORT": str(metrics_port), "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k", "RAGMON_DEV_TENANT": "acme"}
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--workers", "2",
-                             "--log-level", "warning"], env=env)
+    env = {
+        **os.environ,
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGMON_REDIS_URL": redis_url,
+        "RAGMON_API_METRICS_PORT": str(metrics_port),
+        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
+        "RAGMON_DEV_API_KEY": "k",
+        "RAGMON_DEV_TENANT": "acme",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "api",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     conns: list[socket.socket] = []
     try:
         wait_for_port("127.0.0.1", port, 60, proc)
@@ -133,13 +162,34 @@ def test_two_api_processes_share_the_port_evenly_and_their_metrics(kafka_bootstr
         assert proc.wait(30) == 0
 
 
-def test_a_dead_api_process_gets_no_more_connections(kafka_bootstrap: str, redis_url: str, topic_prefix: str) -> None:
+def test_a_dead_api_process_gets_no_more_connections(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str
+) -> None:
     port = free_port()
-    env = {**os.environ, "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "RAGMON_REDIS_URL": redis_url,
-           "RAGMON_API_METRICS_PORT": "0", "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix, "RAGMON_DEV_API_KEY": "k",
-           "RAGMON_DEV_TENANT": "acme"}
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "api", "--port", str(port), "--workers", "2",
-                             "--log-level", "warning"], env=env)
+    env = {
+        **os.environ,
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "RAGMON_REDIS_URL": redis_url,
+        "RAGMON_API_METRICS_PORT": "0",
+        "RAGMON_KAFKA_TOPIC_PREFIX": topic_prefix,
+        "RAGMON_DEV_API_KEY": "k",
+        "RAGMON_DEV_TENANT": "acme",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "api",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+    )
     try:
         wait_for_port("127.0.0.1", port, 60, proc)
         children = _wait_children(proc, 2)
@@ -152,7 +202,9 @@ def test_a_dead_api_process_gets_no_more_connections(kafka_bootstrap: str, redis
                 while not _ready(c, "/readyz"):  # the survivor may still be starting
                     assert time.monotonic() < deadline
                     time.sleep(0.2)
-                r = c.post("/v1/events", json={"events": [_trace(100 + i)]}, headers={"Authorization": "Bearer k"})
+                r = c.post(
+                    "/v1/events", json={"events": [_trace(100 + i)]}, headers={"Authorization": "Bearer k"}
+                )
             assert r.status_code == 202, r.text
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -57,7 +57,9 @@ def test_the_bucket_refills_at_the_tenants_rate(
     api = start_api(api_keys=slow_tenant(eps=10, burst=5), max_events_per_batch=5)
     assert api.post([feedback_event() for _ in range(5)], key=SLOW_KEY).status_code == 202
     r = api.post([feedback_event() for _ in range(5)], key=SLOW_KEY)
-    assert r.status_code == 429 and r.headers["Retry-After"] == "1"  # 5 events at 10/s: half a second, rounded up
+    assert (
+        r.status_code == 429 and r.headers["Retry-After"] == "1"
+    )  # 5 events at 10/s: half a second, rounded up
     accepted: list[str] = []
 
     def retry() -> httpx.Response:

@@ -22,7 +22,9 @@ def test_a_missing_key_file_fails_validation_naming_the_variable(tmp_path: Path)
         ApiSettings(api_keys_file=missing)
     (err,) = info.value.errors()
     assert err["loc"] == ("api_keys_file",)
-    assert describe_settings_error(info.value).startswith(f"invalid settings: RAGMON_API_KEYS_FILE={missing}: no such file")
+    assert describe_settings_error(info.value).startswith(
+        f"invalid settings: RAGMON_API_KEYS_FILE={missing}: no such file"
+    )
 
 
 def test_a_bad_entry_names_the_file_the_entry_and_the_rule(tmp_path: Path) -> None:
@@ -43,8 +45,14 @@ def test_a_good_key_file_adds_its_entries(tmp_path: Path) -> None:
 
 def test_ragmon_api_exits_2_with_the_variable_named(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGMON_API_KEYS_FILE": str(tmp_path / "absent.yaml")}
-    done = subprocess.run([sys.executable, "-m", "service.cli", "api"], env=env, capture_output=True,
-                          text=True, timeout=60, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "api"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert done.returncode == 2
     assert "RAGMON_API_KEYS_FILE=" in done.stderr and "no such file" in done.stderr
     assert "Traceback" not in done.stderr

@@ -31,8 +31,9 @@ def own_broker() -> Iterator[list[ChildProcess]]:
         broker.kill()  # by PID; kill() cannot raise on a slow shutdown, so each one is reached
 
 
-def poll(request: Callable[[], httpx.Response], until: Callable[[httpx.Response], bool],
-         deadline_s: float) -> list[httpx.Response]:
+def poll(
+    request: Callable[[], httpx.Response], until: Callable[[httpx.Response], bool], deadline_s: float
+) -> list[httpx.Response]:
     """Repeat `request` until `until` holds for its response; every response seen, the last one satisfying."""
     seen: list[httpx.Response] = []
     deadline = time.monotonic() + deadline_s
@@ -41,8 +42,10 @@ def poll(request: Callable[[], httpx.Response], until: Callable[[httpx.Response]
         if until(seen[-1]):
             return seen
         if time.monotonic() > deadline:
-            raise AssertionError(f"no answer satisfied the condition within {deadline_s}s; last: "
-                                 f"{seen[-1].status_code} {seen[-1].text}")
+            raise AssertionError(
+                f"no answer satisfied the condition within {deadline_s}s; last: "
+                f"{seen[-1].status_code} {seen[-1].text}"
+            )
         time.sleep(0.1)
 
 

@@ -31,8 +31,9 @@ from service.contracts.settings import CommonSettings
 
 @pytest.fixture
 def topic_and_producer(kafka_bootstrap: str, topic_prefix: str) -> Iterator[tuple[str, KafkaProducer]]:
-    settings = CommonSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
-                              kafka_partitions=2)
+    settings = CommonSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix, kafka_partitions=2
+    )
     ensure_topics(settings)
     producer = KafkaProducer(bootstrap_servers=settings.bootstrap_list, linger_ms=60_000, max_block_ms=5000)
     try:
@@ -45,10 +46,13 @@ def test_the_installed_kafka_python_is_the_major_version_checked() -> None:
     major = int(kafka.__version__.split(".")[0])
     assert major == TESTED_MAJOR, (
         f"kafka-python {kafka.__version__} is installed; service/api/kafka_private.py was checked against "
-        f"{TESTED_MAJOR}.x: re-check its private attributes, then update TESTED_MAJOR")
+        f"{TESTED_MAJOR}.x: re-check its private attributes, then update TESTED_MAJOR"
+    )
 
 
-def test_partitions_known_reads_metadata_without_waiting(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+def test_partitions_known_reads_metadata_without_waiting(
+    topic_and_producer: tuple[str, KafkaProducer],
+) -> None:
     topic, producer = topic_and_producer
     started = time.perf_counter()
     assert partitions_known(producer, [topic + ".absent"]) is False
@@ -58,7 +62,9 @@ def test_partitions_known_reads_metadata_without_waiting(topic_and_producer: tup
     assert partitions_known(producer, [topic, topic + ".absent"]) is False
 
 
-def test_drop_pending_stops_the_sender_with_records_still_held(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+def test_drop_pending_stops_the_sender_with_records_still_held(
+    topic_and_producer: tuple[str, KafkaProducer],
+) -> None:
     topic, producer = topic_and_producer
     future = producer.send(topic, value=b"held back by linger_ms")
     drop_pending(producer)
@@ -76,7 +82,8 @@ def test_murmur2_is_kafka_pythons_hash() -> None:
 
 
 def test_append_records_lands_where_send_would_and_is_acknowledged(
-        topic_and_producer: tuple[str, KafkaProducer], kafka_bootstrap: str) -> None:
+    topic_and_producer: tuple[str, KafkaProducer], kafka_bootstrap: str
+) -> None:
     topic, producer = topic_and_producer
     producer.partitions_for(topic)  # metadata first, as the API checks with partitions_known
     keys = [f"tenant/req-{i}".encode() for i in range(40)]
@@ -89,8 +96,9 @@ def test_append_records_lands_where_send_would_and_is_acknowledged(
     assert [m.partition for m in placed] == expected
     assert len(set(expected)) == 2  # both partitions used: the hash really decides
 
-    consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest",
-                             consumer_timeout_ms=10_000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10_000
+    )
     consumer.assign([TopicPartition(topic, p) for p in (0, 1)])
     got = {}
     for msg in consumer:
@@ -101,14 +109,17 @@ def test_append_records_lands_where_send_would_and_is_acknowledged(
     assert got == {k: (p, b"v-" + k, headers) for k, p in zip(keys, expected, strict=True)}
 
 
-def test_append_records_refuses_a_topic_without_metadata(topic_and_producer: tuple[str, KafkaProducer]) -> None:
+def test_append_records_refuses_a_topic_without_metadata(
+    topic_and_producer: tuple[str, KafkaProducer],
+) -> None:
     topic, producer = topic_and_producer
     with pytest.raises(ValueError, match="no metadata"):
         append_records(producer, [(topic + ".absent", b"k", b"v", [])])
 
 
 def test_on_completion_reports_each_record_once_acknowledged_or_failed(
-        topic_and_producer: tuple[str, KafkaProducer]) -> None:
+    topic_and_producer: tuple[str, KafkaProducer],
+) -> None:
     topic, producer = topic_and_producer
     producer.partitions_for(topic)
     futures = append_records(producer, [(topic, f"k{i}".encode(), b"v", []) for i in range(5)])

@@ -52,10 +52,16 @@ def sdk_spans(traces: int = 2) -> list[ReadableSpan]:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("tests")
     for i in range(traces):
-        root = {"openinference.span.kind": "CHAIN", "input.value": f"mail me at ann{i}@example.com",
-                "session.id": "123e4567-e89b-12d3-a456-426614174000", "user.id": "ann@example.com"}
-        with tracer.start_as_current_span("rag", attributes=root), \
-                tracer.start_as_current_span("retrieve", attributes={"openinference.span.kind": "RETRIEVER"}):
+        root = {
+            "openinference.span.kind": "CHAIN",
+            "input.value": f"mail me at ann{i}@example.com",
+            "session.id": "123e4567-e89b-12d3-a456-426614174000",
+            "user.id": "ann@example.com",
+        }
+        with (
+            tracer.start_as_current_span("rag", attributes=root),
+            tracer.start_as_current_span("retrieve", attributes={"openinference.span.kind": "RETRIEVER"}),
+        ):
             pass
     provider.shutdown()
     return list(memory.get_finished_spans())
@@ -76,7 +82,9 @@ def test_sdk_exporter_spans_land_one_record_per_trace_redacted(api: RunningApi, 
         attrs = attributes(root)
         assert "@example.com" not in attrs["input.value"] and "[REDACTED_EMAIL]" in attrs["input.value"]
         pseudonyms = Pseudonymizer(PSEUDONYM_KEY.encode())  # sessions and users never in clear
-        assert attrs["session.id"] == pseudonymous_user("acme", "123e4567-e89b-12d3-a456-426614174000", pseudonyms)
+        assert attrs["session.id"] == pseudonymous_user(
+            "acme", "123e4567-e89b-12d3-a456-426614174000", pseudonyms
+        )
         assert attrs["user.id"] == pseudonymous_user("acme", "ann@example.com", pseudonyms)
     assert api.metric("ragmon_api_otlp_spans_accepted_total", {"tenant": "acme"}) == 4
     assert api.metric("ragmon_api_redactions_total", {"kind": "email"}) == 2
@@ -84,27 +92,42 @@ def test_sdk_exporter_spans_land_one_record_per_trace_redacted(api: RunningApi, 
 
 def test_sdk_exporter_with_gzip_and_deflate(api: RunningApi, kafka: KafkaReader) -> None:
     for compression in (Compression.Gzip, Compression.Deflate):
-        exporter = OTLPSpanExporter(endpoint=f"{api.url}/v1/traces", headers=auth(), timeout=10,
-                                    compression=compression)
+        exporter = OTLPSpanExporter(
+            endpoint=f"{api.url}/v1/traces", headers=auth(), timeout=10, compression=compression
+        )
         assert exporter.export(sdk_spans(traces=3)) == SpanExportResult.SUCCESS, compression
         exporter.shutdown()
     assert sum(r.span_count for r in span_records(kafka, api.topics.spans)) == 12
     big = export_of([span(new_trace_id(), attrs={"input.value": "x" * 600_000})]).SerializeToString()
-    bomb = api.http.post("/v1/traces", content=zlib.compress(big), headers={**auth(), **PB, "Content-Encoding": "deflate"})
+    bomb = api.http.post(
+        "/v1/traces", content=zlib.compress(big), headers={**auth(), **PB, "Content-Encoding": "deflate"}
+    )
     assert bomb.status_code == 413
     small = export_of([span(new_trace_id(), attrs={"input.value": "x" * 2000})]).SerializeToString()
-    broken = api.http.post("/v1/traces", content=zlib.compress(small)[:-20],
-                           headers={**auth(), **PB, "Content-Encoding": "deflate"})
+    broken = api.http.post(
+        "/v1/traces",
+        content=zlib.compress(small)[:-20],
+        headers={**auth(), **PB, "Content-Encoding": "deflate"},
+    )
     assert broken.status_code == 400 and "truncated" in Status.FromString(broken.content).message
     other = api.http.post("/v1/traces", content=big[:10], headers={**auth(), **PB, "Content-Encoding": "br"})
     assert other.status_code == 415
 
 
 def test_spec_json_with_hex_ids_answers_json(api: RunningApi, kafka: KafkaReader) -> None:
-    trace_hex, root_hex, child_hex = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174", "eee19b7ec3c1b173"
-    body = json_export([json_span(trace_hex, root_hex, "rag"), json_span(trace_hex, child_hex, "llm", root_hex)])
-    response = api.http.post("/v1/traces", content=orjson.dumps(body),
-                             headers={**auth(), "Content-Type": "application/json; charset=utf-8"})
+    trace_hex, root_hex, child_hex = (
+        "5b8efff798038103d269b633813fc60c",
+        "eee19b7ec3c1b174",
+        "eee19b7ec3c1b173",
+    )
+    body = json_export(
+        [json_span(trace_hex, root_hex, "rag"), json_span(trace_hex, child_hex, "llm", root_hex)]
+    )
+    response = api.http.post(
+        "/v1/traces",
+        content=orjson.dumps(body),
+        headers={**auth(), "Content-Type": "application/json; charset=utf-8"},
+    )
     assert response.status_code == 200 and response.headers["content-type"] == "application/json"
     assert response.json() == {}
     [record] = span_records(kafka, api.topics.spans)
@@ -121,8 +144,11 @@ def test_partial_success_names_every_reason(api: RunningApi, kafka: KafkaReader)
     missing = json_span("", "eee19b7ec3c1b176")
     del missing["traceId"]
     not_hex = json_span("zz8efff798038103d269b633813fc60c", "eee19b7ec3c1b177")
-    response = api.http.post("/v1/traces", content=orjson.dumps(json_export([good, short, missing, not_hex])),
-                             headers={**auth(), **JS})
+    response = api.http.post(
+        "/v1/traces",
+        content=orjson.dumps(json_export([good, short, missing, not_hex])),
+        headers={**auth(), **JS},
+    )
     assert response.status_code == 200
     partial = response.json()["partialSuccess"]
     assert partial["rejectedSpans"] == "3"
@@ -135,7 +161,9 @@ def test_partial_success_names_every_reason(api: RunningApi, kafka: KafkaReader)
 def test_partial_success_in_protobuf(api: RunningApi) -> None:
     tid = new_trace_id()
     spans = [span(tid), span(tid), span(b"\x01" * 8)]
-    response = api.http.post("/v1/traces", content=export_of(spans).SerializeToString(), headers={**auth(), **PB})
+    response = api.http.post(
+        "/v1/traces", content=export_of(spans).SerializeToString(), headers={**auth(), **PB}
+    )
     assert response.status_code == 200 and response.headers["content-type"] == "application/x-protobuf"
     parsed = ExportTraceServiceResponse.FromString(response.content)
     assert parsed.partial_success.rejected_spans == 1
@@ -143,8 +171,11 @@ def test_partial_success_in_protobuf(api: RunningApi) -> None:
 
 
 def test_only_invalid_spans_is_400(api: RunningApi, kafka: KafkaReader) -> None:
-    response = api.http.post("/v1/traces", content=orjson.dumps(json_export([json_span("00" * 16, "ab" * 8)])),
-                             headers={**auth(), **JS})
+    response = api.http.post(
+        "/v1/traces",
+        content=orjson.dumps(json_export([json_span("00" * 16, "ab" * 8)])),
+        headers={**auth(), **JS},
+    )
     assert response.status_code == 400 and "trace id is all zeros" in response.json()["message"]
     assert response.json()["code"] == 3
     assert kafka.records(api.topics.spans) == []
@@ -155,7 +186,12 @@ def test_undecodable_bodies_are_400_in_the_request_encoding(api: RunningApi, kaf
     truncated = api.http.post("/v1/traces", content=whole[:-50], headers={**auth(), **PB})
     assert truncated.status_code == 400 and truncated.headers["content-type"] == "application/x-protobuf"
     assert "not a valid ExportTraceServiceRequest" in Status.FromString(truncated.content).message
-    for bad in (b"{not json", b"[1, 2]", b'{"resourceSpans": "nope"}', b'{"resourceSpans": [{"scopeSpans": 7}]}'):
+    for bad in (
+        b"{not json",
+        b"[1, 2]",
+        b'{"resourceSpans": "nope"}',
+        b'{"resourceSpans": [{"scopeSpans": 7}]}',
+    ):
         response = api.http.post("/v1/traces", content=bad, headers={**auth(), **JS})
         assert response.status_code == 400, bad
         assert response.json()["message"]
@@ -191,7 +227,9 @@ def test_size_caps_are_413(start_api: Callable[..., RunningApi], redis_client: o
     big = export_of([span(new_trace_id(), attrs={"input.value": ten_mb})]).SerializeToString()
     response = api.http.post("/v1/traces", content=big, headers={**auth(), **PB})
     assert response.status_code == 413 and "max_body_bytes" in Status.FromString(response.content).message
-    bomb = api.http.post("/v1/traces", content=gzip.compress(big), headers={**auth(), **PB, "Content-Encoding": "gzip"})
+    bomb = api.http.post(
+        "/v1/traces", content=gzip.compress(big), headers={**auth(), **PB, "Content-Encoding": "gzip"}
+    )
     assert bomb.status_code == 413 and "max_decompressed_bytes" in Status.FromString(bomb.content).message
     tid = new_trace_id()
     many = export_of([span(tid) for _ in range(11)]).SerializeToString()
@@ -203,11 +241,18 @@ def test_ten_megabyte_attribute_is_truncated_and_reported(
     start_api: Callable[..., RunningApi], redis_client: object, kafka: KafkaReader
 ) -> None:
     api = start_api(max_body_bytes=1024 * 1024, max_decompressed_bytes=12 * 1024 * 1024)
-    big = export_of([span(new_trace_id(), attrs={"output.value": "a" * (10 * 1024 * 1024)})]).SerializeToString()
-    response = api.http.post("/v1/traces", content=gzip.compress(big), headers={**auth(), **PB, "Content-Encoding": "gzip"})
+    big = export_of(
+        [span(new_trace_id(), attrs={"output.value": "a" * (10 * 1024 * 1024)})]
+    ).SerializeToString()
+    response = api.http.post(
+        "/v1/traces", content=gzip.compress(big), headers={**auth(), **PB, "Content-Encoding": "gzip"}
+    )
     assert response.status_code == 200
     partial = ExportTraceServiceResponse.FromString(response.content).partial_success
-    assert partial.rejected_spans == 0 and "1 attribute value(s) truncated to 65536 characters" in partial.error_message
+    assert (
+        partial.rejected_spans == 0
+        and "1 attribute value(s) truncated to 65536 characters" in partial.error_message
+    )
     [record] = span_records(kafka, api.topics.spans)
     assert len(attributes(next(s for _, _, s in record.spans()))["output.value"]) == 65_536
     assert api.metric("ragmon_api_otlp_attribute_values_truncated_total") == 1
@@ -223,12 +268,15 @@ def test_rate_limit_counts_spans(start_api: Callable[..., RunningApi], redis_cli
     assert Status.FromString(limited.content).code == 8
 
 
-def test_broker_unreachable_is_503_with_retry_after(start_api: Callable[..., RunningApi], redis_client: object) -> None:
+def test_broker_unreachable_is_503_with_retry_after(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
     from service.local.embedded import free_port
 
     api = start_api(kafka_bootstrap_servers=f"127.0.0.1:{free_port()}", retry_after_s=3)
-    response = api.http.post("/v1/traces", content=export_of([span(new_trace_id())]).SerializeToString(),
-                             headers={**auth(), **PB})
+    response = api.http.post(
+        "/v1/traces", content=export_of([span(new_trace_id())]).SerializeToString(), headers={**auth(), **PB}
+    )
     assert response.status_code == 503 and response.headers["retry-after"] == "3"
     assert Status.FromString(response.content).code == 14
 
@@ -243,7 +291,7 @@ def test_trace_of_100k_spans_is_bounded_per_export_and_counted(
     refused = api.http.post("/v1/traces", content=whole, headers={**auth(), **PB})
     assert refused.status_code == 413
     for start in range(0, 100_000, 20_000):
-        chunk = export_of(spans[start:start + 20_000]).SerializeToString()
+        chunk = export_of(spans[start : start + 20_000]).SerializeToString()
         assert api.http.post("/v1/traces", content=chunk, headers={**auth(), **PB}).status_code == 200
     records = span_records(kafka, api.topics.spans)
     # 20,000 spans of one trace encode to more than one record may hold (MAX_RECORD_BYTES): each

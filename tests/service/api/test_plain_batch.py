@@ -71,8 +71,14 @@ def _batch(*events: dict[str, Any]) -> bytes:
 
 
 def test_every_event_type_in_the_plain_form_takes_the_plain_path() -> None:
-    data = _batch(trace_event(), feedback_event(), release_event(), label_event(),
-                  feedback_event(kind="dwell", value=12.5, reason=None), trace_event(variant="rerank-v2"))
+    data = _batch(
+        trace_event(),
+        feedback_event(),
+        release_event(),
+        label_event(),
+        feedback_event(kind="dwell", value=12.5, reason=None),
+        trace_event(variant="rerank-v2"),
+    )
     assert _agree(data)
     assert _agree(data, redact=False)
 
@@ -86,19 +92,22 @@ def test_a_body_whose_text_is_redacted_is_stored_as_the_full_path_stores_it() ->
     assert "jane.doe@example.com" not in json.dumps(stored)
 
 
-@pytest.mark.parametrize("data", [
-    # Declined: the full path names the problem (or reads the value differently).
-    b'{"events": [], "x": 1}',
-    b'{"events": []}',
-    json.dumps({"events": [trace_event(tenant="acme")]}).encode(),  # a tenant in the body
-    json.dumps({"events": [{**trace_event(), "tenant": "acme"}]}).encode(),
-    json.dumps({"events": [trace_event(sample_rate=float("nan"))]}).encode(),  # bare NaN
-    json.dumps({"events": [trace_event(intent="\ud800")]}).encode(),  # a lone surrogate
-    json.dumps({"events": [trace_event(sample_rate="0.5")]}).encode(),  # pydantic coerces it
-    _batch(trace_event(), {**trace_event(), "timestamp": "2001-01-01T00:00:00Z"}),  # out of the window
-    _batch({**trace_event(), "id": "6F9619FF-8B86-D011-B42D-00C04FC964FF"}),  # not canonical
-    _batch({**trace_event(), "timestamp": now_iso()[:19]}),  # no offset
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        # Declined: the full path names the problem (or reads the value differently).
+        b'{"events": [], "x": 1}',
+        b'{"events": []}',
+        json.dumps({"events": [trace_event(tenant="acme")]}).encode(),  # a tenant in the body
+        json.dumps({"events": [{**trace_event(), "tenant": "acme"}]}).encode(),
+        json.dumps({"events": [trace_event(sample_rate=float("nan"))]}).encode(),  # bare NaN
+        json.dumps({"events": [trace_event(intent="\ud800")]}).encode(),  # a lone surrogate
+        json.dumps({"events": [trace_event(sample_rate="0.5")]}).encode(),  # pydantic coerces it
+        _batch(trace_event(), {**trace_event(), "timestamp": "2001-01-01T00:00:00Z"}),  # out of the window
+        _batch({**trace_event(), "id": "6F9619FF-8B86-D011-B42D-00C04FC964FF"}),  # not canonical
+        _batch({**trace_event(), "timestamp": now_iso()[:19]}),  # no offset
+    ],
+)
 def test_what_the_plain_path_declines(data: bytes) -> None:
     assert not _agree(data)
 
@@ -118,16 +127,20 @@ def test_a_repeated_id_and_a_big_integer_are_declined() -> None:
         if where == "candidate":
             retrieval["exclusion_sample"] = {"candidates": [{"id": "kb-1", "metadata": {"n": 2**64}}]}
         else:
-            retrieval["filters"]["relevance"][0] = {"field": "n", "op": "in" if where == "list" else "lt",
-                                                    "value": [1, 2**64] if where == "list" else 2**64}
+            retrieval["filters"]["relevance"][0] = {
+                "field": "n",
+                "op": "in" if where == "list" else "lt",
+                "value": [1, 2**64] if where == "list" else 2**64,
+            }
         assert _full(_preparer(), _batch(ev)) is not None
         assert not _agree(_batch(ev)), where
     near = trace_event()
     near["body"]["retrieval"]["documents"][0]["metadata"]["n"] = -(2**63)
     near["body"]["retrieval"]["filters"]["relevance"][0] = {"field": "n", "op": "lt", "value": 2**63 - 1}
     near["body"].update(trace_id="ffe77439401201328418436c2c6ae865", request_id="1823749823749823749823")
-    near["body"]["query"].update(embedding=[0.00012345678901234567, -1.2345678901234567e-07, 3.0],
-                                 embedding_model="m")  # a fraction's many digits are no integer
+    near["body"]["query"].update(
+        embedding=[0.00012345678901234567, -1.2345678901234567e-07, 3.0], embedding_model="m"
+    )  # a fraction's many digits are no integer
     assert _agree(_batch(near))
 
 
@@ -157,9 +170,14 @@ def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -
 
 
 @settings(max_examples=500, deadline=None, derandomize=True)
-@given(text=st.from_regex(r"\A[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9](\.[0-9]{1,6})?"
-                          r"(Z|[+-][0-2][0-9]:[0-5][0-9])\Z") | st.datetimes(timezones=st.timezones()).map(
-    lambda d: d.isoformat()) | st.text(max_size=40))
+@given(
+    text=st.from_regex(
+        r"\A[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9](\.[0-9]{1,6})?"
+        r"(Z|[+-][0-2][0-9]:[0-5][0-9])\Z"
+    )
+    | st.datetimes(timezones=st.timezones()).map(lambda d: d.isoformat())
+    | st.text(max_size=40)
+)
 def test_the_canonical_timestamp_is_what_isoformat_writes(text: str) -> None:
     from service.api.ingest import canonical_timestamp
 
@@ -211,10 +229,14 @@ def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> Non
     @given(data=st.data())
     def mutate(data: st.DataObject) -> None:
         dims = data.draw(st.lists(st.integers(1, 4), min_size=2, max_size=3))
-        events = [trace_event(query={"text": f"q{i}", "embedding": [0.5] * d, "embedding_model": "m"})
-                  for i, d in enumerate(dims)]
+        events = [
+            trace_event(query={"text": f"q{i}", "embedding": [0.5] * d, "embedding_model": "m"})
+            for i, d in enumerate(dims)
+        ]
         events.append(feedback_event())
-        depth = data.draw(st.sampled_from([0, 1, 3, MAX_JSON_DEPTH - 10, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 3_000]))
+        depth = data.draw(
+            st.sampled_from([0, 1, 3, MAX_JSON_DEPTH - 10, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 3_000])
+        )
         text = json.dumps({"events": events})
         if depth:
             path = data.draw(st.sampled_from(value_paths(events)))
@@ -234,7 +256,7 @@ def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> Non
         if not depth and len(set(dims)) > 1:
             assert plain is None
             expect = [("accepted", None) if d == dims[0] else ("rejected", "embedding_dims") for d in dims]
-            assert full[:len(dims)] == expect
+            assert full[: len(dims)] == expect
         seen["declined" if plain is None else "taken"] += 1
         if isinstance(full, tuple):
             seen[f"refused {full[1]}"] += 1

@@ -32,7 +32,9 @@ KEY = PSEUDONYM_KEY
 
 
 def _preparer() -> BatchPreparer:
-    return BatchPreparer(Topics("t"), Redactor(pseudonyms=Pseudonymizer(KEY)), MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
+    return BatchPreparer(
+        Topics("t"), Redactor(pseudonyms=Pseudonymizer(KEY)), MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20
+    )
 
 
 def _stored_plain(*events: dict[str, Any]) -> list[dict[str, Any]]:
@@ -44,12 +46,20 @@ def _stored_plain(*events: dict[str, Any]) -> list[dict[str, Any]]:
 def pii_trace() -> dict[str, Any]:
     ev = trace_event(session_id="sess-jane@example.com")
     retrieval = ev["body"]["retrieval"]
-    retrieval["documents"][0]["metadata"] = {"owner": "jane@example.com", "cc": ["bob@example.org", 3],
-                                             "doc_id": "kb-4155550132", "locale": "en-US"}
+    retrieval["documents"][0]["metadata"] = {
+        "owner": "jane@example.com",
+        "cc": ["bob@example.org", 3],
+        "doc_id": "kb-4155550132",
+        "locale": "en-US",
+    }
     retrieval["documents"][1]["metadata"] = {"owner": "bob@example.org"}
-    retrieval["filters"] = {"entitlement": [{"field": "owner", "op": "eq", "value": "jane@example.com"}],
-                            "relevance": [{"field": "cc", "op": "in", "value": ["bob@example.org"]}]}
-    retrieval["exclusion_sample"] = {"candidates": [{"id": "kb-9", "metadata": {"owner": "jane@example.com"}}]}
+    retrieval["filters"] = {
+        "entitlement": [{"field": "owner", "op": "eq", "value": "jane@example.com"}],
+        "relevance": [{"field": "cc", "op": "in", "value": ["bob@example.org"]}],
+    }
+    retrieval["exclusion_sample"] = {
+        "candidates": [{"id": "kb-9", "metadata": {"owner": "jane@example.com"}}]
+    }
     ev["body"]["query"]["text"] = "write to jane\\u0040example.com please"
     return ev
 
@@ -80,9 +90,13 @@ def test_pseudonyms_are_keyed_per_tenant_and_stable() -> None:
     assert a.identifier("acme", "s1") == Pseudonymizer(KEY).identifier("acme", "s1")
     assert a.identifier("acme", "s1") != b.identifier("acme", "s1")
     assert a.identifier("acme", "s1") != a.identifier("globex", "s1")
-    assert Pseudonymizer().identifier("acme", "s1") != Pseudonymizer().identifier("acme", "s1")  # unset: random
+    assert Pseudonymizer().identifier("acme", "s1") != Pseudonymizer().identifier(
+        "acme", "s1"
+    )  # unset: random
     mark = a.finding("acme", "email", "jane@example.com")
-    assert Redactor(pseudonyms=a).redact_value(mark, Counter(), "acme") == mark  # marks are not redacted again
+    assert (
+        Redactor(pseudonyms=a).redact_value(mark, Counter(), "acme") == mark
+    )  # marks are not redacted again
 
 
 def test_a_text_at_its_limit_still_fits_it_once_redacted() -> None:
@@ -118,14 +132,26 @@ def test_otlp_arrays_kvlists_names_status_and_json_attributes_are_redacted() -> 
     deep = nested.kvlist_value.values.add()
     deep.key = "tags"
     deep.value.CopyFrom(_strings("x" * 70_000, "bob@example.org"))
-    metadata = {"owner": "jane@example.com", "doc_id": "d-1",
-                "ragmon.retrieval.filters": {"entitlement": [{"field": "owner", "op": "eq", "value": "jane@example.com"}]}}
-    root = span(new_trace_id(), name="GET /users/jane@example.com", attrs={
-        "metadata": json.dumps(metadata),
-        "retrieval.documents.0.document.metadata": json.dumps({"owner": "jane@example.com"}),
-        "ragmon.retrieval.exclusion_sample": json.dumps({"candidates": [{"id": "c", "metadata": {"owner": "jane@example.com"}}]}),
-        "session.id": "s-1", "enduser.id": "jane",
-    })
+    metadata = {
+        "owner": "jane@example.com",
+        "doc_id": "d-1",
+        "ragmon.retrieval.filters": {
+            "entitlement": [{"field": "owner", "op": "eq", "value": "jane@example.com"}]
+        },
+    }
+    root = span(
+        new_trace_id(),
+        name="GET /users/jane@example.com",
+        attrs={
+            "metadata": json.dumps(metadata),
+            "retrieval.documents.0.document.metadata": json.dumps({"owner": "jane@example.com"}),
+            "ragmon.retrieval.exclusion_sample": json.dumps(
+                {"candidates": [{"id": "c", "metadata": {"owner": "jane@example.com"}}]}
+            ),
+            "session.id": "s-1",
+            "enduser.id": "jane",
+        },
+    )
     root.attributes.append(_kv("llm.input_messages", _strings("hi, I am jane@example.com")))
     root.attributes.append(_kv("extra", nested))
     root.status.message = "timeout for jane@example.com"
@@ -145,7 +171,9 @@ def test_otlp_arrays_kvlists_names_status_and_json_attributes_are_redacted() -> 
     kvs = {kv.key: kv.value for kv in attrs["extra"].kvlist_value.values}
     assert kvs["note"].string_value == f"call {EMAIL}"
     tags = kvs["tags"].array_value.values
-    assert len(tags[0].string_value) == 65_536 and tags[1].string_value == EMAIL and batch.truncated_values == 1
+    assert (
+        len(tags[0].string_value) == 65_536 and tags[1].string_value == EMAIL and batch.truncated_values == 1
+    )
     owner = pseudonyms.finding(TENANT, "email", "jane@example.com")
     meta = json.loads(attrs["metadata"].string_value)
     assert meta["owner"] == owner and meta["doc_id"] == "d-1"

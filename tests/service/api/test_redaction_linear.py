@@ -69,7 +69,9 @@ def growth(shape: Callable[[int], str], n: int = N) -> float:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_redaction_time_grows_linearly(name: str) -> None:
     ratio = growth(SHAPES[name])
-    assert ratio < 3.0, f"{name}: doubling the text multiplied the time by {ratio:.2f} (linear: 2, quadratic: 4)"
+    assert ratio < 3.0, (
+        f"{name}: doubling the text multiplied the time by {ratio:.2f} (linear: 2, quadratic: 4)"
+    )
 
 
 def test_the_shapes_are_long_runs_of_one_document() -> None:

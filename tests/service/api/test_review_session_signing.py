@@ -19,12 +19,19 @@ KEY_ID = hash_key("rgm_some_review_key")[:16]
 def _old_style_cookie(secret: bytes, tenant: str, reviewer: str) -> str:
     """What the former code accepted: tenant|reviewer|expires, signed with whatever secret it had."""
     payload = f"{tenant}|{reviewer}|{int(time.time()) + 3600}".encode()
-    return base64.urlsafe_b64encode(payload).decode() + "." + hmac.new(secret, payload, hashlib.sha256).hexdigest()
+    return (
+        base64.urlsafe_b64encode(payload).decode()
+        + "."
+        + hmac.new(secret, payload, hashlib.sha256).hexdigest()
+    )
 
 
 def test_a_session_names_tenant_reviewer_key_and_a_fresh_session_id() -> None:
     signer = SessionSigner(SECRET, 3600)
-    first, second = signer.verify(signer.issue("acme", "ann", KEY_ID)), signer.verify(signer.issue("acme", "ann", KEY_ID))
+    first, second = (
+        signer.verify(signer.issue("acme", "ann", KEY_ID)),
+        signer.verify(signer.issue("acme", "ann", KEY_ID)),
+    )
     assert first is not None and second is not None
     assert (first.tenant, first.name, first.key_id, first.via_cookie) == ("acme", "ann", KEY_ID, True)
     assert first.session_id != second.session_id and len(first.session_id) >= 16
@@ -41,24 +48,29 @@ def test_a_cookie_forged_from_the_key_digests_is_no_session() -> None:
     assert signer.verify(SessionSigner(derived, 3600).issue("initech", "mallory", KEY_ID)) is None
 
 
-@pytest.mark.parametrize("cookie", [
-    "é" * 20 + "." + "0" * 64,                 # non-ASCII (was a TypeError in compare_digest: a 500)
-    "abc",                                     # no dot
-    "." + "0" * 64,
-    "YWJj." + "Z" * 64,                        # MAC not hex
-    "!!!!!!!!." + "0" * 64,                    # not base64url
-    "x" * 5000,                                # oversized
-    base64.urlsafe_b64encode(b"\xff\xfe|x|y").decode() + "." + "0" * 64,
-])
+@pytest.mark.parametrize(
+    "cookie",
+    [
+        "é" * 20 + "." + "0" * 64,  # non-ASCII (was a TypeError in compare_digest: a 500)
+        "abc",  # no dot
+        "." + "0" * 64,
+        "YWJj." + "Z" * 64,  # MAC not hex
+        "!!!!!!!!." + "0" * 64,  # not base64url
+        "x" * 5000,  # oversized
+        base64.urlsafe_b64encode(b"\xff\xfe|x|y").decode() + "." + "0" * 64,
+    ],
+)
 def test_malformed_cookies_are_no_session_and_never_raise(cookie: str) -> None:
     assert SessionSigner(SECRET, 3600).verify(cookie) is None
 
 
 def test_a_signed_payload_of_another_shape_is_no_session() -> None:
     signer = SessionSigner(SECRET, 3600)
-    for payload in (b"v1|acme|ann|" + KEY_ID.encode() + b"|sid-too-short|99999999999",
-                    b"v1|Acme Corp|ann|" + KEY_ID.encode() + b"|" + b"s" * 24 + b"|99999999999",
-                    "v1|acme|änn|{KEY_ID}|{'s' * 24}|99999999999".encode()):
+    for payload in (
+        b"v1|acme|ann|" + KEY_ID.encode() + b"|sid-too-short|99999999999",
+        b"v1|Acme Corp|ann|" + KEY_ID.encode() + b"|" + b"s" * 24 + b"|99999999999",
+        "v1|acme|änn|{KEY_ID}|{'s' * 24}|99999999999".encode(),
+    ):
         cookie = base64.urlsafe_b64encode(payload).decode() + "." + signer._mac(payload)
         assert signer.verify(cookie) is None
 

@@ -35,8 +35,9 @@ from tests.service.review.review_harness import (
 
 
 @pytest.fixture
-def review_api(kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str,
-               redis_client: redis.Redis) -> Iterator[RunningApi]:
+def review_api(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str, redis_client: redis.Redis
+) -> Iterator[RunningApi]:
     redis_client.flushdb()  # no login failures or revocations left by another test
     api = RunningApi(review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url)).start()
     try:
@@ -53,8 +54,9 @@ def _label_form(page: str) -> dict[str, str]:
     return {"csrf_token": csrf_of(page), "faithful": "yes", "answerable": "yes", "action": "save"}
 
 
-def test_the_review_page_refuses_to_start_without_a_configured_secret(kafka_bootstrap: str, redis_url: str,
-                                                                     topic_prefix: str, review_db_url: str) -> None:
+def test_the_review_page_refuses_to_start_without_a_configured_secret(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str
+) -> None:
     settings = review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url, review_secret=None)
     with pytest.raises(ReviewSecretMissing, match="RAGMON_REVIEW_SECRET"):
         create_app(settings, CollectorRegistry())
@@ -67,7 +69,11 @@ def test_a_cookie_forged_from_the_key_digests_is_refused(review_api: RunningApi)
     digests = b"".join(bytes.fromhex(e.key_sha256) for e in REVIEW_KEYS)
     derived = hashlib.sha256(b"ragmon-review\0" + digests).digest()  # what the former default secret was
     payload = f"initech|mallory|{int(time.time()) + 3600}".encode()
-    forged = base64.urlsafe_b64encode(payload).decode() + "." + hmac.new(derived, payload, hashlib.sha256).hexdigest()
+    forged = (
+        base64.urlsafe_b64encode(payload).decode()
+        + "."
+        + hmac.new(derived, payload, hashlib.sha256).hexdigest()
+    )
     page = _with_cookie(review_api, "/review", forged)
     assert page.status_code == 200 and 'name="key"' in page.text  # the sign-in form: no session
     assert _with_cookie(review_api, "/review/next", forged).status_code == 401
@@ -83,8 +89,9 @@ def test_logout_revokes_the_session_everywhere(review_api: RunningApi) -> None:
     assert _with_cookie(review_api, "/review/next", stolen).status_code == 401
 
 
-def test_a_session_ends_with_the_key_that_opened_it(kafka_bootstrap: str, redis_url: str, topic_prefix: str,
-                                                    review_db_url: str, redis_client: redis.Redis) -> None:
+def test_a_session_ends_with_the_key_that_opened_it(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str, redis_client: redis.Redis
+) -> None:
     redis_client.flushdb()
     settings = review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url)
     api = RunningApi(settings).start()
@@ -106,14 +113,18 @@ def test_failed_sign_ins_are_throttled_per_address(review_api: RunningApi) -> No
     with httpx.Client(base_url=review_api.url, timeout=20) as browser:
         token = csrf_of(browser.get("/review").text)
         for _ in range(LOGIN_FAILURES_ALLOWED):
-            assert browser.post("/review/login", data={"key": "rgm_guess", "csrf_token": token}).status_code == 401
+            assert (
+                browser.post("/review/login", data={"key": "rgm_guess", "csrf_token": token}).status_code
+                == 401
+            )
         throttled = browser.post("/review/login", data={"key": ANN_KEY, "csrf_token": token})
         assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) > 0
         assert "too many failed sign-ins" in throttled.text
 
 
-def test_a_label_is_saved_only_on_an_item_leased_to_the_reviewer(review_api: RunningApi, review_db_url: str,
-                                                                  redis_client: redis.Redis) -> None:
+def test_a_label_is_saved_only_on_an_item_leased_to_the_reviewer(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1])
     (item,) = item_ids(review_db_url)
     with signed_in(review_api.url, ANN_KEY) as ann, signed_in(review_api.url, BOB_KEY) as bob:
@@ -123,52 +134,74 @@ def test_a_label_is_saved_only_on_an_item_leased_to_the_reviewer(review_api: Run
         assert taken.status_code == 409 and "not assigned to you" in taken.text
         page = ann.get(f"/review/items/{item}").text
         assert ann.post(f"/review/items/{item}/label", data=_label_form(page)).status_code == 303
-        assert ann.post(f"/review/items/{item}/label", data=_label_form(page)).status_code == 303  # own label: edit
+        assert (
+            ann.post(f"/review/items/{item}/label", data=_label_form(page)).status_code == 303
+        )  # own label: edit
     with reviewdb.connect(review_db_url) as conn:
         assert conn.execute("SELECT reviewer FROM review_label").fetchall() == [("ann",)]
 
 
-def test_other_tenants_items_and_missing_ones_read_alike(review_api: RunningApi, review_db_url: str,
-                                                        redis_client: redis.Redis) -> None:
+def test_other_tenants_items_and_missing_ones_read_alike(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1], tenant="globex")
     (foreign,) = item_ids(review_db_url, tenant="globex")
     with signed_in(review_api.url, ANN_KEY) as ann:
         theirs, missing = ann.get(f"/review/items/{foreign}"), ann.get(f"/review/items/{foreign + 1000}")
         assert theirs.status_code == missing.status_code == 404
         assert f"no review item {foreign}<" in theirs.text
-        assert theirs.text.replace(f"item {foreign}<", "item N<") == missing.text.replace(f"item {foreign + 1000}<",
-                                                                                           "item N<")
+        assert theirs.text.replace(f"item {foreign}<", "item N<") == missing.text.replace(
+            f"item {foreign + 1000}<", "item N<"
+        )
 
 
 def test_the_sign_in_form_is_bounded_before_it_is_parsed(review_api: RunningApi) -> None:
     url = review_api.url + "/review/login"
     with httpx.Client(timeout=20) as client:
-        big = client.post(url, content=b"key=" + b"a" * (20 * 1024 * 1024),
-                          headers={"Content-Type": "application/x-www-form-urlencoded"})
+        big = client.post(
+            url,
+            content=b"key=" + b"a" * (20 * 1024 * 1024),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert big.status_code == 413 and "at most 2048 bytes" in big.text
 
         def chunks() -> Iterator[bytes]:  # no Content-Length: refused once the cap is crossed
             for _ in range(100):
                 yield b"a" * 65536
 
-        chunked = client.post(url, content=chunks(), headers={"Content-Type": "application/x-www-form-urlencoded"})
+        chunked = client.post(
+            url, content=chunks(), headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
         assert chunked.status_code == 413
         files = client.post(url, files={"key": ("k.txt", b"x" * 1000)})
         assert files.status_code == 415 and "multipart" in files.text
-        fields = client.post(url, content="&".join(f"f{i}=1" for i in range(50)).encode(),
-                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+        fields = client.post(
+            url,
+            content="&".join(f"f{i}=1" for i in range(50)).encode(),
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+        )
         assert fields.status_code == 413 and "fields" in fields.text
-        raw = client.post(url, content="key=é".encode(), headers={"Content-Type": "application/x-www-form-urlencoded"})
+        raw = client.post(
+            url, content="key=é".encode(), headers={"Content-Type": "application/x-www-form-urlencoded"}
+        )
         assert raw.status_code == 400
 
 
 def test_malformed_cookies_are_a_4xx_without_internal_text(review_api: RunningApi) -> None:
     raw = "é".encode() * 10 + b"." + b"0" * 64
-    for cookie_header in (b"ragmon_review=" + raw, b"ragmon_csrf=" + raw, b"ragmon_review=%%%; ragmon_csrf=\xff"):
+    for cookie_header in (
+        b"ragmon_review=" + raw,
+        b"ragmon_csrf=" + raw,
+        b"ragmon_review=%%%; ragmon_csrf=\xff",
+    ):
         for path in ("/review", "/review/next"):
             response = httpx.get(review_api.url + path, headers={b"Cookie": cookie_header}, timeout=20)
             assert response.status_code in (200, 401), (path, cookie_header, response.status_code)
             assert "Traceback" not in response.text and "Error" not in response.text
-        posted = httpx.post(review_api.url + "/review/login", headers={b"Cookie": cookie_header},
-                            data={"key": ANN_KEY, "csrf_token": "é" * 10}, timeout=20)
+        posted = httpx.post(
+            review_api.url + "/review/login",
+            headers={b"Cookie": cookie_header},
+            data={"key": ANN_KEY, "csrf_token": "é" * 10},
+            timeout=20,
+        )
         assert posted.status_code == 403 and "csrf_token" in posted.text

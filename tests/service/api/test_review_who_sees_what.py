@@ -14,7 +14,9 @@ from tests.service.api.api_events import GLOBEX_KEY, label_event, trace_event
 from tests.service.api.api_harness import KafkaReader, RunningApi
 
 
-def test_a_key_without_the_label_scope_gets_its_labels_refused_alone(api: RunningApi, kafka: KafkaReader) -> None:
+def test_a_key_without_the_label_scope_gets_its_labels_refused_alone(
+    api: RunningApi, kafka: KafkaReader
+) -> None:
     label = label_event()
     response = api.post([trace_event(), label], key=GLOBEX_KEY)  # globex's key: ingest only
     assert response.status_code == 207, response.text

@@ -43,16 +43,22 @@ def test_202_only_after_every_event_is_in_kafka(api: RunningApi, kafka: KafkaRea
 
     assert r.status_code == 202, r.text
     assert r.json() == {"accepted": 4}
-    expected = {api.topics.traces: (trace, f"acme/{trace['body']['request_id']}"),
-                api.topics.feedback: (feedback, f"acme/{feedback['body']['trace_id']}"),
-                api.topics.releases: (release, "acme/production"),
-                api.topics.labels: (label, f"acme/{label['body']['trace_id']}")}
+    expected = {
+        api.topics.traces: (trace, f"acme/{trace['body']['request_id']}"),
+        api.topics.feedback: (feedback, f"acme/{feedback['body']['trace_id']}"),
+        api.topics.releases: (release, "acme/production"),
+        api.topics.labels: (label, f"acme/{label['body']['trace_id']}"),
+    }
     for topic, (sent, key) in expected.items():
         [record] = kafka.records(topic)
         value = orjson.loads(record.value)
         assert record.key == key.encode()
-        assert {k: value[k] for k in ("schema_version", "id", "type", "tenant")} == \
-            {"schema_version": 1, "id": sent["id"], "type": sent["type"], "tenant": "acme"}
+        assert {k: value[k] for k in ("schema_version", "id", "type", "tenant")} == {
+            "schema_version": 1,
+            "id": sent["id"],
+            "type": sent["type"],
+            "tenant": "acme",
+        }
         assert value["body"] == sent["body"]
         received = datetime.fromisoformat(value["received_at"])
         assert abs((received - datetime.fromisoformat(value["timestamp"])).total_seconds()) < 30
@@ -91,11 +97,16 @@ def test_207_answers_one_result_per_event_and_produces_only_the_valid_ones(
     body = r.json()
     assert (body["accepted"], body["rejected"]) == (2, 2)
     assert [(x["index"], x["id"], x["status"]) for x in body["results"]] == [
-        (0, good_trace["id"], "accepted"), (1, zero_rate["id"], "rejected"),
-        (2, good_feedback["id"], "accepted"), (3, good_trace["id"], "rejected")]
+        (0, good_trace["id"], "accepted"),
+        (1, zero_rate["id"], "rejected"),
+        (2, good_feedback["id"], "accepted"),
+        (3, good_trace["id"], "rejected"),
+    ]
     assert body["results"][0]["error"] is None
-    assert body["results"][1]["error"] == \
-        "events[1].body.sample_rate: Input should be greater than 0 (greater_than)"
+    assert (
+        body["results"][1]["error"]
+        == "events[1].body.sample_rate: Input should be greater than 0 (greater_than)"
+    )
     assert body["results"][3]["error"] == "events[3].id: duplicates events[0].id in this batch (unique_id)"
     assert [v["id"] for v in kafka.values(api.topics.traces)] == [good_trace["id"]]
     assert [v["id"] for v in kafka.values(api.topics.feedback)] == [good_feedback["id"]]
@@ -121,19 +132,26 @@ def test_400_when_no_event_is_valid(api: RunningApi, kafka: KafkaReader) -> None
     assert (body["accepted"], body["rejected"]) == (0, 2)
     assert body["error"] == "no event in the batch is valid; see results"
     assert [x["status"] for x in body["results"]] == ["rejected", "rejected"]
-    assert body["results"][0]["error"] == \
-        "events[0].body.sample_rate: Input should be less than or equal to 1 (less_than_equal)"
+    assert (
+        body["results"][0]["error"]
+        == "events[0].body.sample_rate: Input should be less than or equal to 1 (less_than_equal)"
+    )
     assert body["results"][1]["error"].startswith("events[1].body.kind: Input should be 'thumbs'")
     assert kafka.event_records(api.topics) == []
 
 
-@pytest.mark.parametrize(("key", "scheme", "message"), [
-    (None, None, "Authorization header missing: send 'Authorization: Bearer <api key>'"),
-    ("rgm_not_a_key", "Bearer", "API key not recognised"),
-    (ACME_KEY, "Basic", "Authorization header must be 'Bearer <api key>'"),
-], ids=["missing", "unknown", "not-bearer"])
-def test_401_without_a_known_key(api: RunningApi, kafka: KafkaReader, key: str | None, scheme: str | None,
-                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "scheme", "message"),
+    [
+        (None, None, "Authorization header missing: send 'Authorization: Bearer <api key>'"),
+        ("rgm_not_a_key", "Bearer", "API key not recognised"),
+        (ACME_KEY, "Basic", "Authorization header must be 'Bearer <api key>'"),
+    ],
+    ids=["missing", "unknown", "not-bearer"],
+)
+def test_401_without_a_known_key(
+    api: RunningApi, kafka: KafkaReader, key: str | None, scheme: str | None, message: str
+) -> None:
     headers = {"Authorization": f"{scheme} {key}"} if key else {}
     r = api.post([trace_event()], key=None, headers=headers)
     assert r.status_code == 401
@@ -165,8 +183,11 @@ def test_413_for_a_body_over_the_cap(api: RunningApi, kafka: KafkaReader) -> Non
     big = [trace_event(query={"text": "x" * 16_000}) for _ in range(cap // 16_000 + 1)]
     r = api.post(big)
     assert r.status_code == 413
-    assert r.json() == {"error": f"body of {len(orjson.dumps({'events': big}))} bytes exceeds {cap} bytes",
-                        "field": "body", "rule": "max_body_bytes"}
+    assert r.json() == {
+        "error": f"body of {len(orjson.dumps({'events': big}))} bytes exceeds {cap} bytes",
+        "field": "body",
+        "rule": "max_body_bytes",
+    }
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the cap applies while reading
         yield b'{"events": ['
@@ -174,8 +195,11 @@ def test_413_for_a_body_over_the_cap(api: RunningApi, kafka: KafkaReader) -> Non
             yield b" " * 1024
         yield b"]}"
 
-    r = api.http.post("/v1/events", content=chunks(),
-                      headers={"Authorization": f"Bearer {ACME_KEY}", "Content-Type": "application/json"})
+    r = api.http.post(
+        "/v1/events",
+        content=chunks(),
+        headers={"Authorization": f"Bearer {ACME_KEY}", "Content-Type": "application/json"},
+    )
     assert r.status_code == 413
     assert r.json() == {"error": f"body exceeds {cap} bytes", "field": "body", "rule": "max_body_bytes"}
     assert kafka.event_records(api.topics) == []
@@ -189,8 +213,11 @@ def test_413_for_a_gzip_bomb(api: RunningApi, kafka: KafkaReader) -> None:
     assert len(compressed) < api.settings.max_body_bytes // 8  # small on the wire, huge inflated
     r = api.post(content=compressed, headers={"Content-Encoding": "gzip"})
     assert r.status_code == 413
-    assert r.json() == {"error": f"decompressed body exceeds {cap} bytes", "field": "body",
-                        "rule": "max_decompressed_bytes"}
+    assert r.json() == {
+        "error": f"decompressed body exceeds {cap} bytes",
+        "field": "body",
+        "rule": "max_decompressed_bytes",
+    }
     assert kafka.event_records(api.topics) == []
 
 
@@ -205,24 +232,47 @@ def test_413_for_too_many_events(api: RunningApi, kafka: KafkaReader) -> None:
     limit = api.settings.max_events_per_batch
     r = api.post([feedback_event() for _ in range(limit + 1)])
     assert r.status_code == 413
-    assert r.json() == {"error": f"{limit + 1} events in one batch; at most {limit}", "field": "events",
-                        "rule": "max_length"}
+    assert r.json() == {
+        "error": f"{limit + 1} events in one batch; at most {limit}",
+        "field": "events",
+        "rule": "max_length",
+    }
     assert kafka.event_records(api.topics) == []
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ({"Content-Type": "text/plain"},
-     {"error": "Content-Type must be application/json, got 'text/plain'", "field": "Content-Type",
-      "rule": "application/json"}),
-    ({"Content-Type": ""},
-     {"error": "Content-Type must be application/json, got 'none'", "field": "Content-Type",
-      "rule": "application/json"}),
-    ({"Content-Encoding": "br"},
-     {"error": "Content-Encoding 'br' is not supported; send gzip or no encoding", "field": "Content-Encoding",
-      "rule": "gzip_or_identity"}),
-], ids=["text-plain", "no-content-type", "brotli"])
-def test_415_for_a_wrong_content_type_or_encoding(api: RunningApi, kafka: KafkaReader, headers: dict[str, str],
-                                                  expected: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        (
+            {"Content-Type": "text/plain"},
+            {
+                "error": "Content-Type must be application/json, got 'text/plain'",
+                "field": "Content-Type",
+                "rule": "application/json",
+            },
+        ),
+        (
+            {"Content-Type": ""},
+            {
+                "error": "Content-Type must be application/json, got 'none'",
+                "field": "Content-Type",
+                "rule": "application/json",
+            },
+        ),
+        (
+            {"Content-Encoding": "br"},
+            {
+                "error": "Content-Encoding 'br' is not supported; send gzip or no encoding",
+                "field": "Content-Encoding",
+                "rule": "gzip_or_identity",
+            },
+        ),
+    ],
+    ids=["text-plain", "no-content-type", "brotli"],
+)
+def test_415_for_a_wrong_content_type_or_encoding(
+    api: RunningApi, kafka: KafkaReader, headers: dict[str, str], expected: dict[str, str]
+) -> None:
     r = api.post([trace_event()], headers=headers)
     assert r.status_code == 415
     assert r.json() == expected
@@ -233,8 +283,10 @@ def test_429_with_retry_after_over_the_tenant_rate(
     start_api: Callable[..., RunningApi], kafka: KafkaReader, redis_client: redis.Redis
 ) -> None:
     throttled_key = "rgm_test_throttled_0123456789"
-    api = start_api(api_keys=[*DEFAULT_KEYS, key_entry("throttled", throttled_key, rate_limit_eps=0.5, burst=5)],
-                    max_events_per_batch=5)
+    api = start_api(
+        api_keys=[*DEFAULT_KEYS, key_entry("throttled", throttled_key, rate_limit_eps=0.5, burst=5)],
+        max_events_per_batch=5,
+    )
     first = [feedback_event() for _ in range(5)]
     second = [feedback_event() for _ in range(5)]
     assert api.post(first, key=throttled_key).status_code == 202
@@ -242,8 +294,10 @@ def test_429_with_retry_after_over_the_tenant_rate(
 
     assert r.status_code == 429
     assert r.headers["Retry-After"] == "10"  # 5 events at 0.5/s from an empty bucket
-    assert r.json() == {"error": "tenant 'throttled' is over its rate of 0.5 events/s (burst 5); retry after 10s",
-                        "rule": "rate_limit"}
+    assert r.json() == {
+        "error": "tenant 'throttled' is over its rate of 0.5 events/s (burst 5); retry after 10s",
+        "rule": "rate_limit",
+    }
     produced = [v["id"] for v in kafka.values(api.topics.feedback)]
     assert sorted(produced) == sorted(e["id"] for e in first)
     assert api.metric("ragmon_api_rate_limited_total", {"tenant": "throttled"}) == 1
@@ -260,11 +314,15 @@ def test_503_with_retry_after_when_no_broker_acknowledges(
     assert r.headers["Retry-After"] == "3"
     body = r.json()
     assert body["rule"] == "broker_ack" and "accepted" not in body
-    assert body["error"].startswith(f"broker unavailable (broker not reachable at {nowhere}); nothing was accepted")
+    assert body["error"].startswith(
+        f"broker unavailable (broker not reachable at {nowhere}); nothing was accepted"
+    )
     ready = api.http.get("/readyz")
     assert ready.status_code == 503
-    assert ready.json() == {"ready": False, "checks": {"broker": f"down: broker not reachable at {nowhere}",
-                                                       "redis": "ok"}}
+    assert ready.json() == {
+        "ready": False,
+        "checks": {"broker": f"down: broker not reachable at {nowhere}", "redis": "ok"},
+    }
     assert api.metric("ragmon_api_shed_total", {"reason": "broker_down"}) == 1
     assert api.metric("ragmon_api_events_accepted_total", {"tenant": "acme", "type": "trace"}) == 0
     # The API never reached a broker, so it created no topic there: nothing of its prefix exists.

@@ -54,9 +54,14 @@ def _reference(text: str, at: tuple[int, ...]) -> tuple[int, dict[int, int]]:
     return deepest, items
 
 
-json_docs = st.recursive(st.none() | st.booleans() | st.integers() | st.text(st.sampled_from('ab[]{},"\\:'), max_size=6),
-                         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-                             st.text(st.sampled_from('k[]{},"\\'), max_size=3), inner, max_size=3), max_leaves=20)
+json_docs = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.sampled_from('ab[]{},"\\:'), max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.sampled_from('k[]{},"\\'), max_size=3), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -94,13 +99,22 @@ def test_millions_of_empty_events_are_refused_before_they_are_built() -> None:
 
 @pytest.mark.parametrize("depth", [65, 2_000, 100_000])
 def test_deep_nesting_is_a_400_naming_the_rule_on_both_paths(depth: int) -> None:
-    body = b'{"events":[{"type":"trace","id":"x","timestamp":"t","body":{"m":' + b"[" * depth + b"]" * depth + b"}}]}"
+    body = (
+        b'{"events":[{"type":"trace","id":"x","timestamp":"t","body":{"m":'
+        + b"[" * depth
+        + b"]" * depth
+        + b"}}]}"
+    )
     preparer = BatchPreparer(Topics("t"), None, MAX_EVENT_AGE_S, MAX_CLOCK_SKEW_S, 20)
     events = preparer.decode_plain(body)  # declined, never a RecursionError
     assert events is None or preparer.prepare_plain(events, "acme", None) is None
     with pytest.raises(IngestError) as refused:
         parse_envelope(body, 20)
-    assert refused.value.status == 400 and refused.value.rule == "max_json_depth" and refused.value.field == "body"
+    assert (
+        refused.value.status == 400
+        and refused.value.rule == "max_json_depth"
+        and refused.value.field == "body"
+    )
 
 
 def test_nesting_at_the_limit_is_judged_event_by_event() -> None:
@@ -116,7 +130,11 @@ def _empty_resources(n: int) -> bytes:
 def test_ten_million_empty_resource_entries_are_refused_from_the_wire() -> None:
     body = _empty_resources(10_000_000)  # once 58 s and 6.2 GB before a 200
     raised, elapsed, peak = _timed_peak(lambda: _parse(body, PB, 20_000))
-    assert isinstance(raised, IngestError) and raised.status == 413 and raised.rule == "otlp_max_resource_entries"
+    assert (
+        isinstance(raised, IngestError)
+        and raised.status == 413
+        and raised.rule == "otlp_max_resource_entries"
+    )
     assert elapsed < 0.5 and peak < 10 * 1024 * 1024, (elapsed, peak)
 
 
@@ -164,7 +182,9 @@ def test_otlp_json_is_bounded_alike() -> None:
     with pytest.raises(IngestError) as resources:
         _parse(empty, JS, 20_000)
     assert resources.value.status == 413 and resources.value.rule == "otlp_max_resource_entries"
-    scopes = json.dumps({"resourceSpans": [{"resource": {}, "scopeSpans": [{}] * (L.OTLP_MAX_SCOPE_ENTRIES + 5)}]})
+    scopes = json.dumps(
+        {"resourceSpans": [{"resource": {}, "scopeSpans": [{}] * (L.OTLP_MAX_SCOPE_ENTRIES + 5)}]}
+    )
     with pytest.raises(IngestError) as scope_refusal:
         _parse(scopes.encode(), JS, 20_000)
     assert scope_refusal.value.rule == "otlp_max_scope_entries"

@@ -30,7 +30,11 @@ from service.contracts import limits as L
 
 
 def trace(**overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"trace_id": "tr-1", "request_id": "req-1", "query": {"text": "how do refunds work?"}}
+    body: dict[str, Any] = {
+        "trace_id": "tr-1",
+        "request_id": "req-1",
+        "query": {"text": "how do refunds work?"},
+    }
     body.update(overrides)
     return body
 
@@ -55,10 +59,18 @@ def test_sample_rate_in_the_half_open_unit_interval_is_accepted(rate: float) -> 
     assert TraceBody.model_validate(trace(sample_rate=rate)).sample_rate == rate
 
 
-@pytest.mark.parametrize(("rate", "error_type"), [
-    (0, "greater_than"), (-0.5, "greater_than"), (1.0000001, "less_than_equal"), (2, "less_than_equal"),
-    (math.nan, "finite_number"), (math.inf, "finite_number"), ("half", "float_parsing"),
-])
+@pytest.mark.parametrize(
+    ("rate", "error_type"),
+    [
+        (0, "greater_than"),
+        (-0.5, "greater_than"),
+        (1.0000001, "less_than_equal"),
+        (2, "less_than_equal"),
+        (math.nan, "finite_number"),
+        (math.inf, "finite_number"),
+        ("half", "float_parsing"),
+    ],
+)
 def test_sample_rate_outside_the_interval_is_refused(rate: Any, error_type: str) -> None:
     rejects(TraceBody, trace(sample_rate=rate), "sample_rate", error_type)
 
@@ -67,14 +79,22 @@ def test_sample_rate_defaults_to_one() -> None:
     assert TraceBody.model_validate(trace()).sample_rate == 1.0
 
 
-@pytest.mark.parametrize(("data", "loc"), [
-    (trace(retrieval={"documents": [doc(score=math.nan)]}), "retrieval.documents.0.score"),
-    (trace(query={"text": "q", "embedding": [0.1, math.inf], "embedding_model": "m"}), "query.embedding.1"),
-    (trace(timings={"retrieval": math.inf}), "timings.retrieval"),
-    (trace(usage={"cost_usd": math.nan}), "usage.cost_usd"),
-    (trace(retrieval={"exclusion_sample": {"candidates": [{"id": "c", "score": -math.inf}]}}),
-     "retrieval.exclusion_sample.candidates.0.score"),
-])
+@pytest.mark.parametrize(
+    ("data", "loc"),
+    [
+        (trace(retrieval={"documents": [doc(score=math.nan)]}), "retrieval.documents.0.score"),
+        (
+            trace(query={"text": "q", "embedding": [0.1, math.inf], "embedding_model": "m"}),
+            "query.embedding.1",
+        ),
+        (trace(timings={"retrieval": math.inf}), "timings.retrieval"),
+        (trace(usage={"cost_usd": math.nan}), "usage.cost_usd"),
+        (
+            trace(retrieval={"exclusion_sample": {"candidates": [{"id": "c", "score": -math.inf}]}}),
+            "retrieval.exclusion_sample.candidates.0.score",
+        ),
+    ],
+)
 def test_non_finite_numbers_are_refused(data: dict[str, Any], loc: str) -> None:
     with pytest.raises(ValidationError) as refused:
         TraceBody.model_validate(data)
@@ -90,11 +110,18 @@ def test_non_finite_feedback_values_are_refused() -> None:
 # -- text limits -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("path", "limit", "build"), [
-    ("query.text", L.MAX_QUERY_CHARS, lambda s: trace(query={"text": s})),
-    ("answer.text", L.MAX_ANSWER_CHARS, lambda s: trace(answer={"text": s})),
-    ("retrieval.documents.0.text", L.MAX_DOCUMENT_CHARS, lambda s: trace(retrieval={"documents": [doc(text=s)]})),
-])
+@pytest.mark.parametrize(
+    ("path", "limit", "build"),
+    [
+        ("query.text", L.MAX_QUERY_CHARS, lambda s: trace(query={"text": s})),
+        ("answer.text", L.MAX_ANSWER_CHARS, lambda s: trace(answer={"text": s})),
+        (
+            "retrieval.documents.0.text",
+            L.MAX_DOCUMENT_CHARS,
+            lambda s: trace(retrieval={"documents": [doc(text=s)]}),
+        ),
+    ],
+)
 def test_trace_texts_are_bounded(path: str, limit: int, build: Any) -> None:
     TraceBody.model_validate(build("x" * limit))
     rejects(TraceBody, build("x" * (limit + 1)), path, "string_too_long")
@@ -102,22 +129,33 @@ def test_trace_texts_are_bounded(path: str, limit: int, build: Any) -> None:
 
 def test_notes_and_descriptions_are_bounded() -> None:
     LabelBody.model_validate({"trace_id": "t", "faithful": True, "note": "n" * L.MAX_NOTE_CHARS})
-    rejects(LabelBody, {"trace_id": "t", "faithful": True, "note": "n" * (L.MAX_NOTE_CHARS + 1)},
-            "note", "string_too_long")
-    rejects(ReleaseBody, {"release": "r1", "description": "d" * (L.MAX_NOTE_CHARS + 1)},
-            "description", "string_too_long")
+    rejects(
+        LabelBody,
+        {"trace_id": "t", "faithful": True, "note": "n" * (L.MAX_NOTE_CHARS + 1)},
+        "note",
+        "string_too_long",
+    )
+    rejects(
+        ReleaseBody,
+        {"release": "r1", "description": "d" * (L.MAX_NOTE_CHARS + 1)},
+        "description",
+        "string_too_long",
+    )
 
 
 def test_an_empty_query_is_refused() -> None:
     rejects(TraceBody, trace(query={"text": ""}), "query.text", "string_too_short")
 
 
-@pytest.mark.parametrize(("field", "value", "error_type"), [
-    ("trace_id", "has space", "string_pattern_mismatch"),
-    ("trace_id", "t" * (L.MAX_ID_LEN + 1), "string_too_long"),
-    ("variant", "Production", "string_pattern_mismatch"),
-    ("intent", "i" * (L.MAX_NAME_LEN + 1), "string_too_long"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "error_type"),
+    [
+        ("trace_id", "has space", "string_pattern_mismatch"),
+        ("trace_id", "t" * (L.MAX_ID_LEN + 1), "string_too_long"),
+        ("variant", "Production", "string_pattern_mismatch"),
+        ("intent", "i" * (L.MAX_NAME_LEN + 1), "string_too_long"),
+    ],
+)
 def test_identifiers_and_names_have_a_shape(field: str, value: str, error_type: str) -> None:
     rejects(TraceBody, trace(**{field: value}), field, error_type)
 
@@ -125,18 +163,45 @@ def test_identifiers_and_names_have_a_shape(field: str, value: str, error_type: 
 # -- list limits -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("path", "limit", "build"), [
-    ("retrieval.documents", L.MAX_DOCUMENTS, lambda n: trace(retrieval={"documents": [doc(i) for i in range(n)]})),
-    ("retrieval.exclusion_sample.candidates", L.MAX_CANDIDATES,
-     lambda n: trace(retrieval={"exclusion_sample": {"candidates": [{"id": f"c{i}"} for i in range(n)]}})),
-    ("retrieval.exclusion_sample.gold_ids", L.MAX_GOLD_IDS,
-     lambda n: trace(retrieval={"exclusion_sample": {"candidates": [], "gold_ids": [f"g{i}" for i in range(n)]}})),
-    ("answer.citations", L.MAX_CITATIONS, lambda n: trace(answer={"citations": [f"d{i}" for i in range(n)]})),
-    ("retrieval.filters.relevance", L.MAX_PREDICATES,
-     lambda n: trace(retrieval={"filters": {"relevance": [{"field": "f", "op": "exists"}] * n}})),
-    ("query.embedding", L.MAX_EMBEDDING_DIM,
-     lambda n: trace(query={"text": "q", "embedding": [0.0] * n, "embedding_model": "m"})),
-])
+@pytest.mark.parametrize(
+    ("path", "limit", "build"),
+    [
+        (
+            "retrieval.documents",
+            L.MAX_DOCUMENTS,
+            lambda n: trace(retrieval={"documents": [doc(i) for i in range(n)]}),
+        ),
+        (
+            "retrieval.exclusion_sample.candidates",
+            L.MAX_CANDIDATES,
+            lambda n: trace(
+                retrieval={"exclusion_sample": {"candidates": [{"id": f"c{i}"} for i in range(n)]}}
+            ),
+        ),
+        (
+            "retrieval.exclusion_sample.gold_ids",
+            L.MAX_GOLD_IDS,
+            lambda n: trace(
+                retrieval={"exclusion_sample": {"candidates": [], "gold_ids": [f"g{i}" for i in range(n)]}}
+            ),
+        ),
+        (
+            "answer.citations",
+            L.MAX_CITATIONS,
+            lambda n: trace(answer={"citations": [f"d{i}" for i in range(n)]}),
+        ),
+        (
+            "retrieval.filters.relevance",
+            L.MAX_PREDICATES,
+            lambda n: trace(retrieval={"filters": {"relevance": [{"field": "f", "op": "exists"}] * n}}),
+        ),
+        (
+            "query.embedding",
+            L.MAX_EMBEDDING_DIM,
+            lambda n: trace(query={"text": "q", "embedding": [0.0] * n, "embedding_model": "m"}),
+        ),
+    ],
+)
 def test_lists_are_bounded(path: str, limit: int, build: Any) -> None:
     TraceBody.model_validate(build(limit))
     rejects(TraceBody, build(limit + 1), path, "too_long")
@@ -144,19 +209,32 @@ def test_lists_are_bounded(path: str, limit: int, build: Any) -> None:
 
 def test_timing_stages_are_bounded_in_count_and_duration() -> None:
     TraceBody.model_validate(trace(timings={f"s{i}": 1.0 for i in range(L.MAX_TIMING_STAGES)}))
-    rejects(TraceBody, trace(timings={f"s{i}": 1.0 for i in range(L.MAX_TIMING_STAGES + 1)}), "timings",
-            "too_long")
-    rejects(TraceBody, trace(timings={"generation": L.MAX_TIMING_MS + 1}), "timings.generation",
-            "less_than_equal")
+    rejects(
+        TraceBody,
+        trace(timings={f"s{i}": 1.0 for i in range(L.MAX_TIMING_STAGES + 1)}),
+        "timings",
+        "too_long",
+    )
+    rejects(
+        TraceBody, trace(timings={"generation": L.MAX_TIMING_MS + 1}), "timings.generation", "less_than_equal"
+    )
     rejects(TraceBody, trace(timings={"generation": -1}), "timings.generation", "greater_than_equal")
-    rejects(TraceBody, trace(timings={"Generation Time": 1}), "timings.Generation Time.[key]",
-            "string_pattern_mismatch")
+    rejects(
+        TraceBody,
+        trace(timings={"Generation Time": 1}),
+        "timings.Generation Time.[key]",
+        "string_pattern_mismatch",
+    )
 
 
 def test_token_kinds_are_a_closed_set_and_counts_are_bounded() -> None:
     rejects(TraceBody, trace(usage={"tokens": {"bogus": 1}}), "usage.tokens.bogus.[key]", "literal_error")
-    rejects(TraceBody, trace(usage={"tokens": {"prompt": L.MAX_TOKENS + 1}}), "usage.tokens.prompt",
-            "less_than_equal")
+    rejects(
+        TraceBody,
+        trace(usage={"tokens": {"prompt": L.MAX_TOKENS + 1}}),
+        "usage.tokens.prompt",
+        "less_than_equal",
+    )
 
 
 # -- metadata --------------------------------------------------------------------
@@ -181,9 +259,18 @@ def test_metadata_key_count_is_bounded() -> None:
 
 
 def test_metadata_keys_and_values_are_bounded() -> None:
-    TraceBody.model_validate(with_metadata({"k" * L.MAX_METADATA_KEY_LEN: "v" * L.MAX_METADATA_STR_LEN,
-                                            "tags": ["a"] * L.MAX_METADATA_LIST_LEN, "none": None,
-                                            "n": 3, "x": 0.5, "flag": True}))
+    TraceBody.model_validate(
+        with_metadata(
+            {
+                "k" * L.MAX_METADATA_KEY_LEN: "v" * L.MAX_METADATA_STR_LEN,
+                "tags": ["a"] * L.MAX_METADATA_LIST_LEN,
+                "none": None,
+                "n": 3,
+                "x": 0.5,
+                "flag": True,
+            }
+        )
+    )
     assert str(L.MAX_METADATA_KEY_LEN) in metadata_error({"k" * (L.MAX_METADATA_KEY_LEN + 1): 1})
     assert str(L.MAX_METADATA_STR_LEN) in metadata_error({"long": "v" * (L.MAX_METADATA_STR_LEN + 1)})
     assert str(L.MAX_METADATA_LIST_LEN) in metadata_error({"tags": ["a"] * (L.MAX_METADATA_LIST_LEN + 1)})
@@ -199,19 +286,22 @@ def test_an_embedding_names_its_model() -> None:
     rejects(Query, {"text": "q", "embedding": [0.1]}, "", "value_error")
 
 
-@pytest.mark.parametrize(("predicate", "ok"), [
-    ({"field": "locale", "op": "eq", "value": "en-US"}, True),
-    ({"field": "locale", "op": "in", "value": ["en-US", "en-GB"]}, True),
-    ({"field": "published", "op": "gte", "value": "2024-01-01"}, True),
-    ({"field": "version", "op": "lt", "value": 3}, True),
-    ({"field": "archived", "op": "exists", "value": False}, True),
-    ({"field": "locale", "op": "like", "value": "en%"}, False),
-    ({"field": "locale", "op": "in", "value": "en-US"}, False),
-    ({"field": "locale", "op": "eq", "value": ["en-US"]}, False),
-    ({"field": "published", "op": "gt", "value": "last week"}, False),
-    ({"field": "published", "op": "gt", "value": True}, False),
-    ({"field": "archived", "op": "exists", "value": 1}, False),
-])
+@pytest.mark.parametrize(
+    ("predicate", "ok"),
+    [
+        ({"field": "locale", "op": "eq", "value": "en-US"}, True),
+        ({"field": "locale", "op": "in", "value": ["en-US", "en-GB"]}, True),
+        ({"field": "published", "op": "gte", "value": "2024-01-01"}, True),
+        ({"field": "version", "op": "lt", "value": 3}, True),
+        ({"field": "archived", "op": "exists", "value": False}, True),
+        ({"field": "locale", "op": "like", "value": "en%"}, False),
+        ({"field": "locale", "op": "in", "value": "en-US"}, False),
+        ({"field": "locale", "op": "eq", "value": ["en-US"]}, False),
+        ({"field": "published", "op": "gt", "value": "last week"}, False),
+        ({"field": "published", "op": "gt", "value": True}, False),
+        ({"field": "archived", "op": "exists", "value": 1}, False),
+    ],
+)
 def test_predicate_values_fit_their_operator(predicate: dict[str, Any], ok: bool) -> None:
     if ok:
         Predicate.model_validate(predicate)
@@ -220,16 +310,19 @@ def test_predicate_values_fit_their_operator(predicate: dict[str, Any], ok: bool
             Predicate.model_validate(predicate)
 
 
-@pytest.mark.parametrize(("body", "ok"), [
-    ({"trace_id": "t", "kind": "thumbs", "value": True, "reason": "wrong"}, True),
-    ({"trace_id": "t", "kind": "thumbs", "value": -1}, True),
-    ({"trace_id": "t", "kind": "thumbs", "value": 0.5}, False),
-    ({"trace_id": "t", "kind": "dwell", "value": 12.5}, True),
-    ({"trace_id": "t", "kind": "dwell", "value": -1}, False),
-    ({"trace_id": "t", "kind": "regenerate"}, True),
-    ({"trace_id": "t", "kind": "thumbs", "value": True, "reason": "meh"}, False),
-    ({"trace_id": "t", "kind": "stars", "value": 5}, False),
-])
+@pytest.mark.parametrize(
+    ("body", "ok"),
+    [
+        ({"trace_id": "t", "kind": "thumbs", "value": True, "reason": "wrong"}, True),
+        ({"trace_id": "t", "kind": "thumbs", "value": -1}, True),
+        ({"trace_id": "t", "kind": "thumbs", "value": 0.5}, False),
+        ({"trace_id": "t", "kind": "dwell", "value": 12.5}, True),
+        ({"trace_id": "t", "kind": "dwell", "value": -1}, False),
+        ({"trace_id": "t", "kind": "regenerate"}, True),
+        ({"trace_id": "t", "kind": "thumbs", "value": True, "reason": "meh"}, False),
+        ({"trace_id": "t", "kind": "stars", "value": 5}, False),
+    ],
+)
 def test_feedback_values_fit_their_kind(body: dict[str, Any], ok: bool) -> None:
     if ok:
         FeedbackBody.model_validate(body)
@@ -246,8 +339,12 @@ def test_a_label_must_say_something() -> None:
 def test_unknown_fields_are_refused_at_every_level() -> None:
     rejects(TraceBody, trace(qurey={"text": "x"}), "qurey", "extra_forbidden")
     rejects(TraceBody, trace(query={"text": "x", "lang": "en"}), "query.lang", "extra_forbidden")
-    rejects(TraceBody, trace(retrieval={"documents": [doc(url="u")]}), "retrieval.documents.0.url",
-            "extra_forbidden")
+    rejects(
+        TraceBody,
+        trace(retrieval={"documents": [doc(url="u")]}),
+        "retrieval.documents.0.url",
+        "extra_forbidden",
+    )
 
 
 def test_the_envelope_needs_a_uuid_and_an_offset() -> None:
@@ -259,8 +356,12 @@ def test_the_envelope_needs_a_uuid_and_an_offset() -> None:
 
 
 def envelope(**body: Any) -> dict[str, Any]:
-    return {"type": "trace", "id": str(uuid.uuid4()), "timestamp": datetime.now(UTC).isoformat(),
-            "body": trace(**body)}
+    return {
+        "type": "trace",
+        "id": str(uuid.uuid4()),
+        "timestamp": datetime.now(UTC).isoformat(),
+        "body": trace(**body),
+    }
 
 
 def test_a_batch_holds_between_one_and_the_maximum_events() -> None:
@@ -271,9 +372,16 @@ def test_a_batch_holds_between_one_and_the_maximum_events() -> None:
 
 
 def test_a_stored_event_round_trips_to_its_body_model() -> None:
-    stored = StoredEvent.model_validate({"id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
-                                         "timestamp": "2026-01-01T12:00:00Z", "received_at": "2026-01-01T12:00:01Z",
-                                         "body": trace(variant="cand-a")})
+    stored = StoredEvent.model_validate(
+        {
+            "id": str(uuid.uuid4()),
+            "type": "trace",
+            "tenant": "acme",
+            "timestamp": "2026-01-01T12:00:00Z",
+            "received_at": "2026-01-01T12:00:01Z",
+            "body": trace(variant="cand-a"),
+        }
+    )
     parsed = stored.parsed_body()
     assert isinstance(parsed, TraceBody) and parsed.variant == "cand-a"
 
@@ -283,7 +391,15 @@ def test_record_keys_keep_a_request_on_one_partition() -> None:
     assert record_key("feedback", "acme", {"trace_id": "t-3"}) == b"acme/t-3"
     assert record_key("label", "acme", {"trace_id": "t-3"}) == b"acme/t-3"
     assert record_key("release", "acme", {"release": "r"}) == b"acme/production"
-    assert Topics("p").all() == ["p.traces", "p.feedback", "p.releases", "p.labels", "p.dlq", "p.scores", "p.spans"]
+    assert Topics("p").all() == [
+        "p.traces",
+        "p.feedback",
+        "p.releases",
+        "p.labels",
+        "p.dlq",
+        "p.scores",
+        "p.spans",
+    ]
 
 
 # -- the exported JSON Schema ------------------------------------------------------
@@ -292,8 +408,13 @@ def test_record_keys_keep_a_request_on_one_partition() -> None:
 @pytest.fixture(scope="module")
 def exported_schema() -> dict[str, Any]:
     """What `ragmon schema` prints (run as the command's module, in a child process)."""
-    out = subprocess.run([sys.executable, "-m", "service.cli", "schema"], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "service.cli", "schema"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     schema = json.loads(out.stdout)
     assert isinstance(schema, dict)
     return schema
@@ -310,7 +431,9 @@ def schema_validator(schema: dict[str, Any]) -> Any:
     return jsonschema_rs.validator_for(schema)
 
 
-def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(exported_schema: dict[str, Any]) -> None:
+def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(
+    exported_schema: dict[str, Any],
+) -> None:
     defs = exported_schema["$defs"]
     assert exported_schema["type"] == "object" and exported_schema["required"] == ["events"]
     assert exported_schema["additionalProperties"] is False
@@ -318,7 +441,12 @@ def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(exported_s
     assert (events["minItems"], events["maxItems"]) == (1, L.MAX_EVENTS_PER_BATCH)
     assert defs["Query"]["properties"]["text"]["maxLength"] == L.MAX_QUERY_CHARS
     assert defs["TraceBody"]["properties"]["sample_rate"] == {
-        "default": 1.0, "exclusiveMinimum": 0, "maximum": 1, "title": "Sample Rate", "type": "number"}
+        "default": 1.0,
+        "exclusiveMinimum": 0,
+        "maximum": 1,
+        "title": "Sample Rate",
+        "type": "number",
+    }
     refs = {m for m in json.dumps(exported_schema).split('"$ref": "')[1:]}
     for ref in refs:
         name = ref.split('"')[0].removeprefix("#/$defs/")
@@ -326,16 +454,30 @@ def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(exported_s
     schema_validator(exported_schema)
 
 
-def test_the_exported_schema_accepts_a_valid_batch_and_refuses_bad_ones(exported_schema: dict[str, Any]) -> None:
+def test_the_exported_schema_accepts_a_valid_batch_and_refuses_bad_ones(
+    exported_schema: dict[str, Any],
+) -> None:
     validator = schema_validator(exported_schema)
-    feedback = {"type": "feedback", "id": str(uuid.uuid4()), "timestamp": "2026-01-01T12:00:00Z",
-                "body": {"trace_id": "tr-1", "kind": "thumbs", "value": False, "reason": "wrong"}}
-    full = envelope(variant="production", release="2026.01.3", sample_rate=0.25, intent="billing",
-                    retrieval={"documents": [doc(score=0.8, metadata={"locale": "en-US", "tags": ["a"]})],
-                               "filters": {"entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}]},
-                               "exclusion_sample": {"candidates": [{"id": "c1", "score": 0.7}], "gold_ids": ["c1"]}},
-                    answer={"text": "five days", "citations": ["kb-0"]}, timings={"retrieval": 40.0},
-                    usage={"model": "gpt-4o-mini", "tokens": {"prompt": 10}, "cost_usd": 0.001})
+    feedback = {
+        "type": "feedback",
+        "id": str(uuid.uuid4()),
+        "timestamp": "2026-01-01T12:00:00Z",
+        "body": {"trace_id": "tr-1", "kind": "thumbs", "value": False, "reason": "wrong"},
+    }
+    full = envelope(
+        variant="production",
+        release="2026.01.3",
+        sample_rate=0.25,
+        intent="billing",
+        retrieval={
+            "documents": [doc(score=0.8, metadata={"locale": "en-US", "tags": ["a"]})],
+            "filters": {"entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}]},
+            "exclusion_sample": {"candidates": [{"id": "c1", "score": 0.7}], "gold_ids": ["c1"]},
+        },
+        answer={"text": "five days", "citations": ["kb-0"]},
+        timings={"retrieval": 40.0},
+        usage={"model": "gpt-4o-mini", "tokens": {"prompt": 10}, "cost_usd": 0.001},
+    )
     good = {"events": [full, feedback]}
     IngestBatch.model_validate(good)  # the models agree
     assert validator.is_valid(good)

@@ -22,16 +22,22 @@ from workers.drift.__main__ import reduced_without_ml
 from workers.drift.config import DriftConfig
 
 # Run a module as `python -m` would, with these modules made unimportable (as on a bare install).
-WITHOUT = ("import runpy, sys\n"
-           "for name in sys.argv[2].split(','): sys.modules[name] = None\n"
-           "sys.argv = [sys.argv[1]]\n"
-           "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
+WITHOUT = (
+    "import runpy, sys\n"
+    "for name in sys.argv[2].split(','): sys.modules[name] = None\n"
+    "sys.argv = [sys.argv[1]]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
 
 
 def run_without(module: str, blocked: tuple[str, ...], log: Path | None = None) -> subprocess.Popen[bytes]:
     out = open(log, "ab") if log else subprocess.PIPE  # noqa: SIM115 - the child's
-    return subprocess.Popen([sys.executable, "-c", WITHOUT, module, ",".join(blocked)], stdout=out,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", WITHOUT, module, ",".join(blocked)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def test_missing_names_what_cannot_be_imported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,12 +51,15 @@ def test_the_faithfulness_worker_without_torch_exits_78_with_one_line_naming_the
     out, _ = proc.communicate(timeout=60)
     lines = out.decode().strip().splitlines()
     assert proc.returncode == EXIT_EXTRA_MISSING, out.decode()
-    assert lines == ["worker faithfulness: off: the 'ml' extra is not installed (no module torch); "
-                     "fix: pip install 'ragmon[ml]'"]
+    assert lines == [
+        "worker faithfulness: off: the 'ml' extra is not installed (no module torch); "
+        "fix: pip install 'ragmon[ml]'"
+    ]
 
 
-def test_drift_without_its_encoder_modules_runs_on_app_embeddings(monkeypatch: pytest.MonkeyPatch,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_drift_without_its_encoder_modules_runs_on_app_embeddings(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     config = DriftConfig()
     assert config.encoder.enabled and reduced_without_ml(config) is config  # ml installed here: unchanged
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
@@ -66,16 +75,23 @@ def test_the_supervisor_calls_a_worker_off_for_want_of_an_extra_and_not_a_crash(
     lines: list[str] = []
     sup = Supervisor(stack, RestartPolicy(max_crashes=1), SupervisorMetrics(registry), say=lines.append)
     log = tmp_path / "worker-faithfulness.log"
-    child = stack.add(ChildProcess("worker-faithfulness", run_without("workers.faithfulness", ("torch",), log), 0, log))
+    child = stack.add(
+        ChildProcess("worker-faithfulness", run_without("workers.faithfulness", ("torch",), log), 0, log)
+    )
     sup.watch(child, None)
     child.proc.wait(60)
     for now in (1.0, 2.0, 100.0):  # max_crashes=1: a crash would have raised GiveUp at once
         sup.check(now=now)
     assert len(lines) == 1, lines
-    assert lines[0].startswith("worker-faithfulness exited with 78, not a crash, not restarted: the 'ml' extra is not "
-                               "installed (no module torch)")
+    assert lines[0].startswith(
+        "worker-faithfulness exited with 78, not a crash, not restarted: the 'ml' extra is not "
+        "installed (no module torch)"
+    )
     assert "pip install 'ragmon[ml]'" in lines[0]
-    assert registry.get_sample_value("ragmon_supervisor_restarts_total", {"process": "worker-faithfulness"}) is None
+    assert (
+        registry.get_sample_value("ragmon_supervisor_restarts_total", {"process": "worker-faithfulness"})
+        is None
+    )
     assert stack.children == [child] and not child.alive()
     status = _status_line("http://127.0.0.1:9", {"faithfulness": 9, "metrics": 9}, sup.off)
     assert "faithfulness=" not in status and "metrics=" in status
@@ -85,7 +101,9 @@ def test_the_supervisor_calls_a_worker_off_for_want_of_an_extra_and_not_a_crash(
 def test_a_worker_exiting_78_without_a_log_line_is_still_off(tmp_path: Path) -> None:
     stack = Stack()
     lines: list[str] = []
-    sup = Supervisor(stack, RestartPolicy(max_crashes=1), SupervisorMetrics(CollectorRegistry()), say=lines.append)
+    sup = Supervisor(
+        stack, RestartPolicy(max_crashes=1), SupervisorMetrics(CollectorRegistry()), say=lines.append
+    )
     proc = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({EXIT_EXTRA_MISSING})"])
     proc.wait(30)
     child = stack.add(ChildProcess("worker-x", proc, 0, None))

@@ -15,9 +15,35 @@ from service.contracts.fast import check_body
 from tests.service.contracts.test_views import BROKEN, _sample_body, _simulated
 
 # Values a mutation puts in place of a field: each breaks some rule somewhere.
-PALETTE: list[Any] = [None, "", "has space", "UPPER", "x" * 200, "x" * 40_000, -1, 0, 1, 1.5, 1e12, -1e12,
-                      float("nan"), float("inf"), True, False, "2025-13-01", "2025-01-01", [], [1, "a"], {}, {"a": 1},
-                      {"a": {"b": 1}}, ["a b"], list(range(200)), "yes", "0.5"]
+PALETTE: list[Any] = [
+    None,
+    "",
+    "has space",
+    "UPPER",
+    "x" * 200,
+    "x" * 40_000,
+    -1,
+    0,
+    1,
+    1.5,
+    1e12,
+    -1e12,
+    float("nan"),
+    float("inf"),
+    True,
+    False,
+    "2025-13-01",
+    "2025-01-01",
+    [],
+    [1, "a"],
+    {},
+    {"a": 1},
+    {"a": {"b": 1}},
+    ["a b"],
+    list(range(200)),
+    "yes",
+    "0.5",
+]
 
 
 def _accepted_by_models(event_type: str, body: Any) -> bool:
@@ -57,15 +83,28 @@ def test_broken_traces_fail_the_fast_check(worker: str, mutate: Any) -> None:
         # Rules checked after the decode (fast.rules_hold): names, predicate values.
         ("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "variant": "Canary"}),
         ("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "intent": "two words"}),
-        *[("trace", {"trace_id": "t", "request_id": "r", "query": {"text": "q"},
-                     "retrieval": {"filters": {where: [{"field": "f", "op": "eq", "value": "ok"}, predicate]}}})
-          for where in ("entitlement", "relevance")
-          for predicate in ({"field": "f", "op": "gt", "value": "not a date"},
-                            {"field": "f", "op": "lte", "value": "2025-13-01"},
-                            {"field": "f", "op": "gte", "value": True},
-                            {"field": "f", "op": "eq"}, {"field": "f", "op": "neq", "value": [1]},
-                            {"field": "f", "op": "in", "value": "a"}, {"field": "f", "op": "not_in", "value": 1},
-                            {"field": "f", "op": "exists", "value": "yes"})],
+        *[
+            (
+                "trace",
+                {
+                    "trace_id": "t",
+                    "request_id": "r",
+                    "query": {"text": "q"},
+                    "retrieval": {"filters": {where: [{"field": "f", "op": "eq", "value": "ok"}, predicate]}},
+                },
+            )
+            for where in ("entitlement", "relevance")
+            for predicate in (
+                {"field": "f", "op": "gt", "value": "not a date"},
+                {"field": "f", "op": "lte", "value": "2025-13-01"},
+                {"field": "f", "op": "gte", "value": True},
+                {"field": "f", "op": "eq"},
+                {"field": "f", "op": "neq", "value": [1]},
+                {"field": "f", "op": "in", "value": "a"},
+                {"field": "f", "op": "not_in", "value": 1},
+                {"field": "f", "op": "exists", "value": "yes"},
+            )
+        ],
         ("release", {"release": "v1", "variant": "UPPER"}),
         ("release", {"release": "v 1"}),
         ("release", {"release": "v1", "extra": 1}),
@@ -120,13 +159,26 @@ def test_the_fast_check_never_admits_what_the_models_refuse() -> None:
     assert admitted > 100 and refused > 1000  # both sides of the property were exercised
 
 
-@pytest.mark.parametrize("predicate", [
-    {"field": "f", "op": "gt", "value": 3}, {"field": "f", "op": "gte", "value": "2025-01-01"},
-    {"field": "f", "op": "lt", "value": "2025-01-01T10:00:00Z"}, {"field": "f", "op": "eq", "value": False},
-    {"field": "f", "op": "in", "value": []}, {"field": "f", "op": "exists"}, {"field": "f", "op": "exists", "value": False},
-])
+@pytest.mark.parametrize(
+    "predicate",
+    [
+        {"field": "f", "op": "gt", "value": 3},
+        {"field": "f", "op": "gte", "value": "2025-01-01"},
+        {"field": "f", "op": "lt", "value": "2025-01-01T10:00:00Z"},
+        {"field": "f", "op": "eq", "value": False},
+        {"field": "f", "op": "in", "value": []},
+        {"field": "f", "op": "exists"},
+        {"field": "f", "op": "exists", "value": False},
+    ],
+)
 def test_predicates_the_models_accept_pass_the_fast_check(predicate: dict[str, Any]) -> None:
-    body = {"trace_id": "t", "request_id": "r", "query": {"text": "q"}, "variant": "canary-2", "intent": "billing",
-            "retrieval": {"filters": {"relevance": [predicate]}}}
+    body = {
+        "trace_id": "t",
+        "request_id": "r",
+        "query": {"text": "q"},
+        "variant": "canary-2",
+        "intent": "billing",
+        "retrieval": {"filters": {"relevance": [predicate]}},
+    }
     assert _accepted_by_models("trace", body)
     assert check_body("trace", body)

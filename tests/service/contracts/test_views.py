@@ -26,8 +26,14 @@ from workers.metrics.views import VIEWS as METRICS
 from workers.review.views import VIEWS as REVIEW
 from workers.shadow.views import VIEWS as SHADOW
 
-WORKER_VIEWS: dict[str, dict[str, type[View]]] = {"metrics": METRICS, "exclusion": EXCLUSION, "drift": DRIFT,
-                                                  "shadow": SHADOW, "review": REVIEW, "faithfulness": FAITHFULNESS}
+WORKER_VIEWS: dict[str, dict[str, type[View]]] = {
+    "metrics": METRICS,
+    "exclusion": EXCLUSION,
+    "drift": DRIFT,
+    "shadow": SHADOW,
+    "review": REVIEW,
+    "faithfulness": FAITHFULNESS,
+}
 
 
 def _project(full: Any, seen: Any) -> Any:
@@ -44,17 +50,30 @@ def _simulated(count: int) -> list[dict[str, Any]]:
     anchor = datetime.now(UTC) - timedelta(hours=1)
     out = []
     for ev in itertools.islice(generate_events(scenario, anchor), count):
-        out.append({"schema_version": 1, "tenant": ev.tenant, "received_at": datetime.now(UTC).isoformat(),
-                    **ev.envelope(anchor)})
+        out.append(
+            {
+                "schema_version": 1,
+                "tenant": ev.tenant,
+                "received_at": datetime.now(UTC).isoformat(),
+                **ev.envelope(anchor),
+            }
+        )
     return out
 
 
 def test_views_hold_the_contract_models_values_on_simulated_records() -> None:
     records = _simulated(3000)
-    read = {(worker, r["type"]) for r in records for worker, views in WORKER_VIEWS.items() if r["type"] in views}
+    read = {
+        (worker, r["type"]) for r in records for worker, views in WORKER_VIEWS.items() if r["type"] in views
+    }
     assert {("exclusion", "label"), ("metrics", "feedback"), ("drift", "trace")} <= read
-    rich = [r for r in records if r["type"] == "trace" and r["body"]["query"].get("embedding")
-            and r["body"].get("retrieval", {}).get("exclusion_sample")]
+    rich = [
+        r
+        for r in records
+        if r["type"] == "trace"
+        and r["body"]["query"].get("embedding")
+        and r["body"].get("retrieval", {}).get("exclusion_sample")
+    ]
     assert rich, "the corpus must carry exclusion samples and app embeddings"
     for record in records:
         full = StoredEvent.model_validate(record)
@@ -63,7 +82,11 @@ def test_views_hold_the_contract_models_values_on_simulated_records() -> None:
             if full.type not in views:
                 continue
             decoded = record_decoder(views[full.type]).decode(orjson.dumps(record))
-            assert (decoded.id, decoded.tenant, decoded.received_at) == (full.id, full.tenant, full.received_at)
+            assert (decoded.id, decoded.tenant, decoded.received_at) == (
+                full.id,
+                full.tenant,
+                full.received_at,
+            )
             seen = msgspec.to_builtins(decoded.body)
             assert seen == _project(model, seen), (views[full.type].__name__, record["id"])
 
@@ -82,10 +105,14 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
 def _sample_body() -> dict[str, Any]:
     body = trace_body(1)
     body["query"] = {"text": "q", "embedding": [0.1, 0.2], "embedding_model": "emb-a"}
-    body["retrieval"]["filters"] = {"entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}],
-                                    "relevance": [{"field": "day", "op": "gte", "value": "2025-01-01"}]}
-    body["retrieval"]["exclusion_sample"] = {"candidates": [{"id": "c1", "score": 0.5, "metadata": {"day": "x"}}],
-                                             "gold_ids": ["c1"]}
+    body["retrieval"]["filters"] = {
+        "entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}],
+        "relevance": [{"field": "day", "op": "gte", "value": "2025-01-01"}],
+    }
+    body["retrieval"]["exclusion_sample"] = {
+        "candidates": [{"id": "c1", "score": 0.5, "metadata": {"day": "x"}}],
+        "gold_ids": ["c1"],
+    }
     return body
 
 

@@ -56,8 +56,9 @@ def test_nothing_listens_on_tcp_and_no_connection_without_the_password(server: C
 
 def test_the_app_connects_as_a_role_that_is_no_superuser(server: ChildProcess) -> None:
     with psycopg.connect(server.extra["app_url"], autocommit=True) as conn:
-        role = conn.execute("SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles "
-                            "WHERE rolname = current_user").fetchone()
+        role = conn.execute(
+            "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
         assert role == (APP_ROLE, False, False, False)
         conn.execute("CREATE TABLE owned_by_app (id int)")  # its own database: it may run its migrations
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -82,8 +83,13 @@ def test_a_cluster_made_with_trust_auth_is_hardened_on_its_next_start(workdir: P
     if user is not None:
         shutil.chown(workdir, user)
         shutil.chown(data, user)
-    subprocess.run([str(postgres_bin_dir() / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres",
-                    "--no-sync"], check=True, capture_output=True, user=user, timeout=120)
+    subprocess.run(
+        [str(postgres_bin_dir() / "initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "--no-sync"],
+        check=True,
+        capture_output=True,
+        user=user,
+        timeout=120,
+    )
     child = start_postgres(workdir, log_dir=LOG_DIR, durable=False)
     try:
         with pytest.raises(psycopg.OperationalError, match="password"):

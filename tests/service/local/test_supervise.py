@@ -19,8 +19,12 @@ SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
 def sleeper(name: str, log: Path) -> ChildProcess:
-    proc = subprocess.Popen(SLEEPER, stdout=open(log, "ab"), stderr=subprocess.STDOUT,  # noqa: SIM115
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        SLEEPER,
+        stdout=open(log, "ab"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     return ChildProcess(name, proc, 0, log)
 
 
@@ -32,7 +36,9 @@ def stack() -> Iterator[Stack]:
         child.kill()
 
 
-def make(stack: Stack, tmp_path: Path, policy: RestartPolicy) -> tuple[Supervisor, list[str], CollectorRegistry]:
+def make(
+    stack: Stack, tmp_path: Path, policy: RestartPolicy
+) -> tuple[Supervisor, list[str], CollectorRegistry]:
     registry = CollectorRegistry()
     lines: list[str] = []
     return Supervisor(stack, policy, SupervisorMetrics(registry), say=lines.append), lines, registry
@@ -43,7 +49,9 @@ def restarts(registry: CollectorRegistry, name: str) -> float:
 
 
 def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tmp_path: Path) -> None:
-    sup, lines, registry = make(stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1))
+    sup, lines, registry = make(
+        stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1)
+    )
     worker = stack.add(sleeper("worker-metrics", tmp_path / "w.log"))
     sup.watch(worker, None)
     sup.check(now=0)
@@ -51,7 +59,9 @@ def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tm
 
     worker.kill()
     sup.check(now=10)
-    assert len(lines) == 1 and lines[0].startswith("worker-metrics exited with -9 (crash 1 of 3 allowed within 60s)")
+    assert len(lines) == 1 and lines[0].startswith(
+        "worker-metrics exited with -9 (crash 1 of 3 allowed within 60s)"
+    )
     assert "restarting in 1s" in lines[0] and "redelivered" in lines[0]
     sup.check(now=10.5)  # backoff not over
     assert stack.children[0] is worker
@@ -70,7 +80,9 @@ def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tm
 
 
 def test_crashes_outside_the_window_are_forgotten(stack: Stack, tmp_path: Path) -> None:
-    sup, lines, registry = make(stack, tmp_path, RestartPolicy(max_crashes=2, window_s=60, initial_backoff_s=1))
+    sup, lines, registry = make(
+        stack, tmp_path, RestartPolicy(max_crashes=2, window_s=60, initial_backoff_s=1)
+    )
     sup.watch(stack.add(sleeper("api", tmp_path / "api.log")), None)
     for i, now in enumerate((0.0, 100.0, 200.0)):
         stack.children[0].kill()
@@ -80,7 +92,9 @@ def test_crashes_outside_the_window_are_forgotten(stack: Stack, tmp_path: Path) 
     assert restarts(registry, "api") == 3 and stack.children[0].alive()
 
 
-def test_the_memory_only_broker_is_never_restarted_and_its_loss_is_named(stack: Stack, tmp_path: Path) -> None:
+def test_the_memory_only_broker_is_never_restarted_and_its_loss_is_named(
+    stack: Stack, tmp_path: Path
+) -> None:
     sup, _, _ = make(stack, tmp_path, RestartPolicy())
     broker = stack.add(sleeper("tansu", tmp_path / "tansu.log"))
     sup.watch(broker, None, restart=False)
@@ -97,7 +111,9 @@ def test_a_custom_respawn_that_fails_counts_as_a_crash_and_is_retried(stack: Sta
     start fails, the failure is one more crash with its backoff, not the end of `ragmon up`."""
     from service.local.embedded import EmbeddedError
 
-    sup, lines, registry = make(stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1))
+    sup, lines, registry = make(
+        stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1)
+    )
     pg = stack.add(sleeper("postgres", tmp_path / "pg.log"))
     attempts: list[int] = []
 

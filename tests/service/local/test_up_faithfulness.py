@@ -19,9 +19,11 @@ def test_without_the_model_up_says_faithfulness_is_off_why_and_the_fix(tmp_path:
     with running_up(tmp_path, "--workers", "faithfulness", cwd=tmp_path, env={"HF_ENDPOINT": closed}) as up:
         wait_until(lambda: "Faithfulness: " in up.text(), 90, what="the faithfulness line")
         text = up.text()
-        line = text[text.index("Faithfulness: "):]
-        assert line.startswith("Faithfulness: off: faithfulness.model: 'vectara/hallucination_evaluation_model' "
-                               "is no local directory and could not be fetched as a hub id"), line
+        line = text[text.index("Faithfulness: ") :]
+        assert line.startswith(
+            "Faithfulness: off: faithfulness.model: 'vectara/hallucination_evaluation_model' "
+            "is no local directory and could not be fetched as a hub id"
+        ), line
         assert "Fix: `ragmon models fetch`" in line and "uses ./models by itself" in line
         assert not up.ok(up.worker + "/readyz")
 

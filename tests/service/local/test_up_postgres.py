@@ -23,8 +23,9 @@ def _page_works(client: object, path: str = "/review") -> bool:
 
 
 @pytest.mark.slow
-def test_a_killed_postgres_is_restarted_and_the_review_page_works_again(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_killed_postgres_is_restarted_and_the_review_page_works_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RAGMON_DATABASE_URL", raising=False)  # the private one, as `make run` does
     monkeypatch.delenv("RAGMON_API_KEYS", raising=False)  # so `ragmon up` makes a reviewer's key
     with running_up(tmp_path, "--workers", "review", "--max-crashes", "3", "--crash-window", "120") as up:

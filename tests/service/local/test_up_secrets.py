@@ -30,8 +30,9 @@ def test_the_scrape_config_reads_the_api_metrics_port() -> None:
 
 
 @pytest.mark.slow
-def test_up_keeps_keys_off_argv_and_metrics_off_the_ingestion_port(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_keeps_keys_off_argv_and_metrics_off_the_ingestion_port(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for name in ("RAGMON_DATABASE_URL", "RAGMON_API_KEYS", "RAGMON_REVIEW_SECRET", "RAGMON_DEV_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     with running_up(tmp_path, "--workers", "metrics") as up:
@@ -45,8 +46,13 @@ def test_up_keeps_keys_off_argv_and_metrics_off_the_ingestion_port(tmp_path: Pat
         assert scraped.status_code == 200 and "ragmon_api_requests_total" in scraped.text
         assert httpx.get(up.api + "/docs", timeout=5).status_code == 404  # no CDN-loaded Swagger UI
         secrets = load_or_create_secrets(tmp_path / "up")
-        values = [review_key.group(1), dev_key.group(1), secrets.review_secret, secrets.postgres_app_password,
-                  secrets.postgres_superuser_password]
+        values = [
+            review_key.group(1),
+            dev_key.group(1),
+            secrets.review_secret,
+            secrets.postgres_app_password,
+            secrets.postgres_superuser_password,
+        ]
         argvs = [command_line(p) for p in live_descendants(up.proc.pid)]
         assert len(argvs) >= 4, argvs  # broker, Redis, PostgreSQL, API, worker
         for argv in argvs:

@@ -46,28 +46,52 @@ class Up:
             return False
 
     def restarts(self, process: str) -> float:
-        return metric_sum(parse_metrics(httpx.get(self.supervisor, timeout=2).text), "ragmon_supervisor_restarts_total",
-                          process=process)
+        return metric_sum(
+            parse_metrics(httpx.get(self.supervisor, timeout=2).text),
+            "ragmon_supervisor_restarts_total",
+            process=process,
+        )
 
 
 @contextlib.contextmanager
-def running_up(tmp_path: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-               ) -> Iterator[Up]:
+def running_up(
+    tmp_path: Path,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[Up]:
     """`ragmon up ARGS` on free ports; stopped (with every child, by PID) whatever happens."""
     out = tmp_path / "up.out"
     base = {k: v for k, v in os.environ.items() if k != "RAGMON_KAFKA_BOOTSTRAP_SERVERS"}
     base["PYTHONPATH"] = str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")
     with open(out, "wb") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "up", "--no-prometheus", "--workdir", str(tmp_path / "up"),
-             "--api-port", str(free_port()), *args],
-            stdout=sink, stderr=subprocess.STDOUT, env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
-            start_new_session=True, cwd=cwd)
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "up",
+                "--no-prometheus",
+                "--workdir",
+                str(tmp_path / "up"),
+                "--api-port",
+                str(free_port()),
+                *args,
+            ],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**base, "PYTHONUNBUFFERED": "1", **(env or {})},
+            start_new_session=True,
+            cwd=cwd,
+        )
     running = Up(proc, out)
     children: list[int] = []
     try:
-        wait_until(lambda: "Ctrl-C stops everything" in running.text() or proc.poll() is not None, 60,
-                   what="ragmon up summary")
+        wait_until(
+            lambda: "Ctrl-C stops everything" in running.text() or proc.poll() is not None,
+            60,
+            what="ragmon up summary",
+        )
         text = running.text()
         assert proc.poll() is None, text
         running.api = re.search(r"API\s+(http://\S+)", text).group(1)  # type: ignore[union-attr]
@@ -90,7 +114,9 @@ def running_up(tmp_path: Path, *args: str, cwd: Path | None = None, env: dict[st
 
 @pytest.fixture
 def up(tmp_path: Path) -> Iterator[Up]:
-    with running_up(tmp_path, "--workers", "metrics", "--max-crashes", "2", "--crash-window", "120") as running:
+    with running_up(
+        tmp_path, "--workers", "metrics", "--max-crashes", "2", "--crash-window", "120"
+    ) as running:
         yield running
 
 

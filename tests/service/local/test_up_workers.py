@@ -10,7 +10,11 @@ def test_phoenix_workers_start_only_with_their_endpoint() -> None:
     assert {"phoenix", "forwarder"} <= set(worker_names())
     plain = default_workers({})
     assert "phoenix" not in plain and "forwarder" not in plain and "metrics" in plain
-    both = default_workers({"RAGMON_PHOENIX_URL": "http://127.0.0.1:6006",
-                            "RAGMON_FORWARD_ENDPOINT": "http://127.0.0.1:6006/v1/traces"})
+    both = default_workers(
+        {
+            "RAGMON_PHOENIX_URL": "http://127.0.0.1:6006",
+            "RAGMON_FORWARD_ENDPOINT": "http://127.0.0.1:6006/v1/traces",
+        }
+    )
     assert set(both) == set(worker_names())
     assert "forwarder" not in default_workers({"RAGMON_PHOENIX_URL": "http://127.0.0.1:6006"})

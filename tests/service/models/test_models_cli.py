@@ -24,8 +24,14 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def ragmon(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", "models", *argv], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", "models", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +51,10 @@ def test_fetch_without_the_hub_fails_naming_the_model_and_the_command(tmp_path: 
     out = ragmon("fetch", "--dir", str(tmp_path / "m"), env={"HF_ENDPOINT": closed, "HF_HUB_OFFLINE": "0"})
     assert out.returncode == 1, out.stdout + out.stderr
     err = out.stderr.strip().splitlines()[-1]
-    assert err.startswith("ragmon models fetch failed: could not download vectara/hallucination_evaluation_model "
-                          "from the Hugging Face hub ("), err
+    assert err.startswith(
+        "ragmon models fetch failed: could not download vectara/hallucination_evaluation_model "
+        "from the Hugging Face hub ("
+    ), err
     assert f"Run `ragmon models fetch --dir {tmp_path / 'm'}` on a machine that reaches huggingface.co" in err
     assert not list((tmp_path / "m").glob("**/*.safetensors")), "nothing fake was left behind"
 
@@ -60,12 +68,15 @@ def test_verify_accepts_a_complete_directory_that_the_loader_loads(models_dir: P
     assert loaded.encoder is not None
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    ("truncate", "tensors end at byte"),
-    ("no_tokenizer", "flan-t5-base/tokenizer.json: missing"),
-    ("no_weights", "no *.safetensors weights"),
-    ("not_hhem", "not an HHEM-2 config"),
-])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("truncate", "tensors end at byte"),
+        ("no_tokenizer", "flan-t5-base/tokenizer.json: missing"),
+        ("no_weights", "no *.safetensors weights"),
+        ("not_hhem", "not an HHEM-2 config"),
+    ],
+)
 def test_verify_names_what_is_wrong(models_dir: Path, tmp_path: Path, damage: str, message: str) -> None:
     broken = tmp_path / "models"
     shutil.copytree(models_dir, broken)

@@ -11,8 +11,9 @@ from tests.service.review.review_harness import review_settings
 
 
 @pytest.fixture
-def review_api(kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str,
-               redis_client: object) -> Iterator[RunningApi]:
+def review_api(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str, redis_client: object
+) -> Iterator[RunningApi]:
     api = RunningApi(review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url)).start()
     try:
         yield api

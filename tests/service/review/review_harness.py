@@ -34,18 +34,32 @@ REVIEW_KEYS = [
 ]
 
 
-def review_settings(kafka_bootstrap: str, redis_url: str, topic_prefix: str, database_url: str,
-                    **overrides: Any) -> ApiSettings:
-    fields: dict[str, Any] = {"kafka_bootstrap_servers": kafka_bootstrap, "redis_url": redis_url,
-                              "kafka_topic_prefix": topic_prefix, "kafka_partitions": 2, "api_keys": REVIEW_KEYS,
-                              "database_url": database_url, "review_secret": REVIEW_SECRET,
-                              "api_metrics_port": 0, **overrides}
+def review_settings(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, database_url: str, **overrides: Any
+) -> ApiSettings:
+    fields: dict[str, Any] = {
+        "kafka_bootstrap_servers": kafka_bootstrap,
+        "redis_url": redis_url,
+        "kafka_topic_prefix": topic_prefix,
+        "kafka_partitions": 2,
+        "api_keys": REVIEW_KEYS,
+        "database_url": database_url,
+        "review_secret": REVIEW_SECRET,
+        "api_metrics_port": 0,
+        **overrides,
+    }
     return ApiSettings(**fields)
 
 
-def seed_queue(database_url: str, client: redis.Redis, numbers: list[int], tenant: str = "acme",
-               overrides: dict[int, dict[str, Any]] | None = None, scores: dict[int, float] | None = None,
-               double_review_share: float = 0.0) -> None:
+def seed_queue(
+    database_url: str,
+    client: redis.Redis,
+    numbers: list[int],
+    tenant: str = "acme",
+    overrides: dict[int, dict[str, Any]] | None = None,
+    scores: dict[int, float] | None = None,
+    double_review_share: float = 0.0,
+) -> None:
     """Queue traces `trace-<n>` through the real sampler (blind stratum), then score each."""
     config = ReviewConfig(blind_rate=1.0, capacity_per_day=10_000, double_review_share=double_review_share)
     store = QueueStore(database_url, config, "config-test")
@@ -62,7 +76,9 @@ def seed_queue(database_url: str, client: redis.Redis, numbers: list[int], tenan
 
 def item_ids(database_url: str, tenant: str = "acme") -> list[int]:
     with reviewdb.connect(database_url) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM review_item WHERE tenant = %s ORDER BY id", (tenant,))]
+        return [
+            r[0] for r in conn.execute("SELECT id FROM review_item WHERE tenant = %s ORDER BY id", (tenant,))
+        ]
 
 
 def csrf_of(page: str) -> str:

@@ -28,18 +28,33 @@ CHROMIUM = "/usr/bin/chromium"
 # Playwright's own browser download is not used: the set-up step installs Debian's chromium.
 if os.environ.get("CI") and not Path(CHROMIUM).is_file():
     pytest.fail("chromium missing in CI: apt-get install chromium", pytrace=False)
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="Debian chromium is not installed")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(CHROMIUM).is_file(), reason="Debian chromium is not installed"),
+]
 SCORES = (0.1234, 0.4321, 0.9876)
 
 
 def _score(tenant: str, body: dict[str, Any], score: float) -> FaithfulnessScoreEvent:
     now = datetime.now(UTC)
     return FaithfulnessScoreEvent(
-        event_id=uuid.uuid4(), source_event_id=uuid.uuid4(), tenant=tenant, trace_id=body["trace_id"],
-        request_id=body["request_id"], variant="production", trace_timestamp=now, scored_at=now, outcome="scored",
-        mode="answer", score=score, threshold=0.5, below_threshold=score < 0.5,
-        model=ModelRef(source="hhem-test", revision="cd" * 32), app_sample_rate=1.0, scorer_sample_rate=1.0)
+        event_id=uuid.uuid4(),
+        source_event_id=uuid.uuid4(),
+        tenant=tenant,
+        trace_id=body["trace_id"],
+        request_id=body["request_id"],
+        variant="production",
+        trace_timestamp=now,
+        scored_at=now,
+        outcome="scored",
+        mode="answer",
+        score=score,
+        threshold=0.5,
+        below_threshold=score < 0.5,
+        model=ModelRef(source="hhem-test", revision="cd" * 32),
+        app_sample_rate=1.0,
+        scorer_sample_rate=1.0,
+    )
 
 
 def _wait(predicate: Any, timeout_s: float, what: str) -> Any:
@@ -79,8 +94,10 @@ def _label_three_with_the_keyboard(base_url: str) -> list[str]:
 
     visited: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         try:
             page = browser.new_page()
             page.goto(base_url + "/review")
@@ -111,15 +128,22 @@ def _label_three_with_the_keyboard(base_url: str) -> list[str]:
     return visited
 
 
-def test_reviewer_labels_three_items_with_the_keyboard(kafka_bootstrap: str, redis_url: str, topic_prefix: str,
-                                                       review_db_url: str, tmp_path: Path,
-                                                       redis_client: object) -> None:
+def test_reviewer_labels_three_items_with_the_keyboard(
+    kafka_bootstrap: str,
+    redis_url: str,
+    topic_prefix: str,
+    review_db_url: str,
+    tmp_path: Path,
+    redis_client: object,
+) -> None:
     config = tmp_path / "ragmon.yaml"
     config.write_text("review:\n  blind_rate: 1.0\n  double_review_share: 0.0\n  refresh_s: 1\n")
     api = RunningApi(review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url)).start()
-    worker = WorkerProcess("workers.review", worker_env(kafka_bootstrap, redis_url, topic_prefix, config,
-                                                        RAGMON_DATABASE_URL=review_db_url),
-                           tmp_path / "review-worker.log")
+    worker = WorkerProcess(
+        "workers.review",
+        worker_env(kafka_bootstrap, redis_url, topic_prefix, config, RAGMON_DATABASE_URL=review_db_url),
+        tmp_path / "review-worker.log",
+    )
     try:
         wait_ready(worker, 60)
         bodies = _send(api)
@@ -127,10 +151,19 @@ def test_reviewer_labels_three_items_with_the_keyboard(kafka_bootstrap: str, red
         visited = _label_three_with_the_keyboard(api.url)
         assert len(set(visited)) == 3
         reader = KafkaReader(kafka_bootstrap)
-        labels = _wait(lambda: [orjson.loads(r.value) for r in reader.records(api.topics.labels)] or None
-                       if len(reader.records(api.topics.labels)) >= 3 else None, 20, "three label events")
+        labels = _wait(
+            lambda: (
+                [orjson.loads(r.value) for r in reader.records(api.topics.labels)] or None
+                if len(reader.records(api.topics.labels)) >= 3
+                else None
+            ),
+            20,
+            "three label events",
+        )
         assert sorted(v["body"]["trace_id"] for v in labels) == sorted(b["trace_id"] for b in bodies)
-        assert {v["body"]["reviewer"] for v in labels} == {"ann"} and [v["body"]["faithful"] for v in labels].count(False) == 1
+        assert {v["body"]["reviewer"] for v in labels} == {"ann"} and [
+            v["body"]["faithful"] for v in labels
+        ].count(False) == 1
         with reviewdb.connect(review_db_url, autocommit=False) as conn:
             golden = list(golden_rows(conn, "acme"))
         assert len(golden) == 3 and all(g["versions"]["scorer"].startswith("hhem-test@") for g in golden)

@@ -24,8 +24,9 @@ def any_db_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def _tables(conn: psycopg.Connection) -> set[str]:
-    rows = conn.execute("SELECT table_name FROM information_schema.tables "
-                        "WHERE table_schema = current_schema()").fetchall()
+    rows = conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    ).fetchall()
     return {r[0] for r in rows}
 
 
@@ -34,21 +35,32 @@ def test_migrate_from_empty(any_db_url: str) -> None:
         assert reviewdb.current_version(conn) == 0
         assert reviewdb.migrate(conn) == list(range(1, reviewdb.LATEST_VERSION + 1))
         assert reviewdb.current_version(conn) == reviewdb.LATEST_VERSION
-        assert {"review_item", "review_label", "label_outbox", "review_assignment",
-                "schema_migrations"} <= _tables(conn)
+        assert {
+            "review_item",
+            "review_label",
+            "label_outbox",
+            "review_assignment",
+            "schema_migrations",
+        } <= _tables(conn)
         assert reviewdb.migrate(conn) == []  # a second start applies nothing
 
 
 def test_migrate_from_previous_version_keeps_data(any_db_url: str) -> None:
     with reviewdb.connect(any_db_url) as conn:
-        assert reviewdb.migrate(conn, target=reviewdb.LATEST_VERSION - 1) == list(range(1, reviewdb.LATEST_VERSION))
+        assert reviewdb.migrate(conn, target=reviewdb.LATEST_VERSION - 1) == list(
+            range(1, reviewdb.LATEST_VERSION)
+        )
         item = conn.execute(
             "INSERT INTO review_item (tenant, trace_id, stratum, reason, inclusion_probability, queued_day, "
             "trace_timestamp, variant, content) VALUES ('acme', 't1', 'blind', 'random', 0.1, current_date, now(), "
-            "'production', '{}') RETURNING id").fetchone()
+            "'production', '{}') RETURNING id"
+        ).fetchone()
         assert item is not None
-        conn.execute("INSERT INTO review_label (item_id, tenant, trace_id, reviewer, faithful) "
-                     "VALUES (%s, 'acme', 't1', 'ann', true)", (item[0],))
+        conn.execute(
+            "INSERT INTO review_label (item_id, tenant, trace_id, reviewer, faithful) "
+            "VALUES (%s, 'acme', 't1', 'ann', true)",
+            (item[0],),
+        )
         assert reviewdb.migrate(conn) == [reviewdb.LATEST_VERSION]
         row = conn.execute("SELECT reviewer, faithful, scorer_version FROM review_label").fetchone()
         assert row == ("ann", True, None)
@@ -57,9 +69,11 @@ def test_migrate_from_previous_version_keeps_data(any_db_url: str) -> None:
 def test_unique_trace_per_tenant(review_db_url: str) -> None:
     with reviewdb.connect(review_db_url) as conn:
         reviewdb.migrate(conn)
-        insert = ("INSERT INTO review_item (tenant, trace_id, stratum, reason, inclusion_probability, queued_day, "
-                  "trace_timestamp, variant, content) VALUES (%s, 't1', 'blind', 'random', 0.1, current_date, "
-                  "now(), 'production', '{}')")
+        insert = (
+            "INSERT INTO review_item (tenant, trace_id, stratum, reason, inclusion_probability, queued_day, "
+            "trace_timestamp, variant, content) VALUES (%s, 't1', 'blind', 'random', 0.1, current_date, "
+            "now(), 'production', '{}')"
+        )
         conn.execute(insert, ("acme",))
         conn.execute(insert, ("globex",))  # another tenant's trace of the same id is another trace
         with pytest.raises(psycopg.errors.UniqueViolation):

@@ -37,21 +37,29 @@ def _outbox(url: str) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.slow
-def test_label_saved_while_kafka_is_down_is_relayed_after(own_broker: list[ChildProcess], redis_url: str,
-                                                          topic_prefix: str, review_db_url: str,
-                                                          redis_client: redis.Redis) -> None:
+def test_label_saved_while_kafka_is_down_is_relayed_after(
+    own_broker: list[ChildProcess],
+    redis_url: str,
+    topic_prefix: str,
+    review_db_url: str,
+    redis_client: redis.Redis,
+) -> None:
     first = own_broker[0]
     bootstrap = f"127.0.0.1:{first.port}"
     seed_queue(review_db_url, redis_client, [1])
     (item,) = item_ids(review_db_url)
-    api = RunningApi(review_settings(bootstrap, redis_url, topic_prefix, review_db_url, produce_timeout_s=3)).start()
+    api = RunningApi(
+        review_settings(bootstrap, redis_url, topic_prefix, review_db_url, produce_timeout_s=3)
+    ).start()
     try:
         with signed_in(api.url, ANN_KEY) as ann:
             assert ann.get("/review/next").headers["location"] == f"/review/items/{item}"  # leased to ann
             page = ann.get(f"/review/items/{item}").text
             first.kill()
-            saved = ann.post(f"/review/items/{item}/label",
-                             data={"csrf_token": csrf_of(page), "faithful": "no", "action": "save"})
+            saved = ann.post(
+                f"/review/items/{item}/label",
+                data={"csrf_token": csrf_of(page), "faithful": "no", "action": "save"},
+            )
             assert saved.status_code == 303  # durable in PostgreSQL: the reviewer's work is not lost
         time.sleep(3)
         ((event_id, sent, _),) = _outbox(review_db_url)

@@ -41,8 +41,9 @@ def test_scopes_ingest_and_review_keys_stay_apart(review_api: RunningApi) -> Non
     assert review_api.http.get("/review", headers={"Authorization": f"Bearer {ANN_KEY}"}).status_code == 200
 
 
-def test_every_form_post_needs_the_csrf_token(review_api: RunningApi, review_db_url: str,
-                                              redis_client: redis.Redis) -> None:
+def test_every_form_post_needs_the_csrf_token(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1])
     (item,) = item_ids(review_db_url)
     with httpx.Client(base_url=review_api.url) as browser:
@@ -52,8 +53,9 @@ def test_every_form_post_needs_the_csrf_token(review_api: RunningApi, review_db_
     with signed_in(review_api.url, ANN_KEY) as ann:
         page = ann.get(f"/review/items/{item}").text
         assert ann.post(f"/review/items/{item}/label", data={"faithful": "yes"}).status_code == 403
-        cross = ann.post(f"/review/items/{item}/label", data=_label_form(page),
-                         headers={"Origin": "https://evil.example"})
+        cross = ann.post(
+            f"/review/items/{item}/label", data=_label_form(page), headers={"Origin": "https://evil.example"}
+        )
         assert cross.status_code == 403
         assert ann.post("/review/logout", data={}).status_code == 403
         assert ann.get("/review/next").headers["location"] == f"/review/items/{item}"  # leased to ann
@@ -61,8 +63,9 @@ def test_every_form_post_needs_the_csrf_token(review_api: RunningApi, review_db_
         assert ann.post("/review/logout", data={"csrf_token": csrf_of(page)}).status_code == 303
 
 
-def test_scores_hidden_until_labelled_and_the_label_reaches_kafka(review_api: RunningApi, review_db_url: str,
-                                                                  redis_client: redis.Redis) -> None:
+def test_scores_hidden_until_labelled_and_the_label_reaches_kafka(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1], scores={1: 0.8771})
     with signed_in(review_api.url, ANN_KEY) as ann:
         first = ann.get("/review/next")
@@ -72,20 +75,34 @@ def test_scores_hidden_until_labelled_and_the_label_reaches_kafka(review_api: Ru
         assert page.status_code == 200
         assert "0.877" not in page.text and 'id="scores"' not in page.text and "blind" not in page.text
         assert page.headers["content-security-policy"].startswith("default-src 'none'")
-        saved = ann.post(item_url + "/label", data=_label_form(page.text, gold_ids=["d1"], note="mail a@b.com"))
+        saved = ann.post(
+            item_url + "/label", data=_label_form(page.text, gold_ids=["d1"], note="mail a@b.com")
+        )
         assert saved.status_code == 303 and saved.headers["location"] == item_url
         revealed = ann.get(item_url).text
         assert 'id="faithfulness-score">0.877<' in revealed and "blind" in revealed, revealed[-900:]
         assert ann.get("/review/next").status_code == 200  # the queue is empty for ann now
     with reviewdb.connect(review_db_url) as conn:
-        row = conn.execute("SELECT reviewer, faithful, gold_ids, note, policy_version FROM review_label").fetchone()
+        row = conn.execute(
+            "SELECT reviewer, faithful, gold_ids, note, policy_version FROM review_label"
+        ).fetchone()
         assert row is not None and row[:3] == ("ann", True, ["d1"]) and "a@b.com" not in row[3]
         assert row[4].startswith("review-")
     labels = _wait_for_labels(review_api, 1)
     body = labels[0]["body"]
     assert labels[0]["tenant"] == "acme" and labels[0]["type"] == "label"
-    assert body == {"trace_id": "trace-1", "faithful": True, "answerable": True, "reviewer": "ann",
-                    "gold_ids": ["d1"], "note": body["note"]} and "a@b.com" not in body["note"]
+    assert (
+        body
+        == {
+            "trace_id": "trace-1",
+            "faithful": True,
+            "answerable": True,
+            "reviewer": "ann",
+            "gold_ids": ["d1"],
+            "note": body["note"],
+        }
+        and "a@b.com" not in body["note"]
+    )
 
 
 def _wait_for_labels(api: RunningApi, n: int, timeout_s: float = 15) -> list[dict[str, Any]]:
@@ -98,8 +115,9 @@ def _wait_for_labels(api: RunningApi, n: int, timeout_s: float = 15) -> list[dic
         time.sleep(0.3)
 
 
-def test_another_tenants_item_is_not_found(review_api: RunningApi, review_db_url: str,
-                                           redis_client: redis.Redis) -> None:
+def test_another_tenants_item_is_not_found(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1])
     (item,) = item_ids(review_db_url)
     with signed_in(review_api.url, GLOBEX_REVIEW_KEY) as gus:
@@ -113,12 +131,22 @@ def test_another_tenants_item_is_not_found(review_api: RunningApi, review_db_url
         assert conn.execute("SELECT count(*) FROM review_label").fetchone() == (0,)
 
 
-def test_script_in_query_answer_and_document_is_rendered_as_text(review_api: RunningApi, review_db_url: str,
-                                                                 redis_client: redis.Redis) -> None:
+def test_script_in_query_answer_and_document_is_rendered_as_text(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     evil = "<script>alert(1)</script>"
-    seed_queue(review_db_url, redis_client, [1], overrides={1: {
-        "query": {"text": f"q {evil}"}, "answer": {"text": f"a {evil}", "citations": ["d1"]},
-        "retrieval": {"documents": [{"id": "d1", "text": f"doc {evil}"}]}}})
+    seed_queue(
+        review_db_url,
+        redis_client,
+        [1],
+        overrides={
+            1: {
+                "query": {"text": f"q {evil}"},
+                "answer": {"text": f"a {evil}", "citations": ["d1"]},
+                "retrieval": {"documents": [{"id": "d1", "text": f"doc {evil}"}]},
+            }
+        },
+    )
     (item,) = item_ids(review_db_url)
     page = httpx.get(f"{review_api.url}/review/items/{item}", headers={"Authorization": f"Bearer {ANN_KEY}"})
     assert page.status_code == 200
@@ -126,7 +154,9 @@ def test_script_in_query_answer_and_document_is_rendered_as_text(review_api: Run
     assert page.text.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 3
 
 
-def test_bad_labels_name_the_field(review_api: RunningApi, review_db_url: str, redis_client: redis.Redis) -> None:
+def test_bad_labels_name_the_field(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1])
     (item,) = item_ids(review_db_url)
     with signed_in(review_api.url, ANN_KEY) as ann:
@@ -137,8 +167,9 @@ def test_bad_labels_name_the_field(review_api: RunningApi, review_db_url: str, r
         assert unknown.status_code == 422 and "gold_ids" in unknown.text
 
 
-def test_double_review_goes_to_a_second_reviewer(review_api: RunningApi, review_db_url: str,
-                                                 redis_client: redis.Redis) -> None:
+def test_double_review_goes_to_a_second_reviewer(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
     seed_queue(review_db_url, redis_client, [1, 2], double_review_share=1.0)
     index = review_api.http.get("/review", headers={"Authorization": f"Bearer {ANN_KEY}"}).text
     assert 'id="waiting">2<' in index
@@ -157,8 +188,9 @@ def test_double_review_goes_to_a_second_reviewer(review_api: RunningApi, review_
         assert conn.execute("SELECT count(*) FROM review_item WHERE reviews_done = 2").fetchone() == (2,)
 
 
-def test_page_is_off_without_a_store_and_says_what_to_set(kafka_bootstrap: str, redis_url: str,
-                                                          topic_prefix: str) -> None:
+def test_page_is_off_without_a_store_and_says_what_to_set(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str
+) -> None:
     from tests.service.api.api_harness import api_settings
     from tests.service.review.review_harness import REVIEW_KEYS
 

@@ -47,7 +47,9 @@ def _labels(rng: random.Random, n: int, agree: float) -> tuple[list[bool], list[
     return a, b
 
 
-def _bootstrap_interval(stat, a: list[bool], b: list[bool], reps: int = 2000, seed: int = 7) -> tuple[float, float]:
+def _bootstrap_interval(
+    stat, a: list[bool], b: list[bool], reps: int = 2000, seed: int = 7
+) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
     arr_a, arr_b = np.array(a), np.array(b)
     values = []
@@ -110,7 +112,10 @@ def test_calibration_chooses_on_one_half_and_reports_the_other() -> None:
     assert report.n_selection + report.n_heldout == 1200
     assert 500 < report.n_selection < 700
     assert report.verdict == "suggest" and report.suggested is not None and report.configured is not None
-    assert report.suggested.balanced_accuracy.n_positive + report.suggested.balanced_accuracy.n_negative == report.n_heldout
+    assert (
+        report.suggested.balanced_accuracy.n_positive + report.suggested.balanced_accuracy.n_negative
+        == report.n_heldout
+    )
     assert 0.4 < report.suggested.threshold < 0.6
     assert report.configured.threshold == 0.5
     assert report.as_dict()["roc"][0]["threshold"] is None  # +inf is not JSON
@@ -132,7 +137,9 @@ def test_prediction_powered_rate_removes_judge_bias() -> None:
     # A judge that passes 10% of unfaithful answers and fails 15% of faithful ones: biased raw rate.
     judge = np.where(human, rng.random(big_n) > 0.15, rng.random(big_n) < 0.10)
     labelled_idx = rng.choice(big_n, 600, replace=False)
-    est = prediction_powered_rate(big_n, int(judge.sum()), [(bool(human[i]), bool(judge[i])) for i in labelled_idx])
+    est = prediction_powered_rate(
+        big_n, int(judge.sum()), [(bool(human[i]), bool(judge[i])) for i in labelled_idx]
+    )
     raw = judge.mean()
     assert est.value is not None and est.interval is not None
     assert abs(raw - true_rate) > 0.1
@@ -160,6 +167,7 @@ def test_weighted_rate_undoes_oversampling() -> None:
 
 # -- re-weighted to the population --------------------------------------------------------------------------
 
+
 def test_weighted_figures_equal_the_plain_ones_on_replicated_items() -> None:
     """Reference: an item of weight k is k identical items, so integer weights must give the plain
     statistics (direct computation, stats.cohen_kappa / balanced_accuracy) of the expanded list."""
@@ -180,7 +188,8 @@ def test_weighted_figures_equal_the_plain_ones_on_replicated_items() -> None:
     # Kish's effective n, and equal weights leave the plain figure (with a bootstrap interval near the
     # normal one).
     assert weighted_kappa(truth, judge, weights).effective_n == pytest.approx(
-        sum(weights) ** 2 / sum(w * w for w in weights))
+        sum(weights) ** 2 / sum(w * w for w in weights)
+    )
     same = weighted_kappa(truth, judge, [3.0] * len(truth))
     plain = cohen_kappa(Confusion.of(truth, judge))
     assert plain is not None and plain.interval is not None and same.interval is not None
@@ -194,8 +203,12 @@ def _stratified_review(rng: np.random.Generator, population: dict[str, np.ndarra
     low = population["low"]
     pi = np.where(low, 0.3, 0.01)
     take = rng.random(len(pi)) < pi
-    return (list(population["human"][take]), list(population["judge"][take]), list(1.0 / pi[take]),
-            ["low_confidence" if x else "blind" for x in low[take]])
+    return (
+        list(population["human"][take]),
+        list(population["judge"][take]),
+        list(1.0 / pi[take]),
+        ["low_confidence" if x else "blind" for x in low[take]],
+    )
 
 
 def test_weighted_figures_recover_the_population_and_the_plain_ones_do_not() -> None:

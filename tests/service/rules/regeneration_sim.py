@@ -53,12 +53,26 @@ class Band:
     @classmethod
     def from_config(cls, rule: RegenerationRule) -> Band:
         minutes = lambda d: int(seconds(d) // 60)  # noqa: E731
-        return cls(minutes(rule.window), minutes(rule.baseline_window), minutes(rule.baseline_offset), rule.min_n,
-                   rule.min_baseline_n, rule.sigmas, minutes(rule.for_))
+        return cls(
+            minutes(rule.window),
+            minutes(rule.baseline_window),
+            minutes(rule.baseline_offset),
+            rule.min_n,
+            rule.min_baseline_n,
+            rule.sigmas,
+            minutes(rule.for_),
+        )
 
 
-def traffic(rng: np.random.Generator, seeds: int, minutes: int, per_hour: float, rate: float,
-            step_at: int | None = None, step_rate: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def traffic(
+    rng: np.random.Generator,
+    seeds: int,
+    minutes: int,
+    per_hour: float,
+    rate: float,
+    step_at: int | None = None,
+    step_rate: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-minute queries and regenerations, shape (seeds, minutes)."""
     queries = rng.poisson(per_hour / 60.0, size=(seeds, minutes))
     p = np.full(minutes, rate)
@@ -107,17 +121,28 @@ def firing_starts(cond: np.ndarray, for_minutes: int) -> np.ndarray:
     return starts
 
 
-def false_alarms_per_day(seeds: int, per_hour: float, band: Band, rate: float = 0.045, seed: int = 0) -> float:
+def false_alarms_per_day(
+    seeds: int, per_hour: float, band: Band, rate: float = 0.045, seed: int = 0
+) -> float:
     days = 2
     q, r = traffic(np.random.default_rng(seed), seeds, days * MINUTES_PER_DAY, per_hour, rate)
     return float(firing_starts(condition(q, r, band), band.for_minutes).sum() / (seeds * days))
 
 
-def power(seeds: int, per_hour: float, band: Band, step_rate: float, rate: float = 0.045,
-          seed: int = 1, within: int = 120) -> tuple[float, float]:
+def power(
+    seeds: int,
+    per_hour: float,
+    band: Band,
+    step_rate: float,
+    rate: float = 0.045,
+    seed: int = 1,
+    within: int = 120,
+) -> tuple[float, float]:
     """Share of runs that fire within `within` minutes of a step at 36h, and their median delay (minutes)."""
     step_at = 36 * 60
-    q, r = traffic(np.random.default_rng(seed), seeds, step_at + within + 1, per_hour, rate, step_at, step_rate)
+    q, r = traffic(
+        np.random.default_rng(seed), seeds, step_at + within + 1, per_hour, rate, step_at, step_rate
+    )
     starts = firing_starts(condition(q, r, band), band.for_minutes)[:, step_at:]
     fired = starts.any(axis=1)
     delays = starts.argmax(axis=1)[fired]
@@ -132,15 +157,19 @@ def main(argv: list[str] | None = None) -> None:
     band = Band.from_config(RegenerationRule())
     old_band = Band(for_minutes=15, two_sample=False)
     print(f"true rate 0.045, default rule {band}, {args.seeds} seeds x 2 days from ragmon's start\n")
-    print("| queries/hour | false alerts/day | old band (one-sample, for 15m) | power 0.045->0.09 (median delay)"
-          " | power 0.045->0.0675 (median delay) |")
+    print(
+        "| queries/hour | false alerts/day | old band (one-sample, for 15m) | power 0.045->0.09 (median delay)"
+        " | power 0.045->0.0675 (median delay) |"
+    )
     print("|---|---|---|---|---|")
     for per_hour in args.per_hour:
         new = false_alarms_per_day(args.seeds, per_hour, band)
         old = false_alarms_per_day(args.seeds, per_hour, old_band)
         p2, d2 = power(args.seeds, per_hour, band, 0.09)
         p15, d15 = power(args.seeds, per_hour, band, 0.0675)
-        print(f"| {per_hour:.0f} | {new:.4f} | {old:.4f} | {p2:.1%} ({d2:.0f} min) | {p15:.1%} ({d15:.0f} min) |")
+        print(
+            f"| {per_hour:.0f} | {new:.4f} | {old:.4f} | {p2:.1%} ({d2:.0f} min) | {p15:.1%} ({d15:.0f} min) |"
+        )
 
 
 if __name__ == "__main__":

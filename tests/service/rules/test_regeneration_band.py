@@ -49,19 +49,37 @@ def test_the_simulation_counts_what_promtool_counts(tmp_path: Path) -> None:
         for minute, base_minute, value in zip(checks, base_end, values, strict=True):
             if name.startswith("baseline") and base_minute < 0:
                 continue  # `offset 1h` before ragmon ran: no baseline series at all
-            cases.append({"expr": f"ragmon:regeneration:{name}", "eval_time": f"{minute}m",
-                          "exp_samples": [{"labels": f"ragmon:regeneration:{name}{SERIES}", "value": int(value)}]})
+            cases.append(
+                {
+                    "expr": f"ragmon:regeneration:{name}",
+                    "eval_time": f"{minute}m",
+                    "exp_samples": [{"labels": f"ragmon:regeneration:{name}{SERIES}", "value": int(value)}],
+                }
+            )
     labels = 'tenant="acme",variant="production",intent="billing"'
     series = [
         {"series": f"ragmon_rag_queries_total{{{labels}}}", "values": " ".join(map(str, qc))},
-        {"series": f'ragmon_feedback_total{{{labels},release="v1",kind="regenerate",reason="none"}}',
-         "values": " ".join(map(str, rc))},
+        {
+            "series": f'ragmon_feedback_total{{{labels},release="v1",kind="regenerate",reason="none"}}',
+            "values": " ".join(map(str, rc)),
+        },
     ]
-    (tmp_path / "sim.test.yml").write_text(yaml.safe_dump({
-        "rule_files": ["rules.yml"], "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}]}))
-    out = subprocess.run([require_tool("promtool"), "test", "rules", "sim.test.yml"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    (tmp_path / "sim.test.yml").write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": ["rules.yml"],
+                "evaluation_interval": "1m",
+                "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}],
+            }
+        )
+    )
+    out = subprocess.run(
+        [require_tool("promtool"), "test", "rules", "sim.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
@@ -73,7 +91,9 @@ def test_false_alarms_on_a_stationary_day_are_within_budget() -> None:
 
 def test_the_old_one_sample_band_was_over_budget() -> None:
     """The check above can fail: the band the acceptance run saw fire falsely breaks the budget."""
-    assert false_alarms_per_day(300, 600, Band(for_minutes=15, two_sample=False)) > FALSE_ALERTS_PER_DAY_BUDGET
+    assert (
+        false_alarms_per_day(300, 600, Band(for_minutes=15, two_sample=False)) > FALSE_ALERTS_PER_DAY_BUDGET
+    )
 
 
 def test_a_doubling_is_detected_within_two_hours() -> None:

@@ -33,14 +33,20 @@ def test_committed_rules_equal_a_fresh_render() -> None:
 
 
 def test_promtool_checks_the_rules() -> None:
-    out = subprocess.run([tool("promtool"), "check", "rules", str(DEFAULT_OUT)], capture_output=True, text=True)
+    out = subprocess.run(
+        [tool("promtool"), "check", "rules", str(DEFAULT_OUT)], capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("test_file", TESTS, ids=[t.name for t in TESTS])
 def test_promtool_unit_tests_pass(test_file: Path) -> None:
-    out = subprocess.run([tool("promtool"), "test", "rules", test_file.name], cwd=test_file.parent,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [tool("promtool"), "test", "rules", test_file.name],
+        cwd=test_file.parent,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -67,7 +73,9 @@ def test_every_alert_has_the_required_fields_and_a_runbook_section() -> None:
         assert ("triage" in ann) == triaged, rule["alert"]
         base, anchor = ann["runbook_url"].rsplit("#", 1)
         assert base == "deploy/runbooks.md", "the default points at the runbook inside the repository"
-        assert anchor == rule["alert"].lower() and anchor in anchors, f"no runbook section for {rule['alert']}"
+        assert anchor == rule["alert"].lower() and anchor in anchors, (
+            f"no runbook section for {rule['alert']}"
+        )
 
 
 def test_pipeline_alerts_fire_while_the_condition_holds() -> None:
@@ -101,19 +109,47 @@ def test_tenant_override_fires_at_its_own_threshold(tmp_path: Path) -> None:
     (tmp_path / "rules.yml").write_text(rendered_text(str(config)))
     series = []
     for tenant in ("acme", "globex"):
-        series += [{"series": f'ragmon_faithfulness_score_ratio_sum{{tenant="{tenant}",variant="production"}}',
-                    "values": "0+1.4x60"},
-                   {"series": f'ragmon_faithfulness_score_ratio_count{{tenant="{tenant}",variant="production"}}',
-                    "values": "0+2x60"}]
-    (tmp_path / "t.test.yml").write_text(yaml.safe_dump({
-        "rule_files": ["rules.yml"], "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": [
-            {"eval_time": "45m", "expr": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing"}',
-             "exp_samples": [{"value": 1, "labels": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing", '
-                              'severity="page", category="guardrail", guardrail="faithfulness", tenant="acme", '
-                              'variant="production"}'}]}]}]}))
-    out = subprocess.run([tool("promtool"), "test", "rules", "t.test.yml"], cwd=tmp_path, capture_output=True,
-                         text=True)
+        series += [
+            {
+                "series": f'ragmon_faithfulness_score_ratio_sum{{tenant="{tenant}",variant="production"}}',
+                "values": "0+1.4x60",
+            },
+            {
+                "series": f'ragmon_faithfulness_score_ratio_count{{tenant="{tenant}",variant="production"}}',
+                "values": "0+2x60",
+            },
+        ]
+    (tmp_path / "t.test.yml").write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": ["rules.yml"],
+                "evaluation_interval": "1m",
+                "tests": [
+                    {
+                        "interval": "1m",
+                        "input_series": series,
+                        "promql_expr_test": [
+                            {
+                                "eval_time": "45m",
+                                "expr": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing"}',
+                                "exp_samples": [
+                                    {
+                                        "value": 1,
+                                        "labels": 'ALERTS{alertname="RagmonFaithfulnessLow", alertstate="firing", '
+                                        'severity="page", category="guardrail", guardrail="faithfulness", tenant="acme", '
+                                        'variant="production"}',
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    out = subprocess.run(
+        [tool("promtool"), "test", "rules", "t.test.yml"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -143,14 +179,21 @@ def test_alertmanager_config_is_valid_and_routes() -> None:
         ("severity=page", "tenant=acme", "alertname=RagmonFaithfulnessLow"): "oncall-pager-tenant-acme",
         ("severity=page", "category=security", "tenant=globex"): "security",
         ("severity=ticket", "tenant=globex", "alertname=RagmonCostPerQueryOverBudget"): "team-queue",
-        ("severity=ticket", "category=candidate", "tenant=acme", "alertname=RagmonShadowCandidateWorse"):
-            "candidate-owners",
+        (
+            "severity=ticket",
+            "category=candidate",
+            "tenant=acme",
+            "alertname=RagmonShadowCandidateWorse",
+        ): "candidate-owners",
         # a candidate never pages, even if someone raised its severity
         ("severity=page", "category=candidate", "tenant=acme"): "candidate-owners",
     }
     for labels, receiver in expectations.items():
-        out = subprocess.run([amtool, "config", "routes", "test", f"--config.file={cfg}", *labels],
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [amtool, "config", "routes", "test", f"--config.file={cfg}", *labels],
+            capture_output=True,
+            text=True,
+        )
         assert out.stdout.strip() == receiver, (labels, out.stdout, out.stderr)
 
 
@@ -164,5 +207,7 @@ def test_every_inhibition_is_bound_by_a_shared_label() -> None:
 
 def test_the_runbook_base_url_is_configuration() -> None:
     cfg = GuardrailsConfig(runbook_base_url="https://runbooks.example.com/ragmon.md")
-    urls = {r["annotations"]["runbook_url"] for g in render(cfg)["groups"] for r in g["rules"] if "alert" in r}
+    urls = {
+        r["annotations"]["runbook_url"] for g in render(cfg)["groups"] for r in g["rules"] if "alert" in r
+    }
     assert urls and all(u.startswith("https://runbooks.example.com/ragmon.md#ragmon") for u in urls)

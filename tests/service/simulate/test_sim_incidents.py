@@ -22,8 +22,11 @@ CLEAN_UNTIL, INCIDENT_FROM = 20.0, 20.0
 
 
 def run(small, events_of, start, incident, **fields):
-    scenario = small(duration_s=40, incidents=[{"start_s": INCIDENT_FROM, "end_s": 40, "name": "incident"} | incident],
-                     **fields)
+    scenario = small(
+        duration_s=40,
+        incidents=[{"start_s": INCIDENT_FROM, "end_s": 40, "name": "incident"} | incident],
+        **fields,
+    )
     events = events_of(scenario)
     ledger = Ledger()
     for ev in events:
@@ -32,8 +35,11 @@ def run(small, events_of, start, incident, **fields):
 
 
 def production(events, during: bool):
-    return [e.body for e in events if e.type == "trace" and e.body["variant"] == "production"
-            and (e.at_s >= INCIDENT_FROM) == during]
+    return [
+        e.body
+        for e in events
+        if e.type == "trace" and e.body["variant"] == "production" and (e.at_s >= INCIDENT_FROM) == during
+    ]
 
 
 def holds(pred, metadata) -> bool:
@@ -70,14 +76,22 @@ def recompute_exclusion(traces):
 
 @pytest.mark.parametrize("field", ["locale", "product", "updated_at"])
 def test_filter_regression_excludes_gold_through_the_named_predicate(small, events_of, start, field):
-    events, manifest = run(small, events_of, start, {"kind": "filter_regression", "field": field},
-                           candidate={"share": 0.3}, sampling={"exclusion_sample": 1.0, "gold_ids_in_sample": 1.0})
+    events, manifest = run(
+        small,
+        events_of,
+        start,
+        {"kind": "filter_regression", "field": field},
+        candidate={"share": 0.3},
+        sampling={"exclusion_sample": 1.0, "gold_ids_in_sample": 1.0},
+    )
     truth = manifest["exclusion"]["by_phase"]
     clean, broken = truth["clean"]["production"]["sampled"], truth["incident"]["production"]["sampled"]
     assert clean["eligible_queries"] > 100 and clean["rate"] < 0.15
     assert broken["eligible_queries"] > 100 and broken["rate"] > 0.9
     assert max(broken["excluded_by_field"], key=broken["excluded_by_field"].get) == field
-    assert truth["incident"]["candidate"]["sampled"]["rate"] < 0.15  # the regression shipped in production only
+    assert (
+        truth["incident"]["candidate"]["sampled"]["rate"] < 0.15
+    )  # the regression shipped in production only
     for during, phase in ((False, clean), (True, broken)):
         eligible, excluded, fields = recompute_exclusion(production(events, during))
         assert (eligible, excluded) == (phase["eligible_queries"], phase["excluded_queries"])
@@ -91,7 +105,10 @@ def test_slow_stage_multiplies_only_its_stage(small, events_of, start):
         after = statistics.median(b["timings"][stage] for b in production(events, True))
         assert expected * 0.75 < after / before < expected * 1.3, stage
     latency = manifest["latency"]["by_phase"]
-    assert latency["incident"]["production"]["rerank"]["p95"] > 5 * latency["clean"]["production"]["rerank"]["p95"]
+    assert (
+        latency["incident"]["production"]["rerank"]["p95"]
+        > 5 * latency["clean"]["production"]["rerank"]["p95"]
+    )
 
 
 def uses_context(body) -> bool:
@@ -104,7 +121,10 @@ def uses_context(body) -> bool:
 
 def test_unfaithful_answers_stop_using_the_context(small, events_of, start):
     events, manifest = run(small, events_of, start, {"kind": "unfaithful_answers", "share": 1.0})
-    answered = {during: [b for b in production(events, during) if not b["answer"]["refused"]] for during in (False, True)}
+    answered = {
+        during: [b for b in production(events, during) if not b["answer"]["refused"]]
+        for during in (False, True)
+    }
     assert all(uses_context(b) for b in answered[False])
     assert not any(uses_context(b) for b in answered[True])
     quality = manifest["quality"]["by_phase"]
@@ -124,9 +144,12 @@ def test_cost_spike_multiplies_tokens_and_reported_cost(small, events_of, start)
     events, manifest = run(small, events_of, start, {"kind": "cost_spike", "factor": 5})
     before, after = production(events, False), production(events, True)
     ratio = statistics.mean(b["usage"]["tokens"]["prompt"] for b in after) / statistics.mean(
-        b["usage"]["tokens"]["prompt"] for b in before)
+        b["usage"]["tokens"]["prompt"] for b in before
+    )
     assert 4.0 < ratio < 6.0
-    assert {b["usage"]["model"] for b in before + after if "cost_usd" not in b["usage"]} == {"llama-3.1-70b-instruct"}
+    assert {b["usage"]["model"] for b in before + after if "cost_usd" not in b["usage"]} == {
+        "llama-3.1-70b-instruct"
+    }
     usage = manifest["traces"]["usage"]
     traces = [e.body for e in events if e.type == "trace"]
     assert usage["tokens"]["prompt"] == sum(b["usage"]["tokens"]["prompt"] for b in traces)
@@ -137,8 +160,13 @@ def test_entitlement_leak_puts_a_forbidden_document_in_context(small, events_of,
     events, manifest = run(small, events_of, start, {"kind": "entitlement_leak", "share": 0.3})
 
     def leaks(bodies):
-        return sum(any(not all(holds(p, d["metadata"]) for p in b["retrieval"]["filters"]["entitlement"])
-                       for d in b["retrieval"]["documents"]) for b in bodies)
+        return sum(
+            any(
+                not all(holds(p, d["metadata"]) for p in b["retrieval"]["filters"]["entitlement"])
+                for d in b["retrieval"]["documents"]
+            )
+            for b in bodies
+        )
 
     assert leaks(production(events, False)) == 0
     leaked = leaks(production(events, True))
@@ -147,8 +175,13 @@ def test_entitlement_leak_puts_a_forbidden_document_in_context(small, events_of,
 
 
 def test_embedding_model_change_switches_name_and_dimension(small, events_of, start):
-    events, manifest = run(small, events_of, start, {"kind": "embedding_model_change", "model": "embed-v9", "dim": 128},
-                           candidate={"share": 0.3})
+    events, manifest = run(
+        small,
+        events_of,
+        start,
+        {"kind": "embedding_model_change", "model": "embed-v9", "dim": 128},
+        candidate={"share": 0.3},
+    )
     for during, model, dim in ((False, "app-embed-v1", 64), (True, "embed-v9", 128)):
         traces = [e.body for e in events if e.type == "trace" and (e.at_s >= INCIDENT_FROM) == during]
         queries = [b["query"] for b in traces if "embedding" in b["query"]]
@@ -162,10 +195,13 @@ def test_manifest_counts_match_the_stream(small, events_of, start):
     feedback = [e for e in events if e.type == "feedback"]
     assert manifest["basis"] == "generated"
     assert manifest["events"]["sent"] == dict(sorted(Counter(e.type for e in events).items()))
-    assert manifest["traces"]["by_variant"] == dict(sorted(Counter(e.body["variant"] for e in traces).items()))
+    assert manifest["traces"]["by_variant"] == dict(
+        sorted(Counter(e.body["variant"] for e in traces).items())
+    )
     assert manifest["traces"]["by_intent"] == dict(sorted(Counter(e.body["intent"] for e in traces).items()))
     assert manifest["feedback"]["by_kind"] == dict(sorted(Counter(e.body["kind"] for e in feedback).items()))
     phases = manifest["phases"]
     assert {t for ids in phases["incident"]["trace_ids"].values() for t in ids} == {
-        e.body["trace_id"] for e in traces if e.at_s >= INCIDENT_FROM}
+        e.body["trace_id"] for e in traces if e.at_s >= INCIDENT_FROM
+    }
     assert manifest["incidents"][0]["windows"][0]["start"] == "2026-03-01T12:00:20.000+00:00"

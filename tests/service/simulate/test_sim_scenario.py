@@ -15,26 +15,59 @@ BAD = [
     ({"duration_s": -5}, "duration_s: Input should be greater than 0"),
     ({"tenants": ["acme", "acme"]}, "tenants: duplicate tenant name ['acme']"),
     ({"tenants": ["Not A Slug"]}, "tenants.0.name: String should match pattern"),
-    ({"tenants": [{"name": "acme", "locales": ["de"]}]}, "tenants.0.locales.0: Input should be 'en', 'pt' or 'pl'"),
-    ({"candidate": {"name": "production"}}, "candidate.name: the candidate variant cannot be named 'production'"),
+    (
+        {"tenants": [{"name": "acme", "locales": ["de"]}]},
+        "tenants.0.locales.0: Input should be 'en', 'pt' or 'pl'",
+    ),
+    (
+        {"candidate": {"name": "production"}},
+        "candidate.name: the candidate variant cannot be named 'production'",
+    ),
     ({"candidate": {"model": "gpt-9"}}, "candidate.model: 'gpt-9' is not one of models"),
-    ({"sampling": {"exclusion_sample": 1.5}}, "sampling.exclusion_sample: Input should be less than or equal to 1"),
+    (
+        {"sampling": {"exclusion_sample": 1.5}},
+        "sampling.exclusion_sample: Input should be less than or equal to 1",
+    ),
     ({"sampling": {"label_delay_s": [60, 10]}}, "sampling.label_delay_s: needs [min, max] seconds"),
     ({"feedback": {"thumbs": -0.1}}, "feedback.thumbs: Input should be greater than or equal to 0"),
     ({"colour": "blue"}, "colour: Extra inputs are not permitted"),
     ({"incidents": [{"kind": "meteor", "start_s": 1}]}, "incidents.0: Input tag 'meteor' found using 'kind'"),
-    ({"incidents": [{"kind": "slow_stage", "start_s": 1, "factor": 0.5}]}, "incidents.0.factor: Input should be greater than 1"),
-    ({"incidents": [{"kind": "slow_stage", "start_s": 1, "stage": "parsing"}]}, "incidents.0.stage: Input should be"),
-    ({"incidents": [{"kind": "filter_regression", "start_s": 1, "field": "tenant"}]},
-     "incidents.0.field: Input should be 'locale', 'product' or 'updated_at'"),
-    ({"incidents": [{"kind": "cost_spike", "start_s": 9, "end_s": 3}]}, "incidents.0.end_s: must be greater than start_s"),
-    ({"incidents": [{"kind": "cost_spike", "start_s": 90}]}, "incidents.0.start_s: 90.0 is not before the scenario's duration_s"),
-    ({"incidents": [{"kind": "cost_spike", "start_s": 1, "end_s": 5, "every_s": 3}]},
-     "incidents.0.every_s: must be longer than the incident"),
-    ({"incidents": [{"kind": "topic_shift", "start_s": 1, "tenants": ["initech"]}]}, "incidents.0.tenants: unknown tenant(s) ['initech']"),
-    ({"incidents": [{"kind": "topic_shift", "start_s": 1, "variants": ["canary"]}]}, "incidents.0.variants: unknown variant(s) ['canary']"),
-    ({"incidents": [{"kind": "topic_shift", "start_s": 1}, {"kind": "topic_shift", "start_s": 2}]},
-     "incidents: duplicate incident name ['topic-shift']"),
+    (
+        {"incidents": [{"kind": "slow_stage", "start_s": 1, "factor": 0.5}]},
+        "incidents.0.factor: Input should be greater than 1",
+    ),
+    (
+        {"incidents": [{"kind": "slow_stage", "start_s": 1, "stage": "parsing"}]},
+        "incidents.0.stage: Input should be",
+    ),
+    (
+        {"incidents": [{"kind": "filter_regression", "start_s": 1, "field": "tenant"}]},
+        "incidents.0.field: Input should be 'locale', 'product' or 'updated_at'",
+    ),
+    (
+        {"incidents": [{"kind": "cost_spike", "start_s": 9, "end_s": 3}]},
+        "incidents.0.end_s: must be greater than start_s",
+    ),
+    (
+        {"incidents": [{"kind": "cost_spike", "start_s": 90}]},
+        "incidents.0.start_s: 90.0 is not before the scenario's duration_s",
+    ),
+    (
+        {"incidents": [{"kind": "cost_spike", "start_s": 1, "end_s": 5, "every_s": 3}]},
+        "incidents.0.every_s: must be longer than the incident",
+    ),
+    (
+        {"incidents": [{"kind": "topic_shift", "start_s": 1, "tenants": ["initech"]}]},
+        "incidents.0.tenants: unknown tenant(s) ['initech']",
+    ),
+    (
+        {"incidents": [{"kind": "topic_shift", "start_s": 1, "variants": ["canary"]}]},
+        "incidents.0.variants: unknown variant(s) ['canary']",
+    ),
+    (
+        {"incidents": [{"kind": "topic_shift", "start_s": 1}, {"kind": "topic_shift", "start_s": 2}]},
+        "incidents: duplicate incident name ['topic-shift']",
+    ),
 ]
 
 
@@ -84,8 +117,20 @@ def test_cli_validate_and_bad_scenario_exit_codes(tmp_path: Path, capsys):
 
 def test_cli_generate_writes_events_and_manifest(tmp_path: Path):
     out, manifest_path = tmp_path / "events.jsonl", tmp_path / "manifest.json"
-    argv = ["generate", "clean", "--duration", "5", "--seed", "9", "--start", "2026-03-01T00:00:00Z",
-            "--out", str(out), "--manifest", str(manifest_path)]
+    argv = [
+        "generate",
+        "clean",
+        "--duration",
+        "5",
+        "--seed",
+        "9",
+        "--start",
+        "2026-03-01T00:00:00Z",
+        "--out",
+        str(out),
+        "--manifest",
+        str(manifest_path),
+    ]
     assert main(argv) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     manifest = json.loads(manifest_path.read_text())
@@ -97,7 +142,10 @@ def test_cli_generate_writes_events_and_manifest(tmp_path: Path):
 
 def test_cli_override_that_breaks_the_schedule_is_refused(capsys):
     assert main(["generate", "incidents", "--duration", "100"]) == 2
-    assert "incidents.0.start_s: 240.0 is not before the scenario's duration_s (100.0)" in capsys.readouterr().err
+    assert (
+        "incidents.0.start_s: 240.0 is not before the scenario's duration_s (100.0)"
+        in capsys.readouterr().err
+    )
 
 
 def test_endless_generation_needs_a_limit(tmp_path: Path, capsys):

@@ -38,11 +38,15 @@ def test_every_event_arrives_once_with_its_tenants_key(recording_api, small, tmp
         by_type_tenant.update((e["type"], tenant) for e in req.events)
     ids = recording_api.accepted_ids()
     assert len(ids) == len(set(ids)) > 300
-    expected = {t: dict(sorted((ten, n) for (ty, ten), n in by_type_tenant.items() if ty == t))
-                for t in {t for t, _ in by_type_tenant}}
+    expected = {
+        t: dict(sorted((ten, n) for (ty, ten), n in by_type_tenant.items() if ty == t))
+        for t in {t for t, _ in by_type_tenant}
+    }
     assert manifest["events"]["by_type_tenant"] == expected
     assert manifest["events"]["accepted"] == manifest["events"]["sent"]
-    assert manifest["events"]["rejected"] == {} and manifest["http"]["by_status"] == {"202": len(recording_api.received)}
+    assert manifest["events"]["rejected"] == {} and manifest["http"]["by_status"] == {
+        "202": len(recording_api.received)
+    }
     assert json.loads(manifest_path.read_text()) == manifest
 
 
@@ -69,9 +73,15 @@ def test_207_partial_rejection_counts_only_accepted_events(recording_api, small,
         bad = [e for e in events if e["type"] == "feedback"]
         rejected.update(e["id"] for e in bad)
         # The ragmon API answers with the batch position; an id alone must work too.
-        results = [{"index": pos if keyed_by == "index" else None, "id": e["id"] if keyed_by == "id" else None,
-                    "status": "rejected" if e in bad else "accepted",
-                    "error": "body.kind: not allowed" if e in bad else None} for pos, e in enumerate(events)]
+        results = [
+            {
+                "index": pos if keyed_by == "index" else None,
+                "id": e["id"] if keyed_by == "id" else None,
+                "status": "rejected" if e in bad else "accepted",
+                "error": "body.kind: not allowed" if e in bad else None,
+            }
+            for pos, e in enumerate(events)
+        ]
         return (207 if bad else 202), {}, {"accepted": len(events) - len(bad), "results": results}
 
     recording_api.responder = responder
@@ -96,7 +106,9 @@ def test_client_error_is_not_retried_and_fails_the_command(recording_api, capsys
 
 def test_persistent_429_fails_after_bounded_retries(recording_api, small):
     recording_api.responder = lambda i, events: (429, {"Retry-After": "0"}, {"detail": "slow down"})
-    manifest = run_send(small(duration_s=1), config(recording_api, senders=1, batch_size=1000, max_retries=2), None)
+    manifest = run_send(
+        small(duration_s=1), config(recording_api, senders=1, batch_size=1000, max_retries=2), None
+    )
     assert manifest["http"]["by_status"] == {"429": 3 * manifest["http"]["failed_batches"]}
     assert manifest["events"]["accepted"] == {} and manifest["events"]["failed"] == manifest["events"]["sent"]
     assert manifest["traces"]["total"] == 0
@@ -106,14 +118,26 @@ def test_unreachable_api_fails_after_bounded_retries(small):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens there
-    cfg = SendConfig(api=f"http://127.0.0.1:{port}", default_key="k", fast=True, max_retries=1, batch_size=1000)
+    cfg = SendConfig(
+        api=f"http://127.0.0.1:{port}", default_key="k", fast=True, max_retries=1, batch_size=1000
+    )
     manifest = run_send(small(duration_s=1), cfg, None)
     assert manifest["http"]["network_errors"] == 2 * manifest["http"]["failed_batches"] > 0
     assert manifest["events"]["failed"] == manifest["events"]["sent"]
 
 
 def test_missing_key_for_a_tenant_is_refused_before_sending(recording_api, capsys):
-    argv = ["send", "clean", "--duration", "2", "--fast", "--api", recording_api.url, "--tenant-key", "acme=k"]
+    argv = [
+        "send",
+        "clean",
+        "--duration",
+        "2",
+        "--fast",
+        "--api",
+        recording_api.url,
+        "--tenant-key",
+        "acme=k",
+    ]
     assert main(argv) == 2
     assert "no API key for tenant 'globex'" in capsys.readouterr().err
     assert recording_api.received == []
@@ -121,8 +145,12 @@ def test_missing_key_for_a_tenant_is_refused_before_sending(recording_api, capsy
 
 def test_real_time_pacing_with_speed(recording_api, small):
     # Short tails: the run lasts until the last late feedback and label are sent.
-    scenario = small(duration_s=4, rate=10, sampling={"label_delay_s": [1, 3], "trace_lag_s": [0.5, 1]},
-                     feedback={"delay_s": [0.5, 2], "late_delay_s": [2, 4]})
+    scenario = small(
+        duration_s=4,
+        rate=10,
+        sampling={"label_delay_s": [1, 3], "trace_lag_s": [0.5, 1]},
+        feedback={"delay_s": [0.5, 2], "late_delay_s": [2, 4]},
+    )
     assert scenario.tail_s() == 4
     began = time.monotonic()
     before = datetime.now(UTC)
@@ -158,15 +186,30 @@ def test_stop_ends_an_endless_run_and_settles_what_was_handed_out(recording_api,
     finally:
         timer.cancel()
     assert manifest["run"]["interrupted"] is True
-    assert manifest["basis"].startswith("counts only") and "traces" not in manifest  # endless: memory stays flat
+    assert (
+        manifest["basis"].startswith("counts only") and "traces" not in manifest
+    )  # endless: memory stays flat
     assert sum(manifest["events"]["sent"].values()) == len(recording_api.accepted_ids()) > 5
     assert manifest["events"]["accepted"] == manifest["events"]["sent"]
 
 
 def test_sigterm_stops_the_command_and_writes_the_manifest(recording_api, tmp_path):
     manifest_path = tmp_path / "m.json"
-    argv = [sys.executable, "-m", "service.simulate.cli", "send", "demo", "--api", recording_api.url,
-            "--api-key", "k", "--batch-ms", "50", "--manifest", str(manifest_path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "service.simulate.cli",
+        "send",
+        "demo",
+        "--api",
+        recording_api.url,
+        "--api-key",
+        "k",
+        "--batch-ms",
+        "50",
+        "--manifest",
+        str(manifest_path),
+    ]
     proc = subprocess.Popen(argv, cwd=Path(__file__).parents[3], stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

@@ -19,8 +19,14 @@ from service.simulate import run_generate
 
 EVERYTHING = {
     "candidate": {"name": "rerank-v2", "share": 0.3, "model": "gpt-4o-mini"},
-    "sampling": {"exclusion_sample": 0.5, "embedding": 0.5, "label": 0.2, "trace_lag": 0.2,
-                 "label_delay_s": [5, 20], "trace_lag_s": [3, 10]},
+    "sampling": {
+        "exclusion_sample": 0.5,
+        "embedding": 0.5,
+        "label": 0.2,
+        "trace_lag": 0.2,
+        "label_delay_s": [5, 20],
+        "trace_lag_s": [3, 10],
+    },
     "feedback": {"late_share": 0.2, "late_delay_s": [20, 40]},
     "incidents": [
         {"kind": "filter_regression", "start_s": 5, "end_s": 10, "release": "v2"},
@@ -96,7 +102,11 @@ def test_candidate_variant_shares_request_with_production(stream):
     for cand in candidates:
         prod = production[cand["request_id"]]
         assert cand["trace_id"] != prod["trace_id"]
-        assert (cand["query"], cand["session_id"], cand["intent"]) == (prod["query"], prod["session_id"], prod["intent"])
+        assert (cand["query"], cand["session_id"], cand["intent"]) == (
+            prod["query"],
+            prod["session_id"],
+            prod["intent"],
+        )
         assert cand["release"] == "cand-1" and cand["usage"]["model"] == "gpt-4o-mini"
 
 
@@ -142,11 +152,21 @@ def test_each_feedback_kind_occurs(stream, kind):
 
 def test_release_markers_at_start_and_at_an_incident_with_a_release(stream):
     events = stream
-    releases = [(e.at_s, e.tenant, e.body["release"], e.body["variant"]) for e in events if e.type == "release"]
-    assert releases[:4] == [(0.0, "acme", "v1", "production"), (0.0, "acme", "cand-1", "rerank-v2"),
-                            (0.0, "globex", "v1", "production"), (0.0, "globex", "cand-1", "rerank-v2")]
+    releases = [
+        (e.at_s, e.tenant, e.body["release"], e.body["variant"]) for e in events if e.type == "release"
+    ]
+    assert releases[:4] == [
+        (0.0, "acme", "v1", "production"),
+        (0.0, "acme", "cand-1", "rerank-v2"),
+        (0.0, "globex", "v1", "production"),
+        (0.0, "globex", "cand-1", "rerank-v2"),
+    ]
     assert sorted(releases[4:]) == [(5.0, "acme", "v2", "production"), (5.0, "globex", "v2", "production")]
-    served = {(e.body["release"], e.at_s >= 5) for e in events if e.type == "trace" and e.body["variant"] == "production"}
+    served = {
+        (e.body["release"], e.at_s >= 5)
+        for e in events
+        if e.type == "trace" and e.body["variant"] == "production"
+    }
     assert served == {("v1", False), ("v2", True)}
 
 
@@ -155,9 +175,25 @@ def test_stream_does_not_depend_on_the_process_hash_seed(tmp_path):
     outputs = []
     for hash_seed in ("1", "2"):
         out = tmp_path / f"run{hash_seed}.jsonl"
-        argv = [sys.executable, "-m", "service.simulate.cli", "generate", "clean", "--duration", "5",
-                "--start", "2026-03-01T00:00:00Z", "--out", str(out)]
-        subprocess.run(argv, check=True, cwd=Path(__file__).parents[3], env={**os.environ, "PYTHONHASHSEED": hash_seed},
-                       timeout=60)
+        argv = [
+            sys.executable,
+            "-m",
+            "service.simulate.cli",
+            "generate",
+            "clean",
+            "--duration",
+            "5",
+            "--start",
+            "2026-03-01T00:00:00Z",
+            "--out",
+            str(out),
+        ]
+        subprocess.run(
+            argv,
+            check=True,
+            cwd=Path(__file__).parents[3],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            timeout=60,
+        )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] and outputs[0]

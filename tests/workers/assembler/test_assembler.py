@@ -59,15 +59,17 @@ class Rig:
 
 @pytest.fixture
 def rig(kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str) -> Iterator[Rig]:
-    settings = CommonSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
-                              kafka_partitions=2)
+    settings = CommonSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix, kafka_partitions=2
+    )
     ensure_topics(settings)
     config = AssemblerConfig(quiet_period_s=0, root_wait_s=30, max_spans_per_trace=20)
     registry = CollectorRegistry()
     emitter = KafkaEmitter(settings, client_id="test-assembler")
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
-    assembler = Assembler(config, build_store(redis_client, config), emitter, settings.topics,
-                          AssemblerMetrics(registry))
+    assembler = Assembler(
+        config, build_store(redis_client, config), emitter, settings.topics, AssemblerMetrics(registry)
+    )
     yield Rig(assembler, registry, settings.topics, KafkaReader(kafka_bootstrap), producer)
     producer.close()
     emitter.close()
@@ -108,7 +110,10 @@ def test_replay_and_late_spans_are_counted_never_emitted_twice(rig: Rig) -> None
 def test_a_huge_trace_is_bounded_and_still_emitted(rig: Rig) -> None:
     spans = rag_trace()
     root = spans[0]
-    extra = [oi_span(root.trace_id, "TOOL", f"t{i}", root.start_time_unix_nano, 1, root.span_id) for i in range(100)]
+    extra = [
+        oi_span(root.trace_id, "TOOL", f"t{i}", root.start_time_unix_nano, 1, root.span_id)
+        for i in range(100)
+    ]
     rig.send(extra)
     rig.send(spans)  # the root arrives after the cap is reached: still kept
     rig.consume_all()
@@ -136,8 +141,14 @@ def test_drops_are_counted_by_reason(rig: Rig) -> None:
 
 def test_annotation_span_becomes_a_feedback_event(rig: Rig) -> None:
     target = rag_trace()
-    note = oi_span(os.urandom(16), None, "feedback", time.time_ns(), 1, attrs={
-        "annotations.0.annotation.name": "thumbs", "annotations.0.annotation.score": 1})
+    note = oi_span(
+        os.urandom(16),
+        None,
+        "feedback",
+        time.time_ns(),
+        1,
+        attrs={"annotations.0.annotation.name": "thumbs", "annotations.0.annotation.score": 1},
+    )
     note.links.add(trace_id=target[0].trace_id, span_id=target[0].span_id)
     rig.send([note])
     rig.consume_all()
@@ -149,9 +160,12 @@ def test_annotation_span_becomes_a_feedback_event(rig: Rig) -> None:
 
 
 def test_undecodable_records_are_dead_lettered(rig: Rig) -> None:
-    rig.producer.send(rig.topics.spans, key=b"acme/x", value=b"\x0a\xff\xff",
-                      headers=[("ragmon-event-type", b"otlp_spans"), ("ragmon-schema", b"1"),
-                               ("ragmon-tenant", b"acme")])
+    rig.producer.send(
+        rig.topics.spans,
+        key=b"acme/x",
+        value=b"\x0a\xff\xff",
+        headers=[("ragmon-event-type", b"otlp_spans"), ("ragmon-schema", b"1"), ("ragmon-tenant", b"acme")],
+    )
     rig.producer.flush()
     assert rig.consume_all() == 1
     [dead] = rig.kafka.records(rig.topics.dlq)
@@ -162,8 +176,13 @@ def test_undecodable_records_are_dead_lettered(rig: Rig) -> None:
 def test_the_loop_halts_on_a_dead_letter_flood_without_dead_lettering_it(
     kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str
 ) -> None:
-    settings = WorkerSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
-                              kafka_partitions=1, worker_dlq_min_messages=10, worker_poll_timeout_ms=100)
+    settings = WorkerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        kafka_topic_prefix=topic_prefix,
+        kafka_partitions=1,
+        worker_dlq_min_messages=10,
+        worker_poll_timeout_ms=100,
+    )
     ensure_topics(settings)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     for _ in range(20):
@@ -173,16 +192,21 @@ def test_the_loop_halts_on_a_dead_letter_flood_without_dead_lettering_it(
     config = AssemblerConfig()
     registry = CollectorRegistry()
     emitter = KafkaEmitter(settings, client_id="test-assembler")
-    assembler = Assembler(config, build_store(redis_client, config), emitter, settings.topics,
-                          AssemblerMetrics(registry))
+    assembler = Assembler(
+        config, build_store(redis_client, config), emitter, settings.topics, AssemblerMetrics(registry)
+    )
     loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
     try:
         deadline = time.monotonic() + 30
         while loop.halted is None and time.monotonic() < deadline:
             loop.step()
         assert loop.halted == "dead_letter_ratio" and loop.readiness() == (False, "halted: dead_letter_ratio")
-        assert registry.get_sample_value("ragmon_worker_halted", {"worker": "assembler",
-                                                                  "reason": "dead_letter_ratio"}) == 1
+        assert (
+            registry.get_sample_value(
+                "ragmon_worker_halted", {"worker": "assembler", "reason": "dead_letter_ratio"}
+            )
+            == 1
+        )
         loop.step()  # halted: fetches nothing, dead-letters nothing
         assert KafkaReader(kafka_bootstrap).records(settings.topics.dlq) == []
     finally:

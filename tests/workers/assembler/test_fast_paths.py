@@ -48,17 +48,20 @@ def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-@pytest.mark.parametrize("items", [
-    [{"double_value": x} for x in (0.0, -0.0, 1.5, math.nan, math.inf, -math.inf, 5e-324, 1e308)],
-    [{"double_value": float(i) / 7} for i in range(1536)],
-    [{"double_value": 1.0}],
-    [{"double_value": 1.0}, {"int_value": 2}],
-    [{"int_value": 1}, {"int_value": 2}],
-    [{"double_value": 1.0}, {}],  # an empty AnyValue
-    [{"double_value": 1.0}, {"string_value": "abcdefg"}],  # an item of the same length as a double's
-    [{"string_value": "a"}, {"bool_value": True}],
-    [],
-])
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"double_value": x} for x in (0.0, -0.0, 1.5, math.nan, math.inf, -math.inf, 5e-324, 1e308)],
+        [{"double_value": float(i) / 7} for i in range(1536)],
+        [{"double_value": 1.0}],
+        [{"double_value": 1.0}, {"int_value": 2}],
+        [{"int_value": 1}, {"int_value": 2}],
+        [{"double_value": 1.0}, {}],  # an empty AnyValue
+        [{"double_value": 1.0}, {"string_value": "abcdefg"}],  # an item of the same length as a double's
+        [{"string_value": "a"}, {"bool_value": True}],
+        [],
+    ],
+)
 def test_arrays_read_as_the_plain_code_reads_them(items: list[dict[str, Any]]) -> None:
     value = _array(*items)
     assert _same(any_value(value), _plain_any_value(value))
@@ -74,35 +77,66 @@ def _plain_kind_and_annotations(span: Span) -> tuple[str | None, bool]:
     return kind, annotated
 
 
-@pytest.mark.parametrize("attributes", [
-    [("openinference.span.kind", "llm"), ("input.value", "q")],
-    [("input.value", "q"), ("openinference.span.kind", "retriever")],
-    [("openinference.span.kind", "llm"), ("openinference.span.kind", "chain")],  # a duplicate: the last wins
-    [("openinference.span.kind", "llm"), ("input.value", "about openinference.span.kind")],
-    [("input.value", "openinference.span.kind")],  # the key's text in a value only
-    [("openinference.span.kind", "chain"), ("annotations.0.annotation.name", "thumbs")],
-    [("input.value", "annotations.0"), ("openinference.span.kind", "chain")],  # the prefix in a value only
-    [("openinference.span.kind", 3)],  # not a string
-    [("input.value", "q")],
-    [],
-])
-def test_kind_and_annotations_from_the_bytes_as_from_every_attribute(attributes: list[tuple[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        [("openinference.span.kind", "llm"), ("input.value", "q")],
+        [("input.value", "q"), ("openinference.span.kind", "retriever")],
+        [
+            ("openinference.span.kind", "llm"),
+            ("openinference.span.kind", "chain"),
+        ],  # a duplicate: the last wins
+        [("openinference.span.kind", "llm"), ("input.value", "about openinference.span.kind")],
+        [("input.value", "openinference.span.kind")],  # the key's text in a value only
+        [("openinference.span.kind", "chain"), ("annotations.0.annotation.name", "thumbs")],
+        [
+            ("input.value", "annotations.0"),
+            ("openinference.span.kind", "chain"),
+        ],  # the prefix in a value only
+        [("openinference.span.kind", 3)],  # not a string
+        [("input.value", "q")],
+        [],
+    ],
+)
+def test_kind_and_annotations_from_the_bytes_as_from_every_attribute(
+    attributes: list[tuple[str, Any]],
+) -> None:
     span = Span(name="s", span_id=b"1" * 8, trace_id=b"2" * 16)
     span.attributes.extend(kv(key, value) for key, value in attributes)
     assert _kind_and_annotations(span, span.SerializeToString()) == _plain_kind_and_annotations(span)
 
 
 def test_metadata_strings_are_cut_as_before() -> None:
-    raw = {"short": "x", "long": "y" * 10_000, "n": 3, "f": math.nan, "list": ["a", 1, None], "nested": {"a": [1]}}
-    assert clean_metadata(raw) == {k: [_scalar(v) for v in value if _scalar(v) is not None]
-                                   if isinstance(value, list) else _scalar(value) for k, value in raw.items()}
+    raw = {
+        "short": "x",
+        "long": "y" * 10_000,
+        "n": 3,
+        "f": math.nan,
+        "list": ["a", 1, None],
+        "nested": {"a": [1]},
+    }
+    assert clean_metadata(raw) == {
+        k: [_scalar(v) for v in value if _scalar(v) is not None]
+        if isinstance(value, list)
+        else _scalar(value)
+        for k, value in raw.items()
+    }
 
 
 def test_indexed_lists_are_in_index_order_whatever_the_attribute_order() -> None:
-    attrs = {"d.10.x": "ten", "d.2.x": "two", "d.2.y": "two-y", "d.x.y": "not an index", "d.3": "no rest", "e.1.x": 0}
+    attrs = {
+        "d.10.x": "ten",
+        "d.2.x": "two",
+        "d.2.y": "two-y",
+        "d.x.y": "not an index",
+        "d.3": "no rest",
+        "e.1.x": 0,
+    }
     view = SpanView("s", "", "n", 0, 0, attrs)
     indexed = view.indexed("d")
-    assert list(indexed) == [2, 10] and indexed[2] == {"x": "two", "y": "two-y"} and indexed[10] == {"x": "ten"}
+    assert (
+        list(indexed) == [2, 10] and indexed[2] == {"x": "two", "y": "two-y"} and indexed[10] == {"x": "ten"}
+    )
 
 
 def test_an_invalid_envelope_is_refused_every_time_a_valid_one_is_cached_per_type_and_tenant() -> None:

@@ -49,18 +49,35 @@ ANSWER = "Hold the pin button for ten seconds."
 
 def rag_chain() -> Runnable[str, str]:
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=8))
-    store.add_documents([Document(page_content="Reset the router with the pin button.", metadata={"id": "kb-1"}),
-                         Document(page_content="The warranty lasts two years.", metadata={"source": "terms"})])
-    reply = AIMessage(content=ANSWER, usage_metadata={"input_tokens": 50, "output_tokens": 6, "total_tokens": 56,
-                                                       "input_token_details": {"cache_read": 20}})
+    store.add_documents(
+        [
+            Document(page_content="Reset the router with the pin button.", metadata={"id": "kb-1"}),
+            Document(page_content="The warranty lasts two years.", metadata={"source": "terms"}),
+        ]
+    )
+    reply = AIMessage(
+        content=ANSWER,
+        usage_metadata={
+            "input_tokens": 50,
+            "output_tokens": 6,
+            "total_tokens": 56,
+            "input_token_details": {"cache_read": 20},
+        },
+    )
     llm = GenericFakeChatModel(messages=iter([reply]), metadata={"ls_model_name": "fake-gpt"})
-    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context.\n{context}"), ("human", "{question}")])
-    context = store.as_retriever(search_kwargs={"k": 2}) | (lambda docs: "\n".join(d.page_content for d in docs))
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from the context.\n{context}"), ("human", "{question}")]
+    )
+    context = store.as_retriever(search_kwargs={"k": 2}) | (
+        lambda docs: "\n".join(d.page_content for d in docs)
+    )
     return {"context": context, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
 
 
 @pytest.fixture
-def api(kafka_bootstrap: str, redis_url: str, topic_prefix: str, redis_client: redis.Redis) -> Iterator[RunningApi]:
+def api(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, redis_client: redis.Redis
+) -> Iterator[RunningApi]:
     running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix)).start()
     yield running
     running.stop()
@@ -73,8 +90,12 @@ def kafka(kafka_bootstrap: str) -> KafkaReader:
 
 @pytest.fixture
 def instrumented(api: RunningApi) -> Iterator[TracerProvider]:
-    provider = TracerProvider(resource=Resource.create({"service.name": "rag-app", "ragmon.release": "2026.12.1"}))
-    exporter = OTLPSpanExporter(endpoint=f"{api.url}/v1/traces", headers={"Authorization": f"Bearer {ACME_KEY}"})
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "rag-app", "ragmon.release": "2026.12.1"})
+    )
+    exporter = OTLPSpanExporter(
+        endpoint=f"{api.url}/v1/traces", headers={"Authorization": f"Bearer {ACME_KEY}"}
+    )
     provider.add_span_processor(BatchSpanProcessor(exporter))
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
@@ -87,8 +108,9 @@ def assemble_topic(api: RunningApi, kafka: KafkaReader, client: redis.Redis) -> 
     config = AssemblerConfig(quiet_period_s=0)
     emitter = KafkaEmitter(api.settings, client_id="test-assembler")
     try:
-        assembler = Assembler(config, build_store(client, config), emitter, api.topics,
-                              AssemblerMetrics(CollectorRegistry()))
+        assembler = Assembler(
+            config, build_store(client, config), emitter, api.topics, AssemblerMetrics(CollectorRegistry())
+        )
         assembler.consume(kafka.records(api.topics.spans))
         assert assembler.tick() == 1
     finally:
@@ -101,8 +123,11 @@ def test_langchain_rag_chain_becomes_a_native_trace_event(
 ) -> None:
     # How an app sets ragmon's fields without ragmon code: OpenInference's own context managers.
     filters = {"entitlement": [{"field": "tenant", "op": "eq", "value": "acme"}], "relevance": []}
-    with using_session("sess-7"), using_user("ann@example.com"), \
-            using_metadata({"ragmon.intent": "billing", "ragmon.retrieval.filters": filters}):
+    with (
+        using_session("sess-7"),
+        using_user("ann@example.com"),
+        using_metadata({"ragmon.intent": "billing", "ragmon.retrieval.filters": filters}),
+    ):
         assert rag_chain().invoke(QUESTION) == ANSWER
     assert instrumented.force_flush(10_000)
     [event] = assemble_topic(api, kafka, redis_client)
@@ -112,12 +137,15 @@ def test_langchain_rag_chain_becomes_a_native_trace_event(
     # in the retriever's order (the fake embedding's similarity); ids from metadata, else a content hash
     assert {d.id: d.text for d in body.retrieval.documents} == {
         "kb-1": "Reset the router with the pin button.",
-        content_id("The warranty lasts two years."): "The warranty lasts two years."}
+        content_id("The warranty lasts two years."): "The warranty lasts two years.",
+    }
     # the session id is pseudonymized by the API (keyed hash), as a native event's session_id is
     assert body.session_id == Pseudonymizer(PSEUDONYM_KEY.encode()).identifier("acme", "sess-7")
     assert body.intent == "billing"
     assert body.retrieval.filters.model_dump(exclude_none=True)["entitlement"] == filters["entitlement"]
-    assert all(b"ann@example.com" not in r.value for r in kafka.records(api.topics.spans))  # user.id never in clear
+    assert all(
+        b"ann@example.com" not in r.value for r in kafka.records(api.topics.spans)
+    )  # user.id never in clear
     assert body.usage.model == "fake-gpt"
     assert body.usage.tokens == {"prompt": 50, "completion": 6, "cached_prompt": 20}
     assert {"retrieval", "generation", "total"} <= set(body.timings)

@@ -34,35 +34,54 @@ RECORD_LIMIT = 256 * 1024  # the broker's per-record size in these tests (RAGMON
 
 @pytest.fixture
 def rig(kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str) -> Iterator[Rig]:
-    settings = CommonSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
-                              kafka_partitions=2)
+    settings = CommonSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix, kafka_partitions=2
+    )
     ensure_topics(settings)
     config = AssemblerConfig(quiet_period_s=0, root_wait_s=30)
     registry = CollectorRegistry()
     emitter = KafkaEmitter(settings, client_id="test-assembler", max_record_bytes=RECORD_LIMIT)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", max_request_size=4 * 1024 * 1024)
-    assembler = Assembler(config, build_store(redis_client, config), emitter, settings.topics,
-                          AssemblerMetrics(registry), RuntimeMetrics(registry, "assembler"))
+    assembler = Assembler(
+        config,
+        build_store(redis_client, config),
+        emitter,
+        settings.topics,
+        AssemblerMetrics(registry),
+        RuntimeMetrics(registry, "assembler"),
+    )
     yield Rig(assembler, registry, settings.topics, KafkaReader(kafka_bootstrap), producer)
     producer.close()
     emitter.close()
+
 
 DEEP_OBJECT = '{"a":' * 50_000 + "1" + "}" * 50_000
 DEEP_ARRAY = "[" * 50_000 + "]" * 50_000
 
 
-@pytest.mark.parametrize("attrs", [
-    {"ragmon.retrieval.filters": DEEP_ARRAY},
-    {"ragmon.retrieval.filters": DEEP_OBJECT},
-    {"ragmon.retrieval.exclusion_sample": DEEP_OBJECT},
-    {"metadata": DEEP_OBJECT},
-    {"input.value": DEEP_OBJECT, "input.mime_type": "application/json"},
-    {"ragmon.retrieval.filters": '{"entitlement": ' + "[" * (boundedjson.MAX_DEPTH + 1) + "]" * (boundedjson.MAX_DEPTH + 1) + "}"},
-], ids=["filters-array", "filters-object", "exclusion", "metadata", "input", "just-past-the-bound"])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"ragmon.retrieval.filters": DEEP_ARRAY},
+        {"ragmon.retrieval.filters": DEEP_OBJECT},
+        {"ragmon.retrieval.exclusion_sample": DEEP_OBJECT},
+        {"metadata": DEEP_OBJECT},
+        {"input.value": DEEP_OBJECT, "input.mime_type": "application/json"},
+        {
+            "ragmon.retrieval.filters": '{"entitlement": '
+            + "[" * (boundedjson.MAX_DEPTH + 1)
+            + "]" * (boundedjson.MAX_DEPTH + 1)
+            + "}"
+        },
+    ],
+    ids=["filters-array", "filters-object", "exclusion", "metadata", "input", "just-past-the-bound"],
+)
 def test_deeply_nested_json_attributes_are_refused_by_name_never_raised(attrs: dict[str, str]) -> None:
     spans = rag_trace(root_attrs=attrs)
     result = assemble(TraceSpans(spans[0].trace_id.hex(), [SpanView.of(s) for s in spans], {}))
-    if result.body is not None:  # a value read as text (metadata keys, the query) is kept as the client's text
+    if (
+        result.body is not None
+    ):  # a value read as text (metadata keys, the query) is kept as the client's text
         return
     assert result.drop_reason == "invalid_trace", result
     assert result.detail
@@ -104,7 +123,9 @@ def test_a_trace_whose_event_cannot_fit_the_broker_is_dead_lettered(rig: Rig) ->
     retriever = big[2]
     del retriever.attributes[:]
     for i in range(12):  # 12 documents of 30,000 characters: a valid body, a 360 kB event
-        retriever.attributes.add(key=f"retrieval.documents.{i}.document.content").value.string_value = "x" * 30_000
+        retriever.attributes.add(key=f"retrieval.documents.{i}.document.content").value.string_value = (
+            "x" * 30_000
+        )
         retriever.attributes.add(key=f"retrieval.documents.{i}.document.id").value.string_value = f"d{i}"
     retriever.attributes.add(key="openinference.span.kind").value.string_value = "RETRIEVER"
     rig.send(big, tenant="attacker")
@@ -116,7 +137,9 @@ def test_a_trace_whose_event_cannot_fit_the_broker_is_dead_lettered(rig: Rig) ->
     headers = dict(dead.headers)
     assert headers["ragmon-dlq-reason"] == b"derived_record_too_large"
     assert int(headers["ragmon-dlq-truncated"]) > len(dead.value), "the dead letter was cut to fit"
-    assert rig.metric("ragmon_worker_dead_letters_total", worker="assembler",
-                      reason="derived_record_too_large") == 1
+    assert (
+        rig.metric("ragmon_worker_dead_letters_total", worker="assembler", reason="derived_record_too_large")
+        == 1
+    )
     assert rig.assembler.store.pending() == 0
     json.dumps(headers["ragmon-dlq-detail"].decode())  # a readable detail

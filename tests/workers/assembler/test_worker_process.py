@@ -31,11 +31,17 @@ def processes() -> Iterator[list[WorkerProcess]]:
 
 
 @pytest.mark.slow
-def test_kill9_then_restart_emits_every_trace_once(kafka_bootstrap: str, redis_url: str, topic_prefix: str,
-                                                   redis_client: object, tmp_path: Path,
-                                                   processes: list[WorkerProcess]) -> None:
-    settings = CommonSettings(kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix,
-                              kafka_partitions=4)
+def test_kill9_then_restart_emits_every_trace_once(
+    kafka_bootstrap: str,
+    redis_url: str,
+    topic_prefix: str,
+    redis_client: object,
+    tmp_path: Path,
+    processes: list[WorkerProcess],
+) -> None:
+    settings = CommonSettings(
+        kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix, kafka_partitions=4
+    )
     ensure_topics(settings)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", linger_ms=5)
     expected = set()

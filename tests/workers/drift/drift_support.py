@@ -50,8 +50,14 @@ def make_event(
     raw = body if body is not None else {"trace_id": "t1", "request_id": "r1", "query": query}
     if intent is not None:
         raw["intent"] = intent
-    stored = StoredEvent(id=uuid.UUID(event_id) if event_id else uuid.uuid4(), type=event_type, tenant=tenant,
-                         timestamp=when, received_at=when, body=raw)
+    stored = StoredEvent(
+        id=uuid.UUID(event_id) if event_id else uuid.uuid4(),
+        type=event_type,
+        tenant=tenant,
+        timestamp=when,
+        received_at=when,
+        body=raw,
+    )
     offset, timestamp_ms = next(_offsets), int(received_at * 1000)
     if body is None and event_type == "trace":
         return decoded_event(stored, VIEWS, topic="ragmon.traces", offset=offset, timestamp_ms=timestamp_ms)
@@ -63,8 +69,13 @@ def make_event(
 def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, object]:
     """The Kafka record the API would write for a simulated event."""
     return {
-        "schema_version": 1, "id": sim.id, "type": sim.type, "tenant": sim.tenant, "body": sim.body,
-        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(), "received_at": datetime.now(UTC).isoformat(),
+        "schema_version": 1,
+        "id": sim.id,
+        "type": sim.type,
+        "tenant": sim.tenant,
+        "body": sim.body,
+        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(),
+        "received_at": datetime.now(UTC).isoformat(),
     }
 
 
@@ -87,8 +98,12 @@ def app_config(**overrides: object) -> DriftConfig:
     return DriftConfig.model_validate(base)
 
 
-def build_processor(config: DriftConfig, redis_client: object, registry: CollectorRegistry,
-                    encoder: PinnedEncoder | None = None) -> DriftProcessor:
+def build_processor(
+    config: DriftConfig,
+    redis_client: object,
+    registry: CollectorRegistry,
+    encoder: PinnedEncoder | None = None,
+) -> DriftProcessor:
     slot = None
     if encoder is not None:
         slot = EncoderSlot(encoder.batch_size, "cpu")

@@ -11,7 +11,9 @@ from workers.drift.calibrate import Calibration, Rate, calibrate, holdout_ood, r
 
 def clusters(seed: int, sizes: list[int], centres: np.ndarray, spread: float = 1.0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    parts = [c + spread * rng.standard_normal((s, centres.shape[1])) for s, c in zip(sizes, centres, strict=True)]
+    parts = [
+        c + spread * rng.standard_normal((s, centres.shape[1])) for s, c in zip(sizes, centres, strict=True)
+    ]
     return np.concatenate(parts).astype(np.float32)
 
 
@@ -21,8 +23,16 @@ CENTRES = np.eye(16, dtype=np.float64)[:5] * 4.0  # five topics; the fifth plays
 def test_calibration_reports_alpha_level_false_alarms_and_growing_power() -> None:
     reference = clusters(1, [100, 100, 100, 100], CENTRES[:4])
     ood = clusters(2, [100], CENTRES[4:])
-    report = calibrate(reference, ood, window=40, alpha=0.05, permutations=99, repetitions=60,
-                       rng=np.random.default_rng(3), shifts=(0.0, 0.05, 0.3, 0.5))
+    report = calibrate(
+        reference,
+        ood,
+        window=40,
+        alpha=0.05,
+        permutations=99,
+        repetitions=60,
+        rng=np.random.default_rng(3),
+        shifts=(0.0, 0.05, 0.3, 0.5),
+    )
     rates = {r.shift: r for r in report.rows}
     low, high = stats.binom.interval(0.999, 60, 0.05)
     assert low <= rates[0.0].detections <= high
@@ -34,8 +44,16 @@ def test_calibration_reports_alpha_level_false_alarms_and_growing_power() -> Non
 
 
 def test_calibration_on_real_queries_sees_a_new_topic(topic_embeddings: dict[str, np.ndarray]) -> None:
-    report = calibrate(topic_embeddings["billing"], topic_embeddings["devops"], window=20, alpha=0.05,
-                       permutations=99, repetitions=30, rng=np.random.default_rng(4), shifts=(0.0, 1.0))
+    report = calibrate(
+        topic_embeddings["billing"],
+        topic_embeddings["devops"],
+        window=20,
+        alpha=0.05,
+        permutations=99,
+        repetitions=30,
+        rng=np.random.default_rng(4),
+        shifts=(0.0, 1.0),
+    )
     no_shift, full = report.rows
     assert full.rate == 1.0
     assert no_shift.detections <= stats.binom.ppf(0.999, 30, 0.05)
@@ -53,9 +71,14 @@ def test_holdout_takes_the_topic_farthest_from_the_rest() -> None:
 def test_too_small_a_sample_names_what_to_change() -> None:
     rng = np.random.default_rng(0)
     sample = rng.standard_normal((50, 4)).astype(np.float32)
-    with pytest.raises(ValueError, match=r"reference: 50 in-distribution rows .* at least 60 rows or a smaller --window"):
+    with pytest.raises(
+        ValueError, match=r"reference: 50 in-distribution rows .* at least 60 rows or a smaller --window"
+    ):
         calibrate(sample, sample, window=30, alpha=0.05, permutations=99, repetitions=2, rng=rng)
-    with pytest.raises(ValueError, match=r"ood: 5 out-of-distribution rows cannot make a 50% mix of a window of 20 \(needs 10\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"ood: 5 out-of-distribution rows cannot make a 50% mix of a window of 20 \(needs 10\)",
+    ):
         calibrate(sample, sample[:5], window=20, alpha=0.05, permutations=99, repetitions=2, rng=rng)
     with pytest.raises(ValueError, match="permutations=10 cannot reach alpha=0.05"):
         calibrate(sample, sample, window=10, alpha=0.05, permutations=10, repetitions=2, rng=rng)
@@ -68,8 +91,11 @@ def test_wilson_interval() -> None:
 
 
 def test_render_states_the_smallest_shift_and_warns_on_inflated_false_alarms() -> None:
-    rows = [Rate(0.0, 9, 50, *wilson_interval(9, 50)), Rate(0.1, 30, 50, *wilson_interval(30, 50)),
-            Rate(0.2, 45, 50, *wilson_interval(45, 50))]
+    rows = [
+        Rate(0.0, 9, 50, *wilson_interval(9, 50)),
+        Rate(0.1, 30, 50, *wilson_interval(30, 50)),
+        Rate(0.2, 45, 50, *wilson_interval(45, 50)),
+    ]
     text = render(Calibration(100, 0.01, 999, 50, "file x", rows))
     assert "| 20% | 0.900 |" in text
     assert "smallest shift detected with 80% power at window 100 and alpha 0.01: 20%" in text

@@ -24,14 +24,22 @@ def write(tmp_path: Path, body: str) -> Path:
 def test_defaults_are_valid() -> None:
     config = DriftConfig()
     assert config.encoder.enabled and config.app_embeddings.enabled
-    assert (config.reference_size, config.current_size, config.alpha, config.permutations) == (1000, 1000, 0.01, 1000)
+    assert (config.reference_size, config.current_size, config.alpha, config.permutations) == (
+        1000,
+        1000,
+        0.01,
+        1000,
+    )
 
 
 @pytest.mark.parametrize(
     ("body", "message"),
     [
         ("  alpha: 0.01\n  permutations: 50\n", "permutations=50 cannot reach alpha=0.01"),
-        ("  current_size: 100\n  min_current_size: 200\n", "min_current_size (200) must not exceed current_size (100)"),
+        (
+            "  current_size: 100\n  min_current_size: 200\n",
+            "min_current_size (200) must not exceed current_size (100)",
+        ),
         ("  intents: [billing, all]\n", "intents: 'all' is reserved"),
         ("  window: 100\n", "drift.window: Extra inputs are not permitted"),
         ("  reference_size: 5\n", "drift.reference_size: Input should be greater than or equal to 10"),
@@ -56,9 +64,13 @@ def test_the_alibi_backend_without_alibi_says_how_to_get_it_and_the_licence(tmp_
 def test_build_constructs_the_processor_from_the_runtime_context(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_client: redis.Redis
 ) -> None:
-    monkeypatch.setenv("RAGMON_CONFIG", str(write(tmp_path, "  encoder:\n    enabled: false\n  reference_size: 50\n")))
+    monkeypatch.setenv(
+        "RAGMON_CONFIG", str(write(tmp_path, "  encoder:\n    enabled: false\n  reference_size: 50\n"))
+    )
     registry = CollectorRegistry()
-    ctx = SimpleNamespace(settings=SimpleNamespace(redis_url="unused"), registry=registry, emitter=None, redis=redis_client)
+    ctx = SimpleNamespace(
+        settings=SimpleNamespace(redis_url="unused"), registry=registry, emitter=None, redis=redis_client
+    )
     proc = build(ctx)
     assert (proc.name, proc.event_types) == ("drift", ("trace",))
     assert proc.config.reference_size == 50

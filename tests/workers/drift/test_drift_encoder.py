@@ -20,11 +20,18 @@ E = {"tenant": "acme", "signal": "encoder", "intent": "all", "model": "all-minil
 
 
 def encoder_config() -> DriftConfig:
-    return DriftConfig.model_validate({
-        "app_embeddings": {"enabled": False},
-        "reference_size": 30, "current_size": 30, "min_current_size": 30,
-        "test_every_queries": 30, "alpha": 0.01, "permutations": 999, "seed": 3,
-    })
+    return DriftConfig.model_validate(
+        {
+            "app_embeddings": {"enabled": False},
+            "reference_size": 30,
+            "current_size": 30,
+            "min_current_size": 30,
+            "test_every_queries": 30,
+            "alpha": 0.01,
+            "permutations": 999,
+            "seed": 3,
+        }
+    )
 
 
 def run_texts(proc: DriftProcessor, reference: list[str], current: list[str]) -> None:

@@ -30,19 +30,31 @@ WINDOW = 50
 SIGNALS = ("encoder", "app")
 WORKER_CONFIG = {
     "app_embeddings": {"models": ["app-embed-v1"]},
-    "reference_size": WINDOW, "current_size": WINDOW, "min_current_size": WINDOW,
-    "test_every_queries": WINDOW, "test_every_seconds": 3600,
+    "reference_size": WINDOW,
+    "current_size": WINDOW,
+    "min_current_size": WINDOW,
+    "test_every_queries": WINDOW,
+    "test_every_seconds": 3600,
     # alpha 0.001: the clean phase must not raise the flag, and a full topic change reaches p = 1/2000
-    "alpha": 0.001, "permutations": 1999, "seed": 5, "publish_every_s": 0.5,
+    "alpha": 0.001,
+    "permutations": 1999,
+    "seed": 5,
+    "publish_every_s": 0.5,
 }
 
 
 def scenario_traces(anchor: datetime) -> dict[str, list]:  # type: ignore[type-arg]
-    scenario = parse_scenario({
-        "name": "drift-topic-shift", "seed": 21, "duration_s": 60, "rate": 4, "tenants": ["acme"],
-        "sampling": {"embedding": 1.0},
-        "incidents": [{"kind": "topic_shift", "name": "topic-shift", "share": 1.0, "start_s": 36}],
-    })
+    scenario = parse_scenario(
+        {
+            "name": "drift-topic-shift",
+            "seed": 21,
+            "duration_s": 60,
+            "rate": 4,
+            "tenants": ["acme"],
+            "sampling": {"embedding": 1.0},
+            "incidents": [{"kind": "topic_shift", "name": "topic-shift", "share": 1.0, "start_s": 36}],
+        }
+    )
     phases: dict[str, list] = {"clean": [], "topic-shift": []}  # type: ignore[type-arg]
     for sim in generate_events(scenario, anchor):
         if sim.type == "trace" and isinstance(sim.facts, TraceFacts):
@@ -63,7 +75,10 @@ def worker(
 
 
 def embedded(worker: WorkerProcess, signal: str) -> float:
-    return sum(worker.total("ragmon_drift_embeddings_total", signal=signal, outcome=o) for o in ("reference", "current"))
+    return sum(
+        worker.total("ragmon_drift_embeddings_total", signal=signal, outcome=o)
+        for o in ("reference", "current")
+    )
 
 
 def test_the_flag_rises_after_the_topic_shift_and_not_before(
@@ -82,18 +97,28 @@ def test_the_flag_rises_after_the_topic_shift_and_not_before(
             writer.send_event(stored_record(sim, anchor))
         writer.flush()
         for signal in SIGNALS:
-            wait_until(lambda s=signal: embedded(worker, s) == len(clean) and  # type: ignore[misc]
-                       worker.total("ragmon_drift_tests_total", signal=s) == 1,
-                       timeout_s=90, what=f"the {signal} signal's clean windows tested")
+            wait_until(
+                lambda s=signal: (
+                    embedded(worker, s) == len(clean)  # type: ignore[misc]
+                    and worker.total("ragmon_drift_tests_total", signal=s) == 1
+                ),
+                timeout_s=90,
+                what=f"the {signal} signal's clean windows tested",
+            )
             assert worker.total("ragmon_drift_detected", signal=signal) == 0, signal
             assert worker.total("ragmon_drift_p_value_ratio", signal=signal) > WORKER_CONFIG["alpha"]
         for sim in shifted:
             writer.send_event(stored_record(sim, anchor))
         writer.flush()
         for signal in SIGNALS:
-            wait_until(lambda s=signal: embedded(worker, s) == len(clean) + len(shifted) and  # type: ignore[misc]
-                       worker.total("ragmon_drift_tests_total", signal=s) == 2,
-                       timeout_s=90, what=f"the {signal} signal's test after the shift")
+            wait_until(
+                lambda s=signal: (
+                    embedded(worker, s) == len(clean) + len(shifted)  # type: ignore[misc]
+                    and worker.total("ragmon_drift_tests_total", signal=s) == 2
+                ),
+                timeout_s=90,
+                what=f"the {signal} signal's test after the shift",
+            )
             assert worker.total("ragmon_drift_detected", signal=signal) == 1, signal
             assert worker.total("ragmon_drift_p_value_ratio", signal=signal) <= WORKER_CONFIG["alpha"]
     finally:

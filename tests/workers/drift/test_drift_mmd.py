@@ -33,12 +33,18 @@ def naive_mmd2(x: np.ndarray, y: np.ndarray, sigma: float) -> float:
 
 
 def naive_median_sigma(x: np.ndarray) -> float:
-    d = [sum((float(a) - float(b)) ** 2 for a, b in zip(x[i], x[j], strict=True))
-         for i in range(len(x)) for j in range(i + 1, len(x))]
+    d = [
+        sum((float(a) - float(b)) ** 2 for a, b in zip(x[i], x[j], strict=True))
+        for i in range(len(x))
+        for j in range(i + 1, len(x))
+    ]
     return math.sqrt(float(np.median(d)) / 2)
 
 
-@pytest.mark.parametrize(("n", "m", "dim", "shift"), [(2, 2, 2, 0.0), (5, 7, 3, 0.0), (20, 20, 4, 0.5), (13, 30, 1, 1.0), (8, 3, 6, 0.2)])
+@pytest.mark.parametrize(
+    ("n", "m", "dim", "shift"),
+    [(2, 2, 2, 0.0), (5, 7, 3, 0.0), (20, 20, 4, 0.5), (13, 30, 1, 1.0), (8, 3, 6, 0.2)],
+)
 def test_mmd2_matches_naive_loop(n: int, m: int, dim: int, shift: float) -> None:
     rng = np.random.default_rng(n * 100 + m)
     x = rng.standard_normal((n, dim))
@@ -116,8 +122,13 @@ def test_power_against_a_clear_shift() -> None:
     detections = 0
     for seed in range(40):
         rng = np.random.default_rng(seed)
-        result = mmd_test(rng.standard_normal((40, 8)), rng.standard_normal((40, 8)) + 0.6, alpha=0.05,
-                          permutations=99, rng=rng)
+        result = mmd_test(
+            rng.standard_normal((40, 8)),
+            rng.standard_normal((40, 8)) + 0.6,
+            alpha=0.05,
+            permutations=99,
+            rng=rng,
+        )
         detections += result.drift
     assert detections >= 36
 
@@ -131,10 +142,14 @@ def test_alpha_the_permutations_cannot_reach_is_refused() -> None:
 def test_windows_of_different_width_are_refused() -> None:
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="same width"):
-        mmd_test(rng.standard_normal((10, 4)), rng.standard_normal((10, 5)), alpha=0.05, permutations=99, rng=rng)
+        mmd_test(
+            rng.standard_normal((10, 4)), rng.standard_normal((10, 5)), alpha=0.05, permutations=99, rng=rng
+        )
 
 
 def test_too_small_windows_are_refused() -> None:
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match="at least 2 rows"):
-        mmd_test(rng.standard_normal((10, 4)), rng.standard_normal((1, 4)), alpha=0.05, permutations=99, rng=rng)
+        mmd_test(
+            rng.standard_normal((10, 4)), rng.standard_normal((1, 4)), alpha=0.05, permutations=99, rng=rng
+        )

@@ -15,8 +15,12 @@ from workers.drift.processor import DriftProcessor
 A = {"tenant": "acme", "signal": "app", "intent": "all", "model": "emb-a"}
 
 
-def feed(proc: DriftProcessor, vectors: np.ndarray, model: str = "emb-a", start: float = T0, **kw: object) -> None:
-    events = [make_event(embedding=v, model=model, received_at=start + i, **kw) for i, v in enumerate(vectors)]
+def feed(
+    proc: DriftProcessor, vectors: np.ndarray, model: str = "emb-a", start: float = T0, **kw: object
+) -> None:
+    events = [
+        make_event(embedding=v, model=model, received_at=start + i, **kw) for i, v in enumerate(vectors)
+    ]
     assert proc.process(events) == []
 
 
@@ -47,7 +51,9 @@ def test_no_value_before_the_windows_fill_then_one_test_per_k_queries(
     assert value(registry, "ragmon_drift_tests_total", **A) == 1
 
 
-def test_t_seconds_trigger_a_test_when_anything_new_arrived(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+def test_t_seconds_trigger_a_test_when_anything_new_arrived(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
     proc = build_processor(app_config(), redis_client, registry)
     feed(proc, gaussian(1, 30))
     proc.tick(T0 + 100)
@@ -81,8 +87,13 @@ def test_a_model_change_resets_the_reference_and_is_never_compared(
     proc.tick(T0 + 100)
     assert value(registry, "ragmon_drift_tests_total", **A) == 1
     # The app moves to emb-b (16 dims) while some emb-a traffic is still in flight.
-    mixed = [make_event(embedding=v, model="emb-b", received_at=T0 + 200 + i) for i, v in enumerate(gaussian(4, 19, 16))]
-    mixed += [make_event(embedding=v, model="emb-a", received_at=T0 + 250 + i) for i, v in enumerate(gaussian(5, 3))]
+    mixed = [
+        make_event(embedding=v, model="emb-b", received_at=T0 + 200 + i)
+        for i, v in enumerate(gaussian(4, 19, 16))
+    ]
+    mixed += [
+        make_event(embedding=v, model="emb-a", received_at=T0 + 250 + i) for i, v in enumerate(gaussian(5, 3))
+    ]
     assert proc.process(mixed) == []
     proc.tick(T0 + 300)
     resets = {"tenant": "acme", "signal": "app", "intent": "all", "from_model": "emb-a", "to_model": "emb-b"}
@@ -114,9 +125,13 @@ def test_unknown_models_get_no_windows_and_no_series_of_their_own(
     feed(proc, gaussian(2, 4, 16), model="another-embedder", start=T0 + 10)
     proc.tick(T0 + 20)
     assert proc.store.signals() == []
-    assert value(registry, "ragmon_drift_embeddings_total", tenant="acme", signal="app", outcome="unknown_model") == 7
+    assert (
+        value(registry, "ragmon_drift_embeddings_total", tenant="acme", signal="app", outcome="unknown_model")
+        == 7
+    )
     families = {m.name: m.samples for m in registry.collect()}
     assert families["ragmon_drift_window_size_queries"] == []
+
 
 def test_replicas_sharing_redis_run_one_test_per_interval(redis_url: str, redis_client: redis.Redis) -> None:
     """Two processors tick at the same instants, in threads released together by a barrier."""
@@ -158,7 +173,9 @@ def test_replicas_sharing_redis_run_one_test_per_interval(redis_url: str, redis_
     assert mmd2[0] is not None and mmd2[0] == mmd2[1]
 
 
-def test_per_intent_windows_for_configured_intents_only(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+def test_per_intent_windows_for_configured_intents_only(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
     proc = build_processor(app_config(intents=["billing"]), redis_client, registry)
     feed(proc, gaussian(1, 4), intent="billing")
     feed(proc, gaussian(2, 3), intent="shipping", start=T0 + 50)
@@ -166,10 +183,15 @@ def test_per_intent_windows_for_configured_intents_only(redis_client: redis.Redi
     assert value(registry, "ragmon_drift_window_size_queries", **A, window="reference") == 7
     billing = {**A, "intent": "billing"}
     assert value(registry, "ragmon_drift_window_size_queries", **billing, window="reference") == 4
-    assert value(registry, "ragmon_drift_window_size_queries", **{**A, "intent": "shipping"}, window="reference") is None
+    assert (
+        value(registry, "ragmon_drift_window_size_queries", **{**A, "intent": "shipping"}, window="reference")
+        is None
+    )
 
 
-def test_a_signal_not_seen_for_a_while_is_retired(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+def test_a_signal_not_seen_for_a_while_is_retired(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
     proc = build_processor(app_config(retire_after_s=600.0), redis_client, registry)
     feed(proc, gaussian(1, 30))
     proc.tick(T0 + 100)
@@ -180,7 +202,9 @@ def test_a_signal_not_seen_for_a_while_is_retired(redis_client: redis.Redis, reg
     assert proc.store.signals() == []
 
 
-def test_a_frozen_reference_is_tested_against_live_traffic(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
+def test_a_frozen_reference_is_tested_against_live_traffic(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
     proc = build_processor(app_config(), redis_client, registry)
     feed(proc, gaussian(1, 30))
     proc.tick(T0 + 100)
@@ -206,7 +230,9 @@ def test_events_of_another_type_are_rejected(redis_client: redis.Redis, registry
 
 def test_sampling_is_decided_by_event_id(redis_client: redis.Redis, registry: CollectorRegistry) -> None:
     proc = build_processor(app_config(sample=0.5, reference_size=200), redis_client, registry)
-    events = [make_event(embedding=v, model="emb-a", received_at=T0 + i) for i, v in enumerate(gaussian(1, 200))]
+    events = [
+        make_event(embedding=v, model="emb-a", received_at=T0 + i) for i, v in enumerate(gaussian(1, 200))
+    ]
     proc.process(events)
     kept = proc.store.statuses([proc.store.signals()[0][0]])[0].reference
     assert 70 <= kept <= 130

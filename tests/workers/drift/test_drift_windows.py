@@ -74,8 +74,12 @@ def test_a_new_model_in_a_stream_is_reported_with_the_one_it_replaces(store: Win
 
 def test_another_tenant_or_intent_is_another_stream(store: WindowStore) -> None:
     store.add([obs(0)])
-    _, changes = store.add([obs(1, key=SignalKey("globex", APP, "all", "emb-b", 8)),
-                            obs(2, key=SignalKey("acme", APP, "billing", "emb-b", 8))])
+    _, changes = store.add(
+        [
+            obs(1, key=SignalKey("globex", APP, "all", "emb-b", 8)),
+            obs(2, key=SignalKey("acme", APP, "billing", "emb-b", 8)),
+        ]
+    )
     assert changes == []
 
 

@@ -26,7 +26,9 @@ def make_event(event_type: str, body: dict[str, Any], tenant: str = "acme") -> E
         "timestamp": now,
         "received_at": now,
     }
-    return decoded_event({**envelope, "body": body}, VIEWS, topic=f"test.{event_type}s", offset=next(_offsets))
+    return decoded_event(
+        {**envelope, "body": body}, VIEWS, topic=f"test.{event_type}s", offset=next(_offsets)
+    )
 
 
 def candidate(doc_id: str, locale: str, score: float = 0.5, tenant: str = "acme") -> dict[str, Any]:

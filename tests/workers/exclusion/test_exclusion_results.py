@@ -18,7 +18,9 @@ class RecordingEmitter:
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes | None, bytes]] = []
 
-    def emit(self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None) -> None:
+    def emit(
+        self, topic: str, key: bytes | None, value: bytes, headers: list[tuple[str, bytes]] | None = None
+    ) -> None:
         self.records.append((topic, key, value))
 
     def wait(self, timeout_s: float = 15.0) -> None:
@@ -27,8 +29,13 @@ class RecordingEmitter:
 
 def test_one_result_event_per_evaluated_sample(redis_client: redis.Redis, config: ExclusionConfig) -> None:
     emitter = RecordingEmitter()
-    proc = ExclusionProcessor(redis_client, ExclusionMetrics(CollectorRegistry(), config), config,
-                              emitter=emitter, scores_topic="x.scores")
+    proc = ExclusionProcessor(
+        redis_client,
+        ExclusionMetrics(CollectorRegistry(), config),
+        config,
+        emitter=emitter,
+        scores_topic="x.scores",
+    )
     broken = trace("t1", candidates=BROKEN)
     proc.process([broken, trace("t2", candidates=BROKEN, gold_ids=["x"]), trace("t3")])  # t3: no sample
     events = [ExclusionResultEvent.model_validate_json(v) for _, _, v in emitter.records]
@@ -40,5 +47,6 @@ def test_one_result_event_per_evaluated_sample(redis_client: redis.Redis, config
     assert {topic for topic, _, _ in emitter.records} == {"x.scores"}
     assert emitter.records[0][1] == b"acme/req-t1"  # keyed like its trace: twins share a partition
     proc.process([broken])  # redelivered: the same id, or nothing
-    assert {e.event_id for e in events} >= {ExclusionResultEvent.model_validate_json(v).event_id
-                                            for _, _, v in emitter.records}
+    assert {e.event_id for e in events} >= {
+        ExclusionResultEvent.model_validate_json(v).event_id for _, _, v in emitter.records
+    }

@@ -268,7 +268,9 @@ def test_other_event_types_are_rejected(harness: Callable[..., Harness]) -> None
     h = harness()
     feedback_body = FeedbackBody(trace_id="t-1", kind="thumbs", value=True)
     wrong_type = trace("t-1", ANSWER, DOCS)
-    wrong_type.stored = wrong_type.stored.model_copy(update={"type": "feedback", "body": feedback_body.model_dump()})
+    wrong_type.stored = wrong_type.stored.model_copy(
+        update={"type": "feedback", "body": feedback_body.model_dump()}
+    )
     wrong_type.body = feedback_body
     rejections = h.processor.process([wrong_type, trace("t-3", ANSWER, DOCS)])
     assert [(r.event, r.reason) for r in rejections] == [(wrong_type, "unexpected_event_type")]

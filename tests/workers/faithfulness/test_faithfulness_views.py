@@ -34,15 +34,25 @@ DECODER = RecordDecoder(FaithfulnessProcessor.views)
 
 
 def test_the_processor_names_its_view_and_the_view_holds_what_the_planner_reads() -> None:
-    body = trace_body(1, variant="rerank-v2", sample_rate=0.25,
-                      retrieval={"documents": [{"id": "a", "text": "First."}, {"id": "b", "text": ""}]},
-                      answer={"text": "An answer.", "refused": False, "citations": ["a"]})
+    body = trace_body(
+        1,
+        variant="rerank-v2",
+        sample_rate=0.25,
+        retrieval={"documents": [{"id": "a", "text": "First."}, {"id": "b", "text": ""}]},
+        answer={"text": "An answer.", "refused": False, "citations": ["a"]},
+    )
     out = DECODER.decode(Record(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event) and isinstance(out.body, FaithfulnessTrace)
     full = TraceBody.model_validate(body)
     view = out.body
     assert (view.trace_id, view.request_id, view.variant, view.release, view.intent, view.sample_rate) == (
-        full.trace_id, full.request_id, full.variant, full.release, full.intent, full.sample_rate)
+        full.trace_id,
+        full.request_id,
+        full.variant,
+        full.release,
+        full.intent,
+        full.sample_rate,
+    )
     assert (view.answer.text, view.answer.refused) == (full.answer.text, full.answer.refused)
     assert [d.text for d in view.retrieval.documents] == [d.text for d in full.retrieval.documents]
     assert not hasattr(view, "query") and not hasattr(view, "usage")  # skipped, never built
@@ -53,8 +63,13 @@ def test_defaults_match_the_contract() -> None:
     out = DECODER.decode(Record(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event)
     full = TraceBody.model_validate(body)
-    assert (out.body.variant, out.body.sample_rate, out.body.answer.text, out.body.answer.refused,
-            out.body.retrieval.documents) == (full.variant, full.sample_rate, "", False, [])
+    assert (
+        out.body.variant,
+        out.body.sample_rate,
+        out.body.answer.text,
+        out.body.answer.refused,
+        out.body.retrieval.documents,
+    ) == (full.variant, full.sample_rate, "", False, [])
 
 
 @pytest.mark.parametrize(
@@ -63,8 +78,10 @@ def test_defaults_match_the_contract() -> None:
         (trace_body(1, answer={"text": "x" * 32_769}), "record.body.answer.text"),
         (trace_body(1, answer={"text": 7}), "record.body.answer.text"),
         (trace_body(1, retrieval={"documents": [{"id": "a"}]}), "record.body.retrieval.documents[0].text"),
-        (trace_body(1, retrieval={"documents": [{"id": "a", "text": "x" * 32_769}]}),
-         "record.body.retrieval.documents[0].text"),
+        (
+            trace_body(1, retrieval={"documents": [{"id": "a", "text": "x" * 32_769}]}),
+            "record.body.retrieval.documents[0].text",
+        ),
         (trace_body(1, request_id="has space"), "record.body.request_id"),
         (trace_body(1, sample_rate=0), "record.body.sample_rate"),
         ({k: v for k, v in trace_body(1).items() if k != "request_id"}, "record.body.request_id"),

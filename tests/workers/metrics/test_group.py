@@ -27,9 +27,18 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 @pytest.fixture
 def api(kafka_bootstrap: str, redis_url: str, topic_prefix: str) -> Iterator[RunningApi]:
-    running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix, kafka_partitions=4, api_keys=SIMULATOR_KEYS,
-                                      max_events_per_batch=1000, max_body_bytes=10 * 1024 * 1024,
-                                      max_decompressed_bytes=20 * 1024 * 1024)).start()
+    running = RunningApi(
+        api_settings(
+            kafka_bootstrap,
+            redis_url,
+            topic_prefix,
+            kafka_partitions=4,
+            api_keys=SIMULATOR_KEYS,
+            max_events_per_batch=1000,
+            max_body_bytes=10 * 1024 * 1024,
+            max_decompressed_bytes=20 * 1024 * 1024,
+        )
+    ).start()
     yield running
     running.stop()
 
@@ -66,8 +75,13 @@ def consumed(manifest: dict[str, Any]) -> int:
 
 
 def test_two_processes_count_exactly_what_was_sent(
-        api: RunningApi, kafka_bootstrap: str, redis_url: str, topic_prefix: str, tmp_path: Path,
-        workers: list[WorkerProcess]) -> None:
+    api: RunningApi,
+    kafka_bootstrap: str,
+    redis_url: str,
+    topic_prefix: str,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
     config = tmp_path / "ragmon.yaml"
     config.write_text("metrics:\n  park_s: 600\n")
     env = worker_env(kafka_bootstrap, redis_url, topic_prefix, config)
@@ -77,13 +91,18 @@ def test_two_processes_count_exactly_what_was_sent(
         wait_ready(w)
     manifest = send(api, duration_s=60, seed=21)
     total = consumed(manifest)
-    wait_until(lambda: sum(w.total("ragmon_worker_events_total", outcome="processed") for w in workers) == total,
-               90, what=f"{total} events processed by the group")
+    wait_until(
+        lambda: sum(w.total("ragmon_worker_events_total", outcome="processed") for w in workers) == total,
+        90,
+        what=f"{total} events processed by the group",
+    )
     samples = [w.scrape() for w in workers]
     assert all(metric_sum(s, "ragmon_worker_events_total") > 0 for s in samples), "both members did work"
 
     queries = summed(samples, "ragmon_rag_queries_total", "tenant", "variant", "intent")
-    expected = Counter({(r["tenant"], r["variant"], r["intent"]): r["count"] for r in manifest["traces"]["rows"]})
+    expected = Counter(
+        {(r["tenant"], r["variant"], r["intent"]): r["count"] for r in manifest["traces"]["rows"]}
+    )
     assert queries == expected
     assert sum(summed(samples, "ragmon_rag_refusals_total").values()) == manifest["traces"]["refused"]
     # The simulator counts refusals among answers without citations; ragmon counts them apart.
@@ -94,16 +113,29 @@ def test_two_processes_count_exactly_what_was_sent(
     reported = summed(samples, "ragmon_rag_cost_per_query_usd_sum", source="reported")
     assert sum(reported.values()) == pytest.approx(manifest["traces"]["usage"]["cost_usd_reported"])
 
-    feedback = summed(samples, "ragmon_feedback_total", "tenant", "variant", "release", "intent", "kind", "reason")
-    expected_fb = Counter({(r["tenant"], r["variant"], r["release"], r["intent"], r["kind"], r["reason"]): r["count"]
-                           for r in manifest["feedback"]["rows"] if r["trace_accepted"]})
+    feedback = summed(
+        samples, "ragmon_feedback_total", "tenant", "variant", "release", "intent", "kind", "reason"
+    )
+    expected_fb = Counter(
+        {
+            (r["tenant"], r["variant"], r["release"], r["intent"], r["kind"], r["reason"]): r["count"]
+            for r in manifest["feedback"]["rows"]
+            if r["trace_accepted"]
+        }
+    )
     assert feedback == expected_fb, "every feedback joined to its trace's variant, release and intent"
     assert manifest["feedback"]["before_trace"] > 0, "the run had feedback that arrived before its trace"
 
 
 def test_kill_minus_nine_accounts_for_every_event(
-        api: RunningApi, kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        tmp_path: Path, workers: list[WorkerProcess]) -> None:
+    api: RunningApi,
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    tmp_path: Path,
+    workers: list[WorkerProcess],
+) -> None:
     """A crash: B takes over A's partitions, nothing is lost, and the counter error is bounded.
 
     What kill -9 can do to in-process counters: A's counts die with A except what
@@ -133,8 +165,11 @@ def test_kill_minus_nine_accounts_for_every_event(
 
     wait_until(lambda: done_keys() == total, 90, what="every event id done")
     for topic in (api.topics.traces, api.topics.feedback, api.topics.releases):
-        wait_until(lambda t=topic: len(set(committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t))) == 1, 30,
-                   what=f"{topic} fully committed")
+        wait_until(
+            lambda t=topic: len(set(committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t))) == 1,
+            30,
+            what=f"{topic} fully committed",
+        )
     b_processed = b.total("ragmon_worker_events_total", outcome="processed")
     b_dupes = b.total("ragmon_worker_dedupe_hits_total")
     in_flight_bound = 50 * 4  # one batch per partition A could have held

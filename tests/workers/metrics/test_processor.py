@@ -37,10 +37,16 @@ def feedback(trace_id: str, kind: str = "thumbs", value: object = -1, reason: st
     return stored("feedback", {"trace_id": trace_id, "kind": kind, "value": value, "reason": reason})
 
 
-def test_trace_counts_latency_cost_and_sampling_weight(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+def test_trace_counts_latency_cost_and_sampling_weight(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
     proc, reg = setup
-    body = trace_body(1, sample_rate=0.25, timings={"retrieval": 20.0, "guard": 5.0, "total": 100.0},
-                      usage={"model": "gpt-x", "tokens": {"prompt": 1000, "completion": 500}})
+    body = trace_body(
+        1,
+        sample_rate=0.25,
+        timings={"retrieval": 20.0, "guard": 5.0, "total": 100.0},
+        usage={"model": "gpt-x", "tokens": {"prompt": 1000, "completion": 500}},
+    )
     assert proc.process([as_event(stored("trace", body))]) == []
     tv = {"tenant": "acme", "variant": "production"}
     assert val(reg, "ragmon_rag_queries_total", **tv, intent="billing") == 1
@@ -55,9 +61,13 @@ def test_trace_counts_latency_cost_and_sampling_weight(setup: tuple[MetricsProce
 
 def test_refusals_and_uncited_answers(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
     proc, reg = setup
-    proc.process([as_event(stored("trace", trace_body(1, answer={"text": "", "refused": True}))),
-                  as_event(stored("trace", trace_body(2, answer={"text": "x", "citations": []}))),
-                  as_event(stored("trace", trace_body(3)))])
+    proc.process(
+        [
+            as_event(stored("trace", trace_body(1, answer={"text": "", "refused": True}))),
+            as_event(stored("trace", trace_body(2, answer={"text": "x", "citations": []}))),
+            as_event(stored("trace", trace_body(3))),
+        ]
+    )
     tvi = {"tenant": "acme", "variant": "production", "intent": "billing"}
     assert val(reg, "ragmon_rag_refusals_total", **tvi) == 1
     assert val(reg, "ragmon_rag_uncited_answers_total", **tvi) == 1
@@ -67,26 +77,62 @@ def test_feedback_after_its_trace_joins_at_once(setup: tuple[MetricsProcessor, C
     proc, reg = setup
     proc.process([as_event(stored("trace", trace_body(1, variant="cand-a", release="v7", intent="account")))])
     proc.process([as_event(feedback("trace-1"))])
-    assert val(reg, "ragmon_feedback_total", tenant="acme", variant="cand-a", release="v7", intent="account",
-               kind="thumbs", reason="wrong") == 1
+    assert (
+        val(
+            reg,
+            "ragmon_feedback_total",
+            tenant="acme",
+            variant="cand-a",
+            release="v7",
+            intent="account",
+            kind="thumbs",
+            reason="wrong",
+        )
+        == 1
+    )
     assert val(reg, "ragmon_feedback_parked_total", tenant="acme") == 0
 
 
-def test_feedback_before_its_trace_waits_then_joins(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+def test_feedback_before_its_trace_waits_then_joins(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
     proc, reg = setup
     proc.process([as_event(feedback("trace-5", kind="regenerate", value=None, reason=None))])
     assert val(reg, "ragmon_feedback_parked_total", tenant="acme") == 1
-    assert val(reg, "ragmon_feedback_total", tenant="acme", variant="production", release="v1", intent="billing",
-               kind="regenerate", reason="none") == 0
+    assert (
+        val(
+            reg,
+            "ragmon_feedback_total",
+            tenant="acme",
+            variant="production",
+            release="v1",
+            intent="billing",
+            kind="regenerate",
+            reason="none",
+        )
+        == 0
+    )
     proc.process([as_event(stored("trace", trace_body(5)))])
-    assert val(reg, "ragmon_feedback_total", tenant="acme", variant="production", release="v1", intent="billing",
-               kind="regenerate", reason="none") == 1
+    assert (
+        val(
+            reg,
+            "ragmon_feedback_total",
+            tenant="acme",
+            variant="production",
+            release="v1",
+            intent="billing",
+            kind="regenerate",
+            reason="none",
+        )
+        == 1
+    )
     proc.tick(datetime.now(UTC).timestamp() + 3600)
     assert val(reg, "ragmon_feedback_unjoined_total", tenant="acme", kind="regenerate", reason="none") == 0
 
 
 def test_feedback_whose_trace_never_comes_is_unjoined_not_dropped(
-        setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
     proc, reg = setup
     proc.process([as_event(feedback("ghost", reason="slow"))])
     now = datetime.now(UTC).timestamp()
@@ -105,7 +151,11 @@ def test_parked_feedback_is_claimed_once_by_competing_processes(redis_client: re
     for i in range(20):
         assert a.feedback_arrived("acme", f"tr{i}", f"ev{i}", {"kind": "copy"}, now=t0) is None
     # Traces for the even ones arrive via process b; the odd ones expire and both processes sweep.
-    joined = [p for i in range(0, 20, 2) for p in b.trace_arrived("acme", f"tr{i}", JoinInfo("production", None, None))]
+    joined = [
+        p
+        for i in range(0, 20, 2)
+        for p in b.trace_arrived("acme", f"tr{i}", JoinInfo("production", None, None))
+    ]
     expired_a = a.claim_expired(now=t0 + 11)
     expired_b = b.claim_expired(now=t0 + 11)
     assert sorted(p.event_id for p in joined) == sorted(f"ev{i}" for i in range(0, 20, 2))
@@ -123,7 +173,8 @@ def test_a_redelivered_trace_does_not_recount_parked_feedback(redis_client: redi
 
 
 def test_release_markers_newest_wins_and_replace_the_info_series(
-        setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
     proc, reg = setup
     t1 = datetime.now(UTC) - timedelta(minutes=10)
     t2 = datetime.now(UTC) - timedelta(minutes=1)
@@ -131,18 +182,25 @@ def test_release_markers_newest_wins_and_replace_the_info_series(
     proc.process([as_event(stored("release", {"release": "v1"}, when=t1))])  # late, older marker
     proc.tick(datetime.now(UTC).timestamp())
     assert val(reg, "ragmon_release_info", tenant="acme", variant="production", release="v2") == 1
-    assert val(reg, "ragmon_release_last_timestamp_seconds", tenant="acme", variant="production") == pytest.approx(
-        t2.timestamp())
+    assert val(
+        reg, "ragmon_release_last_timestamp_seconds", tenant="acme", variant="production"
+    ) == pytest.approx(t2.timestamp())
     proc.process([as_event(stored("release", {"release": "v3"}))])
     proc.tick(datetime.now(UTC).timestamp())
-    assert reg.get_sample_value("ragmon_release_info", {"tenant": "acme", "variant": "production",
-                                                        "release": "v2"}) is None
+    assert (
+        reg.get_sample_value(
+            "ragmon_release_info", {"tenant": "acme", "variant": "production", "release": "v2"}
+        )
+        is None
+    )
     assert val(reg, "ragmon_release_info", tenant="acme", variant="production", release="v3") == 1
 
 
 def test_variant_labels_are_capped(redis_client: redis.Redis) -> None:
     registry = CollectorRegistry()
-    proc = MetricsProcessor(MetricsConfig(max_variants_per_tenant=2), MetricsWorkerMetrics(registry), redis_client)
+    proc = MetricsProcessor(
+        MetricsConfig(max_variants_per_tenant=2), MetricsWorkerMetrics(registry), redis_client
+    )
     for i, v in enumerate(["a", "b", "c", "d"]):
         proc.process([as_event(stored("trace", trace_body(i, variant=v)))])
     assert val(registry, "ragmon_rag_queries_total", tenant="acme", variant="other", intent="billing") == 2

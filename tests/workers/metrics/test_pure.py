@@ -42,10 +42,13 @@ def test_zero_tokens_of_an_unpriced_kind_do_not_block_the_estimate() -> None:
 
 def test_stage_capping_keeps_known_stages_and_folds_the_rest() -> None:
     stages = frozenset({"retrieval", "generation"})
-    capped = cap_stages({"retrieval": 12.0, "generation": 800.0, "guardrail_check": 5.0, "ttft": 300.0,
-                         "total": 900.0}, stages)
-    assert sorted(capped) == sorted([("retrieval", 0.012), ("generation", 0.8), ("other", 0.005), ("ttft", 0.3),
-                                     ("total", 0.9)])
+    capped = cap_stages(
+        {"retrieval": 12.0, "generation": 800.0, "guardrail_check": 5.0, "ttft": 300.0, "total": 900.0},
+        stages,
+    )
+    assert sorted(capped) == sorted(
+        [("retrieval", 0.012), ("generation", 0.8), ("other", 0.005), ("ttft", 0.3), ("total", 0.9)]
+    )
 
 
 def test_config_rejects_reserved_stage_names(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -37,14 +37,21 @@ def send(writer: RecordWriter, start: int, n: int) -> None:
 
 
 def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
-        kafka_bootstrap: str, topic_prefix: str, tmp_path: Path) -> None:
+    kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
     data = tmp_path / "redis-data"
     server: ChildProcess = start_redis(log_dir=LOG_DIR, data_dir=data)
     url = f"redis://127.0.0.1:{server.port}/0"
     config = tmp_path / "ragmon.yaml"
     config.write_text(f"metrics:\n  park_s: {PARK_S}\n  release_refresh_s: 0.5\n")
-    env = worker_env(kafka_bootstrap, url, topic_prefix, config, RAGMON_WORKER_RETRY_MAX_S="1",
-                     RAGMON_WORKER_MAX_BATCH="20")
+    env = worker_env(
+        kafka_bootstrap,
+        url,
+        topic_prefix,
+        config,
+        RAGMON_WORKER_RETRY_MAX_S="1",
+        RAGMON_WORKER_MAX_BATCH="20",
+    )
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     worker = WorkerProcess("workers.metrics", env, LOG_DIR / f"metrics-redis-outage-{topic_prefix}.log")
@@ -58,8 +65,11 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         wait_until(lambda: worker.total("ragmon_rag_queries_total") == 60, 30, what="second batch processed")
         # ...and its feedback (another topic, consumed on its own schedule): no batch may be in flight
         # when Redis goes, so that the outage meets the ticks first.
-        wait_until(lambda: worker.total("ragmon_worker_events_total", outcome="processed") == 180, 30,
-                   what="second batch's feedback processed")
+        wait_until(
+            lambda: worker.total("ragmon_worker_events_total", outcome="processed") == 180,
+            30,
+            what="second batch's feedback processed",
+        )
         redis.Redis.from_url(url).shutdown(save=True)
         time.sleep(PARK_S + 1)  # idle: only the ticks meet the outage
         assert worker.proc.poll() is None, f"the worker exited:\n{worker.log_text()[-3000:]}"
@@ -72,7 +82,9 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         assert worker.total("ragmon_feedback_unjoined_total") < 90
 
         server = start_redis(port=server.port, log_dir=LOG_DIR, data_dir=data)
-        wait_until(lambda: worker.total("ragmon_feedback_unjoined_total") == 90, 60, what="every orphan swept")
+        wait_until(
+            lambda: worker.total("ragmon_feedback_unjoined_total") == 90, 60, what="every orphan swept"
+        )
         wait_until(worker.ready, 30, what="ready again")
         assert worker.total("ragmon_rag_queries_total") == 90
         assert worker.total("ragmon_feedback_total", kind="regenerate") == 90
@@ -81,8 +93,11 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         assert worker.total("ragmon_worker_events_total", outcome="processed") == 270
         assert worker.total("ragmon_worker_dead_letters_total") == 0
         for topic, n in ((topics.traces, 90), (topics.feedback, 180)):
-            wait_until(lambda t=topic, n=n: committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t)[0] == n, 15,
-                       what=f"{topic} committed")
+            wait_until(
+                lambda t=topic, n=n: committed_total(kafka_bootstrap, f"{topic_prefix}-metrics", t)[0] == n,
+                15,
+                what=f"{topic} committed",
+            )
         assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
         assert worker.proc.poll() is None
         assert "periodic work failed (ConnectionError" in worker.log_text()

@@ -60,14 +60,24 @@ def test_a_release_marker_is_always_admitted(redis_client: redis.Redis) -> None:
 def test_feedback_is_labelled_with_the_shared_decision(redis_client: redis.Redis) -> None:
     clock = [T0]
     config = MetricsConfig(max_releases_per_tenant=1, release_window_s=600)
-    replicas = [(MetricsProcessor(config, MetricsWorkerMetrics(r), redis_client, clock=lambda: clock[0]), r)
-                for r in (CollectorRegistry(), CollectorRegistry())]
+    replicas = [
+        (MetricsProcessor(config, MetricsWorkerMetrics(r), redis_client, clock=lambda: clock[0]), r)
+        for r in (CollectorRegistry(), CollectorRegistry())
+    ]
     (first, reg1), (second, reg2) = replicas
     first.process([as_event(stored("trace", trace_body(1, release="v1")))])
     second.process([as_event(stored("trace", trace_body(2, release="v2")))])
     for proc, n in ((first, 1), (second, 2)):
-        proc.process([as_event(stored("feedback", {"trace_id": f"trace-{n}", "kind": "copy", "value": True}))])
-    labels = {"tenant": "acme", "variant": "production", "intent": "billing", "kind": "copy", "reason": "none"}
+        proc.process(
+            [as_event(stored("feedback", {"trace_id": f"trace-{n}", "kind": "copy", "value": True}))]
+        )
+    labels = {
+        "tenant": "acme",
+        "variant": "production",
+        "intent": "billing",
+        "kind": "copy",
+        "reason": "none",
+    }
     assert val(reg1, "ragmon_feedback_total", release="v1", **labels) == 1
     assert val(reg2, "ragmon_feedback_total", release="other", **labels) == 1
     clock[0] = T0 + 700  # v1 aged out of the window: v2 gets its own label on any replica
@@ -78,22 +88,33 @@ def test_feedback_is_labelled_with_the_shared_decision(redis_client: redis.Redis
 
 def test_release_markers_are_capped_per_tenant_and_the_hash_is_trimmed(redis_client: redis.Redis) -> None:
     registry = CollectorRegistry()
-    proc = MetricsProcessor(MetricsConfig(max_variants_per_tenant=2), MetricsWorkerMetrics(registry), redis_client)
+    proc = MetricsProcessor(
+        MetricsConfig(max_variants_per_tenant=2), MetricsWorkerMetrics(registry), redis_client
+    )
     now = datetime.now(UTC)
     markers = [("production", "p1", 40), ("cand-a", "a1", 30), ("cand-b", "b1", 20), ("cand-c", "c1", 10)]
-    proc.process([as_event(stored("release", {"release": rel, "variant": variant}, when=now - timedelta(minutes=m)))
-                  for variant, rel, m in markers])
+    proc.process(
+        [
+            as_event(stored("release", {"release": rel, "variant": variant}, when=now - timedelta(minutes=m)))
+            for variant, rel, m in markers
+        ]
+    )
     proc.tick(now.timestamp())
     fields = sorted(f.decode().split("\x1f")[1] for f in redis_client.hkeys(CURRENT_KEY))
     assert fields == ["cand-a", "cand-b", "production"]  # cand-c is over the variant cap: never stored
-    info = {s.labels["variant"] for m in registry.collect() if m.name == "ragmon_release_info" for s in m.samples}
+    info = {
+        s.labels["variant"] for m in registry.collect() if m.name == "ragmon_release_info" for s in m.samples
+    }
     assert info == {"production", "cand-a", "cand-b"}
     # a replica that trims with a smaller cap keeps production and the newest other variant
-    small = MetricsProcessor(MetricsConfig(max_variants_per_tenant=1), MetricsWorkerMetrics(CollectorRegistry()),
-                             redis_client)
+    small = MetricsProcessor(
+        MetricsConfig(max_variants_per_tenant=1), MetricsWorkerMetrics(CollectorRegistry()), redis_client
+    )
     small.tick(now.timestamp())
     fields = sorted(f.decode().split("\x1f")[1] for f in redis_client.hkeys(CURRENT_KEY))
     assert fields == ["cand-b", "production"]
     proc.tick(now.timestamp() + 10)  # at its next refresh the first replica drops the trimmed series too
-    info = {s.labels["variant"] for m in registry.collect() if m.name == "ragmon_release_info" for s in m.samples}
+    info = {
+        s.labels["variant"] for m in registry.collect() if m.name == "ragmon_release_info" for s in m.samples
+    }
     assert info == {"production", "cand-b"}

@@ -39,17 +39,27 @@ from workers.runtime.types import Event
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    (TRACE, TRACE), (TRACE.upper(), TRACE), ("0" * 32, None), ("trace-42", None), (TRACE + "0", None),
-])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        (TRACE, TRACE),
+        (TRACE.upper(), TRACE),
+        ("0" * 32, None),
+        ("trace-42", None),
+        (TRACE + "0", None),
+    ],
+)
 def test_only_otlp_trace_ids_name_a_phoenix_trace(given: str, expected: str | None) -> None:
     assert phoenix_trace_id(given) == expected
 
 
 def test_faithfulness_labels_scores_and_explanations() -> None:
     low = faithfulness_result(faithfulness_score(TRACE, score=0.2, mode="answer"))
-    assert low == {"label": "unfaithful", "score": 0.2,
-                   "explanation": "HHEM-2.1-Open P(consistent) = 0.200; threshold 0.500"}
+    assert low == {
+        "label": "unfaithful",
+        "score": 0.2,
+        "explanation": "HHEM-2.1-Open P(consistent) = 0.200; threshold 0.500",
+    }
     assert faithfulness_result(faithfulness_score(TRACE, score=0.8, mode="answer"))["label"] == "faithful"
     sentences = faithfulness_result(faithfulness_score(TRACE, score=0.5, mode="sentences"))
     assert sentences["label"] == "faithful"
@@ -63,7 +73,8 @@ def test_sentence_mode_adds_one_upserting_annotation_per_unsupported_sentence() 
     plan_faithfulness(faithfulness_score(TRACE, mode="sentences"), "b7ad6b7169203331", plan)
     assert [(p.kind, p.payload["name"], p.payload["identifier"]) for p in plan.spans] == [
         ("faithfulness", "ragmon.faithfulness", "ragmon-sentences"),
-        ("faithfulness_sentence", "ragmon.faithfulness.sentence", "sentence-1")]
+        ("faithfulness_sentence", "ragmon.faithfulness.sentence", "sentence-1"),
+    ]
     assert {p.payload["span_id"] for p in plan.spans} == {"b7ad6b7169203331"}
 
 
@@ -84,28 +95,41 @@ def test_exclusion_verdicts_and_document_placement() -> None:
 
 def test_long_explanations_are_clipped() -> None:
     score = faithfulness_score(TRACE, mode="sentences")
-    long = score.model_copy(update={"unsupported_sentences": [
-        s.model_copy(update={"text": "x" * 5000}) for s in score.unsupported_sentences]})
+    long = score.model_copy(
+        update={
+            "unsupported_sentences": [
+                s.model_copy(update={"text": "x" * 5000}) for s in score.unsupported_sentences
+            ]
+        }
+    )
     plan = Plan()
     plan_faithfulness(long, "b7ad6b7169203331", plan)
     assert all(len(p.payload["result"]["explanation"]) <= MAX_EXPLANATION for p in plan.spans)
 
 
 def test_retriever_documents_from_flat_and_nested_attributes() -> None:
-    flat = {"retrieval.documents.0.document.id": "a", "retrieval.documents.2.document.id": "c",
-            "retrieval.documents.0.document.content": "text"}
+    flat = {
+        "retrieval.documents.0.document.id": "a",
+        "retrieval.documents.2.document.id": "c",
+        "retrieval.documents.0.document.content": "text",
+    }
     assert retriever_documents(flat) == {"a": 0, "c": 2}
-    nested = {"retrieval": {"documents": [{"document": {"id": "a"}}, {"document": {"score": 0.3}},
-                                          {"document": {"id": 7}}]}}
+    nested = {
+        "retrieval": {
+            "documents": [{"document": {"id": "a"}}, {"document": {"score": 0.3}}, {"document": {"id": 7}}]
+        }
+    }
     assert retriever_documents(nested) == {"a": 0, "7": 2}
 
 
 def test_document_ids_follow_the_assemblers_rule() -> None:
     """LangChain sets no document.id: the metadata's id, else a content hash (docs/otlp.md)."""
-    attributes = {"retrieval.documents.0.document.metadata": '{"doc_id": "kb-12", "source": "faq"}',
-                  "retrieval.documents.0.document.content": "refunds",
-                  "retrieval.documents.1.document.content": "shipping",
-                  "retrieval.documents.2.document.metadata": {"document_id": "kb-40"}}
+    attributes = {
+        "retrieval.documents.0.document.metadata": '{"doc_id": "kb-12", "source": "faq"}',
+        "retrieval.documents.0.document.content": "refunds",
+        "retrieval.documents.1.document.content": "shipping",
+        "retrieval.documents.2.document.metadata": {"document_id": "kb-40"},
+    }
     content_hash = "sha256:" + hashlib.sha256(b"shipping").hexdigest()[:32]
     assert retriever_documents(attributes) == {"kb-12": 0, content_hash: 1, "kb-40": 2}
 
@@ -127,8 +151,9 @@ def test_settings_fail_fast_and_say_how_to_fix(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_forwarder_headers_are_parsed_like_otel_exporter_headers() -> None:
-    settings = ForwarderSettings(endpoint="http://x/v1/traces",
-                                 headers=SecretStr("Authorization=Bearer%20k3y, x-tenant = acme"))
+    settings = ForwarderSettings(
+        endpoint="http://x/v1/traces", headers=SecretStr("Authorization=Bearer%20k3y, x-tenant = acme")
+    )
     assert settings.header_map() == {"Authorization": "Bearer k3y", "x-tenant": "acme"}
     with pytest.raises(ConfigError, match="'oops' is not 'name=value'"):
         ForwarderSettings(endpoint="http://x", headers=SecretStr("oops")).header_map()
@@ -140,7 +165,9 @@ def test_score_and_span_records_decode_or_say_why_not() -> None:
     event = decode_record(FakeRecord("t.scores", 0, 5, key, value, headers, 0), "score")
     assert isinstance(event, Event) and event.body == score
     assert (event.id, event.type, event.tenant) == (str(score.event_id), "score", "acme")
-    bad = decode_record(FakeRecord("t.scores", 0, 6, key, value.replace(b'"labels"', b'"gut"'), headers, 0), "score")
+    bad = decode_record(
+        FakeRecord("t.scores", 0, 6, key, value.replace(b'"labels"', b'"gut"'), headers, 0), "score"
+    )
     assert isinstance(bad, Undecodable) and bad.reason == "invalid_score" and "gold_source" in bad.detail
     spans = spans_event(rag_trace(["d"]))
     assert spans.body.span_count == 3 and spans.type == "otlp_spans"

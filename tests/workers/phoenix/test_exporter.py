@@ -45,11 +45,20 @@ class Rig:
         self.settings = PhoenixSettings(url=phoenix.base_url, api_key=SecretStr(phoenix.api_key), **overrides)
         self.metrics = PhoenixMetrics(self.registry)
         self.now = time.time()
-        self.waiting = WaitingRoom(client, "test-phoenix", self.settings.retry_interval_s, self.settings.max_waiting)
-        self.exporter = PhoenixExporter(self.settings, PhoenixGateway(self.settings, self.metrics), self.waiting,
-                                        self.metrics, clock=lambda: self.now)
-        forward = ForwarderSettings(endpoint=f"{phoenix.base_url}/v1/traces",
-                                    headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"))
+        self.waiting = WaitingRoom(
+            client, "test-phoenix", self.settings.retry_interval_s, self.settings.max_waiting
+        )
+        self.exporter = PhoenixExporter(
+            self.settings,
+            PhoenixGateway(self.settings, self.metrics),
+            self.waiting,
+            self.metrics,
+            clock=lambda: self.now,
+        )
+        forward = ForwarderSettings(
+            endpoint=f"{phoenix.base_url}/v1/traces",
+            headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"),
+        )
         self.forwarder = SpanForwarder(forward, ForwarderMetrics(self.registry), "t.spans")
 
     def count(self, name: str, **labels: str) -> float:
@@ -78,20 +87,30 @@ def test_forwarded_spans_carry_ragmon_annotations(rig: Rig, phoenix: PhoenixServ
     root = wait_for(lambda: root_span(phoenix, trace.trace_id))[0]
     assert root["context"]["span_id"] == trace.root
 
-    rig.exporter.process([score_event(faithfulness_score(trace.trace_id, score=0.5 / 2)),
-                          score_event(exclusion_result(trace.trace_id, ["gold-7"]))])
+    rig.exporter.process(
+        [
+            score_event(faithfulness_score(trace.trace_id, score=0.5 / 2)),
+            score_event(exclusion_result(trace.trace_id, ["gold-7"])),
+        ]
+    )
 
     got = by_name(span_annotations(phoenix, trace.root))
     answer = got[("ragmon.faithfulness", "ragmon-sentences")]["result"]
     assert answer["label"] == "unfaithful" and answer["score"] == 0.25  # type: ignore[index]
-    assert "1/2 sentences supported" in answer["explanation"] and "Refunds take 5 days." in answer["explanation"]  # type: ignore[index]
+    assert (
+        "1/2 sentences supported" in answer["explanation"] and "Refunds take 5 days." in answer["explanation"]
+    )  # type: ignore[index]
     sentence = got[("ragmon.faithfulness.sentence", "sentence-1")]["result"]
     assert sentence == {"label": "unsupported", "score": 0.08, "explanation": "Refunds take 5 days."}
     exclusion = got[("ragmon.false_exclusion", "ragmon-labels")]["result"]
     assert exclusion["label"] == "falsely_excluded" and "gold-7 (by locale eq)" in exclusion["explanation"]  # type: ignore[index]
-    retriever = wait_for(lambda: [s for s in _spans(phoenix, trace.trace_id) if s["span_kind"] == "RETRIEVER"])[0]
+    retriever = wait_for(
+        lambda: [s for s in _spans(phoenix, trace.trace_id) if s["span_kind"] == "RETRIEVER"]
+    )[0]
     docs = document_annotations(phoenix, retriever["id"])
-    assert [(d["name"], d["documentPosition"], d["label"]) for d in docs] == [("ragmon.excluded_gold", 1, "excluded")]
+    assert [(d["name"], d["documentPosition"], d["label"]) for d in docs] == [
+        ("ragmon.excluded_gold", 1, "excluded")
+    ]
     assert rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="sent") == 1
     assert rig.count("ragmon_phoenix_annotations_total", kind="excluded_document", outcome="sent") == 1
 
@@ -99,8 +118,12 @@ def test_forwarded_spans_carry_ragmon_annotations(rig: Rig, phoenix: PhoenixServ
 def _spans(phoenix: PhoenixServer, trace_id: str) -> list[dict[str, object]]:
     import httpx
 
-    answer = httpx.get(f"{phoenix.base_url}/v1/projects/acme/spans", headers=phoenix.headers,
-                       params={"trace_id": [trace_id]}, timeout=5)
+    answer = httpx.get(
+        f"{phoenix.base_url}/v1/projects/acme/spans",
+        headers=phoenix.headers,
+        params={"trace_id": [trace_id]},
+        timeout=5,
+    )
     return list(answer.json()["data"])
 
 
@@ -118,8 +141,10 @@ def test_a_re_export_updates_the_annotation_instead_of_adding_one(rig: Rig, phoe
 def test_a_score_waits_for_its_trace_then_lands(rig: Rig, phoenix: PhoenixServer) -> None:
     trace = rag_trace(["d1"])
     rig.exporter.process([score_event(faithfulness_score(trace.trace_id, outcome="no_claims"))])
-    assert rig.waiting.size() == 1 and rig.count("ragmon_phoenix_annotations_total", kind="faithfulness",
-                                                  outcome="sent") == 0
+    assert (
+        rig.waiting.size() == 1
+        and rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="sent") == 0
+    )
     rig.forwarder.process([spans_event(trace)])
     wait_for(lambda: root_span(phoenix, trace.trace_id))
     rig.now += rig.settings.retry_interval_s + 1
@@ -129,19 +154,26 @@ def test_a_score_waits_for_its_trace_then_lands(rig: Rig, phoenix: PhoenixServer
     assert annotation["result"]["label"] == "no_claims" and annotation["result"]["score"] is None  # type: ignore[index]
 
 
-def test_scores_without_a_phoenix_trace_are_counted_not_kept(phoenix: PhoenixServer,
-                                                             redis_client: redis.Redis) -> None:
+def test_scores_without_a_phoenix_trace_are_counted_not_kept(
+    phoenix: PhoenixServer, redis_client: redis.Redis
+) -> None:
     rig = Rig(phoenix, redis_client, span_wait_s=30.0, retry_interval_s=10.0)
     try:
         never = rag_trace(["d1"])  # its spans never reach Phoenix
-        rig.exporter.process([score_event(faithfulness_score(never.trace_id)),
-                              score_event(faithfulness_score("native-trace-42"))])
+        rig.exporter.process(
+            [
+                score_event(faithfulness_score(never.trace_id)),
+                score_event(faithfulness_score("native-trace-42")),
+            ]
+        )
         assert rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="untraceable") == 1
         for _ in range(3):  # retried every interval until the wait is over, then dropped and counted
             rig.now += 11
             rig.exporter.tick(rig.now)
         assert rig.waiting.size() == 0
-        assert rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="trace_not_found") == 1
+        assert (
+            rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="trace_not_found") == 1
+        )
     finally:
         rig.close()
 
@@ -161,14 +193,23 @@ def test_a_wrong_key_is_an_outage_not_a_rejection(phoenix: PhoenixServer, redis_
 
 def test_a_tenants_project_is_used_on_both_sides(phoenix: PhoenixServer, redis_client: redis.Redis) -> None:
     rig = Rig(phoenix, redis_client, tenant_projects={"globex": "globex-rag"})
-    forward = ForwarderSettings(endpoint=f"{phoenix.base_url}/v1/traces", tenant_projects={"globex": "globex-rag"},
-                                headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"))
+    forward = ForwarderSettings(
+        endpoint=f"{phoenix.base_url}/v1/traces",
+        tenant_projects={"globex": "globex-rag"},
+        headers=SecretStr(f"Authorization=Bearer%20{phoenix.api_key}"),
+    )
     rig.forwarder = SpanForwarder(forward, ForwarderMetrics(CollectorRegistry()), "t.spans")
     try:
         trace = rag_trace(["d1"])
         rig.forwarder.process([spans_event(trace, tenant="globex")])
-        wait_for(lambda: _project_exists(phoenix, "globex-rag") and root_span(phoenix, trace.trace_id, "globex-rag"))
-        rig.exporter.process([score_event(faithfulness_score(trace.trace_id, mode="answer", tenant="globex"))])
+        wait_for(
+            lambda: (
+                _project_exists(phoenix, "globex-rag") and root_span(phoenix, trace.trace_id, "globex-rag")
+            )
+        )
+        rig.exporter.process(
+            [score_event(faithfulness_score(trace.trace_id, mode="answer", tenant="globex"))]
+        )
         (annotation,) = span_annotations(phoenix, trace.root, "globex-rag")
         assert annotation["name"] == "ragmon.faithfulness"
     finally:

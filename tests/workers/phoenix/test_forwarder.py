@@ -43,7 +43,9 @@ class Collector:
                     body = gzip.decompress(body)
                 status, answer = collector.answers.pop(0) if collector.answers else (200, b"")
                 if status == 200:
-                    collector.requests.append((dict(self.headers), ExportTraceServiceRequest.FromString(body)))
+                    collector.requests.append(
+                        (dict(self.headers), ExportTraceServiceRequest.FromString(body))
+                    )
                 self.send_response(status)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(answer)))
@@ -62,7 +64,9 @@ class Collector:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
 
     def spans_received(self) -> int:
-        return sum(len(ss.spans) for _, req in self.requests for rs in req.resource_spans for ss in rs.scope_spans)
+        return sum(
+            len(ss.spans) for _, req in self.requests for rs in req.resource_spans for ss in rs.scope_spans
+        )
 
     def close(self) -> None:
         self.server.shutdown()
@@ -78,8 +82,9 @@ def collector() -> Iterator[Collector]:
 
 def forwarder(collector: Collector, **settings: object) -> tuple[SpanForwarder, CollectorRegistry]:
     registry = CollectorRegistry()
-    config = ForwarderSettings(endpoint=collector.endpoint, headers=SecretStr("Authorization=Bearer%20k"),
-                               **settings)  # type: ignore[arg-type]
+    config = ForwarderSettings(
+        endpoint=collector.endpoint, headers=SecretStr("Authorization=Bearer%20k"), **settings
+    )  # type: ignore[arg-type]
     return SpanForwarder(config, ForwarderMetrics(registry), "t.spans"), registry
 
 
@@ -90,8 +95,10 @@ def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
 def test_batches_respect_the_span_limit_and_carry_the_headers(collector: Collector) -> None:
     fwd, registry = forwarder(collector, max_spans_per_request=6)
     fwd.process([spans_event(rag_trace(["d"]), offset=i) for i in range(5)])  # 3 spans each
-    assert [sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
-            for _, req in collector.requests] == [6, 6, 3]
+    assert [
+        sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+        for _, req in collector.requests
+    ] == [6, 6, 3]
     headers, _ = collector.requests[0]
     assert headers["Authorization"] == "Bearer k" and headers["Content-Encoding"] == "gzip"
     assert value(registry, "ragmon_forwarder_spans_total", outcome="forwarded") == 15
@@ -111,8 +118,9 @@ def test_too_large_is_split_and_refused_data_is_counted(collector: Collector) ->
 
 def test_partial_success_counts_the_rejected_spans(collector: Collector) -> None:
     fwd, registry = forwarder(collector, gzip=False)
-    partial = ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(rejected_spans=1,
-                                                                                   error_message="span too old"))
+    partial = ExportTraceServiceResponse(
+        partial_success=ExportTracePartialSuccess(rejected_spans=1, error_message="span too old")
+    )
     collector.answers = [(200, partial.SerializeToString())]
     fwd.process([spans_event(rag_trace(["d"]))])
     assert value(registry, "ragmon_forwarder_spans_total", outcome="forwarded") == 2
@@ -140,8 +148,12 @@ def test_an_unreachable_collector_is_an_outage() -> None:
 
 def test_tenant_projects_name_each_tenants_phoenix_project(collector: Collector) -> None:
     fwd, _ = forwarder(collector, tenant_projects={"acme": "acme-rag"})
-    fwd.process([spans_event(rag_trace(["d"]), tenant="acme"), spans_event(rag_trace(["d"]), tenant="globex")])
-    (_, request), = collector.requests
-    projects = [{a.key: a.value.string_value for a in rs.resource.attributes}.get(PROJECT_ATTRIBUTE)
-                for rs in request.resource_spans]
+    fwd.process(
+        [spans_event(rag_trace(["d"]), tenant="acme"), spans_event(rag_trace(["d"]), tenant="globex")]
+    )
+    ((_, request),) = collector.requests
+    projects = [
+        {a.key: a.value.string_value for a in rs.resource.attributes}.get(PROJECT_ATTRIBUTE)
+        for rs in request.resource_spans
+    ]
     assert projects == ["acme-rag", "globex"]

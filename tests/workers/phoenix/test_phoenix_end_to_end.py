@@ -36,14 +36,23 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def workers(kafka_bootstrap: str, redis_url: str, topic_prefix: str,
-            phoenix: PhoenixServer) -> Iterator[tuple[WorkerProcess, WorkerProcess]]:
-    env = worker_env(kafka_bootstrap, redis_url, topic_prefix,
-                     RAGMON_WORKER_RETRY_MAX_S="1", RAGMON_WORKER_LAG_INTERVAL_S="0.5",
-                     RAGMON_PHOENIX_URL=phoenix.base_url, RAGMON_PHOENIX_API_KEY=phoenix.api_key,
-                     RAGMON_PHOENIX_RETRY_INTERVAL_S="1", RAGMON_PHOENIX_TIMEOUT_S="3",
-                     RAGMON_FORWARD_ENDPOINT=f"{phoenix.base_url}/v1/traces",
-                     RAGMON_FORWARD_HEADERS=f"Authorization=Bearer%20{phoenix.api_key}", RAGMON_FORWARD_TIMEOUT_S="3")
+def workers(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, phoenix: PhoenixServer
+) -> Iterator[tuple[WorkerProcess, WorkerProcess]]:
+    env = worker_env(
+        kafka_bootstrap,
+        redis_url,
+        topic_prefix,
+        RAGMON_WORKER_RETRY_MAX_S="1",
+        RAGMON_WORKER_LAG_INTERVAL_S="0.5",
+        RAGMON_PHOENIX_URL=phoenix.base_url,
+        RAGMON_PHOENIX_API_KEY=phoenix.api_key,
+        RAGMON_PHOENIX_RETRY_INTERVAL_S="1",
+        RAGMON_PHOENIX_TIMEOUT_S="3",
+        RAGMON_FORWARD_ENDPOINT=f"{phoenix.base_url}/v1/traces",
+        RAGMON_FORWARD_HEADERS=f"Authorization=Bearer%20{phoenix.api_key}",
+        RAGMON_FORWARD_TIMEOUT_S="3",
+    )
     started: list[WorkerProcess] = []
     try:
         for name in ("forwarder", "phoenix"):
@@ -76,8 +85,11 @@ def annotated(phoenix: PhoenixServer, trace: OtlpTrace) -> list[dict[str, object
 
 
 def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
-        workers: tuple[WorkerProcess, WorkerProcess], phoenix: PhoenixServer, kafka_bootstrap: str,
-        topic_prefix: str) -> None:
+    workers: tuple[WorkerProcess, WorkerProcess],
+    phoenix: PhoenixServer,
+    kafka_bootstrap: str,
+    topic_prefix: str,
+) -> None:
     forwarder, exporter = workers
     topics = Topics(topic_prefix)
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
@@ -92,8 +104,13 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
         phoenix.stop()
         try:
             send(producer, topics, second)
-            wait_for(lambda: forwarder.total("ragmon_worker_retries_total") >= 2
-                     and exporter.total("ragmon_worker_retries_total") >= 2, timeout_s=30)
+            wait_for(
+                lambda: (
+                    forwarder.total("ragmon_worker_retries_total") >= 2
+                    and exporter.total("ragmon_worker_retries_total") >= 2
+                ),
+                timeout_s=30,
+            )
             committed, end = committed_total(kafka_bootstrap, f"{topic_prefix}-phoenix", topics.scores)
             assert (committed, end) == (2, 3)  # the second score is not committed while Phoenix is down
         finally:
@@ -101,7 +118,10 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
 
         (annotation,) = wait_for(lambda: annotated(phoenix, second), timeout_s=40)
         assert annotation["span_id"] == second.root
-        wait_for(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-phoenix", topics.scores)[0] == 3, timeout_s=15)
+        wait_for(
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-phoenix", topics.scores)[0] == 3,
+            timeout_s=15,
+        )
         assert exporter.total("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="sent") == 2
         assert forwarder.total("ragmon_forwarder_spans_total", outcome="forwarded") == 6
         # The malformed score went to the dead-letter topic (bad input); the outage did not.
@@ -114,13 +134,16 @@ def test_spans_and_annotations_reach_phoenix_once_across_an_outage(
         producer.close(timeout=5)
 
 
-@pytest.mark.parametrize(("worker", "variable"), [("phoenix", "RAGMON_PHOENIX_URL"),
-                                                  ("forwarder", "RAGMON_FORWARD_ENDPOINT")])
+@pytest.mark.parametrize(
+    ("worker", "variable"), [("phoenix", "RAGMON_PHOENIX_URL"), ("forwarder", "RAGMON_FORWARD_ENDPOINT")]
+)
 def test_without_an_endpoint_the_worker_refuses_to_start_and_says_why(
-        kafka_bootstrap: str, redis_url: str, topic_prefix: str, worker: str, variable: str) -> None:
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, worker: str, variable: str
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAGMON_PHOENIX_", "RAGMON_FORWARD_"))}
     env.update(worker_env(kafka_bootstrap, redis_url, topic_prefix))
-    done = subprocess.run([sys.executable, "-m", f"workers.{worker}"], env=env, capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", f"workers.{worker}"], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert variable in done.stderr + done.stdout

@@ -24,11 +24,15 @@ from workers.phoenix.waiting import WaitingRoom
 
 def test_each_tenant_has_its_own_project_on_both_sides() -> None:
     exporter = PhoenixSettings(url="http://p", tenant_projects={"acme": "acme-rag"}, project_prefix="rg-")
-    forward = ForwarderSettings(endpoint="http://p/v1/traces", tenant_projects={"acme": "acme-rag"},
-                                project_prefix="rg-")
+    forward = ForwarderSettings(
+        endpoint="http://p/v1/traces", tenant_projects={"acme": "acme-rag"}, project_prefix="rg-"
+    )
     for settings in (exporter, forward):
-        assert [settings.project_for(t) for t in ("acme", "globex", "initech")] == ["acme-rag", "rg-globex",
-                                                                                      "rg-initech"]
+        assert [settings.project_for(t) for t in ("acme", "globex", "initech")] == [
+            "acme-rag",
+            "rg-globex",
+            "rg-initech",
+        ]
 
 
 @pytest.mark.parametrize("model", [PhoenixSettings, ForwarderSettings])
@@ -38,23 +42,27 @@ def test_two_tenants_may_not_share_a_project(model: type) -> None:
 
 
 def test_the_forwarder_puts_a_tenants_spans_in_its_own_project_whatever_the_app_named(
-        collector: Collector) -> None:  # noqa: F811 - the fixture
+    collector: Collector,  # noqa: F811 - the fixture
+) -> None:
     fwd, _ = forwarder(collector, tenant_projects={"acme": "acme-rag"})
     named = rag_trace(["d"])
     for rs in named.data.resource_spans:
         rs.resource.attributes.add(key=PROJECT_ATTRIBUTE).value.string_value = "acme-rag"  # another tenant's
     fwd.process([spans_event(named, tenant="globex"), spans_event(rag_trace(["d"]), tenant="acme")])
-    (_, request), = collector.requests
-    projects = [[a.value.string_value for a in rs.resource.attributes if a.key == PROJECT_ATTRIBUTE]
-                for rs in request.resource_spans]
+    ((_, request),) = collector.requests
+    projects = [
+        [a.value.string_value for a in rs.resource.attributes if a.key == PROJECT_ATTRIBUTE]
+        for rs in request.resource_spans
+    ]
     assert projects == [["globex"], ["acme-rag"]]
 
 
 class NoTraces:
     """A gateway whose Phoenix has no trace yet (so every score waits)."""
 
-    def find_traces(self, project: str, trace_ids: Sequence[str], with_documents: Iterable[str] = ()
-                    ) -> dict[str, TraceSpans]:
+    def find_traces(
+        self, project: str, trace_ids: Sequence[str], with_documents: Iterable[str] = ()
+    ) -> dict[str, TraceSpans]:
         self.projects = [*getattr(self, "projects", []), project]
         return {}
 

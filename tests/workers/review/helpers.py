@@ -31,36 +31,77 @@ def trace_event(i: int, tenant: str = "acme", offset: int | None = None, **overr
     return _decoded(stored("trace", trace_body(i, **overrides), tenant=tenant), "t.traces", offset)
 
 
-def feedback_event(i: int, kind: str = "thumbs", value: Any = False, tenant: str = "acme",
-                   offset: int | None = None) -> Event:
-    return _decoded(stored("feedback", {"trace_id": f"trace-{i}", "kind": kind, "value": value}, tenant=tenant),
-                    "t.feedback", offset)
+def feedback_event(
+    i: int, kind: str = "thumbs", value: Any = False, tenant: str = "acme", offset: int | None = None
+) -> Event:
+    return _decoded(
+        stored("feedback", {"trace_id": f"trace-{i}", "kind": kind, "value": value}, tenant=tenant),
+        "t.feedback",
+        offset,
+    )
 
 
 def _score_event(body: FaithfulnessScoreEvent | ExclusionResultEvent, offset: int | None) -> Event:
-    s = StoredEvent.model_construct(id=body.event_id, type="score", tenant=body.tenant,  # type: ignore[arg-type]
-                                    timestamp=body.trace_timestamp, received_at=body.scored_at, body={})
+    s = StoredEvent.model_construct(
+        id=body.event_id,
+        type="score",
+        tenant=body.tenant,  # type: ignore[arg-type]
+        timestamp=body.trace_timestamp,
+        received_at=body.scored_at,
+        body={},
+    )
     return Event(source("t.scores", 0, offset), s, body)
 
 
-def faithfulness_event(i: int, score: float | None, threshold: float = 0.5, tenant: str = "acme",
-                       outcome: str = "scored", variant: str = "production", scorer_rate: float = 0.5,
-                       offset: int | None = None) -> Event:
+def faithfulness_event(
+    i: int,
+    score: float | None,
+    threshold: float = 0.5,
+    tenant: str = "acme",
+    outcome: str = "scored",
+    variant: str = "production",
+    scorer_rate: float = 0.5,
+    offset: int | None = None,
+) -> Event:
     now = datetime.now(UTC)
     body = FaithfulnessScoreEvent(
-        event_id=uuid.uuid4(), source_event_id=uuid.uuid4(), tenant=tenant, trace_id=f"trace-{i}",
-        request_id=f"req-{i}", variant=variant, trace_timestamp=now, scored_at=now, outcome=outcome,
-        no_claims_reason="refused" if outcome == "no_claims" else None, mode="answer", score=score,
-        threshold=threshold, below_threshold=None if score is None else score < threshold,
-        model=ModelRef(source="/models/hhem", revision="ab" * 32), app_sample_rate=1.0,
-        scorer_sample_rate=scorer_rate)
+        event_id=uuid.uuid4(),
+        source_event_id=uuid.uuid4(),
+        tenant=tenant,
+        trace_id=f"trace-{i}",
+        request_id=f"req-{i}",
+        variant=variant,
+        trace_timestamp=now,
+        scored_at=now,
+        outcome=outcome,
+        no_claims_reason="refused" if outcome == "no_claims" else None,
+        mode="answer",
+        score=score,
+        threshold=threshold,
+        below_threshold=None if score is None else score < threshold,
+        model=ModelRef(source="/models/hhem", revision="ab" * 32),
+        app_sample_rate=1.0,
+        scorer_sample_rate=scorer_rate,
+    )
     return _score_event(body, offset)
 
 
-def exclusion_event(i: int, falsely_excluded: bool | None, tenant: str = "acme", offset: int | None = None) -> Event:
+def exclusion_event(
+    i: int, falsely_excluded: bool | None, tenant: str = "acme", offset: int | None = None
+) -> Event:
     now = datetime.now(UTC)
     body = ExclusionResultEvent(
-        event_id=uuid.uuid4(), source_event_id=uuid.uuid4(), tenant=tenant, trace_id=f"trace-{i}",
-        request_id=f"req-{i}", variant="production", trace_timestamp=now, scored_at=now, gold_source="labels",
-        eligible_gold=1, surviving_gold=0 if falsely_excluded else 1, falsely_excluded=falsely_excluded)
+        event_id=uuid.uuid4(),
+        source_event_id=uuid.uuid4(),
+        tenant=tenant,
+        trace_id=f"trace-{i}",
+        request_id=f"req-{i}",
+        variant="production",
+        trace_timestamp=now,
+        scored_at=now,
+        gold_source="labels",
+        eligible_gold=1,
+        surviving_gold=0 if falsely_excluded else 1,
+        falsely_excluded=falsely_excluded,
+    )
     return _score_event(body, offset)

@@ -38,21 +38,35 @@ def test_score_record_decodes_to_its_event() -> None:
 
 
 def test_invalid_score_is_dead_lettered_with_the_field() -> None:
-    bad = decode_record(Record(b'{"type": "faithfulness_score", "tenant": "acme"}',
-                               [("ragmon-event-type", b"faithfulness_score")]), "score")
-    assert isinstance(bad, Undecodable) and bad.reason == DeadLetterReason.INVALID_SCORE and "score" in bad.detail
+    bad = decode_record(
+        Record(
+            b'{"type": "faithfulness_score", "tenant": "acme"}',
+            [("ragmon-event-type", b"faithfulness_score")],
+        ),
+        "score",
+    )
+    assert (
+        isinstance(bad, Undecodable)
+        and bad.reason == DeadLetterReason.INVALID_SCORE
+        and "score" in bad.detail
+    )
 
 
 # -- traces and feedback through the sampler's views ------------------------------------------------------
+
 
 def _view_decode(record: dict[str, object], event_type: str) -> object:
     return RecordDecoder(VIEWS).decode(Record(orjson.dumps(record), topic=f"p.{event_type}"), event_type)
 
 
 def test_trace_decodes_into_the_review_view_with_what_the_page_shows() -> None:
-    body = trace_body(4, retrieval={"documents": [{"id": "d1", "text": "ctx", "score": 0.7, "metadata": {"a": 1}}],
-                                    "exclusion_sample": {"candidates": [{"id": "c1", "score": 0.2}],
-                                                         "gold_ids": ["c1"]}})
+    body = trace_body(
+        4,
+        retrieval={
+            "documents": [{"id": "d1", "text": "ctx", "score": 0.7, "metadata": {"a": 1}}],
+            "exclusion_sample": {"candidates": [{"id": "c1", "score": 0.2}], "gold_ids": ["c1"]},
+        },
+    )
     event = _view_decode(stored("trace", body), "trace")
     assert isinstance(event, Event) and isinstance(event.body, ReviewTrace)
     content = display_content(event.body)
@@ -76,9 +90,13 @@ def test_bad_feedback_value_is_dead_lettered_with_the_rule() -> None:
 
 def test_feedback_thumbs_read_as_the_contract_reads_them() -> None:
     for value, up in ((True, True), (1, True), (-1, False), (False, False)):
-        event = _view_decode(stored("feedback", {"trace_id": "t-1", "kind": "thumbs", "value": value}), "feedback")
+        event = _view_decode(
+            stored("feedback", {"trace_id": "t-1", "kind": "thumbs", "value": value}), "feedback"
+        )
         assert isinstance(event, Event) and isinstance(event.body, ReviewFeedback)
-        assert event.body.thumbs_up is FeedbackBody(trace_id="t-1", kind="thumbs", value=value).thumbs_up is up
+        assert (
+            event.body.thumbs_up is FeedbackBody(trace_id="t-1", kind="thumbs", value=value).thumbs_up is up
+        )
 
 
 def test_a_spelling_the_contract_coerces_is_kept_not_dead_lettered() -> None:

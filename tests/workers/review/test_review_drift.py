@@ -15,24 +15,38 @@ from tests.workers.review.test_review_processor import items, val
 from workers.drift.signals import APP, SignalKey
 from workers.drift.windows import WindowStore
 
-OUTCOME = {"mmd2": 0.1, "p_value": 0.001, "threshold": 0.05, "sigma": 1.0, "permutations": 100.0,
-           "n_reference": 50.0, "n_current": 50.0}
+OUTCOME = {
+    "mmd2": 0.1,
+    "p_value": 0.001,
+    "threshold": 0.05,
+    "sigma": 1.0,
+    "permutations": 100.0,
+    "n_reference": 50.0,
+    "n_current": 50.0,
+}
 
 
 def drift_test(client: redis.Redis, tenant: str, intent: str, drifted: bool, at: float | None = None) -> None:
     """What the drift worker stores after a test of one window (its own WindowStore, the default prefix)."""
     store = WindowStore(client, driftflags.DEFAULT_PREFIX, 10, 10)
-    store.record_test(SignalKey(tenant, APP, intent, "emb-a", 4), {**OUTCOME, "drift": float(drifted)},
-                      time.time() if at is None else at, consumed=0)
+    store.record_test(
+        SignalKey(tenant, APP, intent, "emb-a", 4),
+        {**OUTCOME, "drift": float(drifted)},
+        time.time() if at is None else at,
+        consumed=0,
+    )
 
 
-def test_traces_of_a_flagged_tenant_go_to_the_drift_stratum(make: Any, review_db_url: str,
-                                                            redis_client: redis.Redis) -> None:
+def test_traces_of_a_flagged_tenant_go_to_the_drift_stratum(
+    make: Any, review_db_url: str, redis_client: redis.Redis
+) -> None:
     drift_test(redis_client, "acme", driftflags.ALL_INTENTS, drifted=True)
     drift_test(redis_client, "calm", driftflags.ALL_INTENTS, drifted=False)
     proc, reg = make(drift_rate=0.5, capacity_per_day=10_000, drift_refresh_s=0)
-    proc.process([trace_event(i, sample_rate=0.5) for i in range(200)]
-                 + [trace_event(1000 + i, tenant="calm") for i in range(50)])
+    proc.process(
+        [trace_event(i, sample_rate=0.5) for i in range(200)]
+        + [trace_event(1000 + i, tenant="calm") for i in range(50)]
+    )
     got = items(review_db_url)
     assert got and all(v[0] == "drift" and v[1] == "query_drift" for v in got.values())
     assert not any(t.startswith("trace-10") and len(t) == 10 for t in got)  # no trace of the calm tenant
@@ -42,28 +56,39 @@ def test_traces_of_a_flagged_tenant_go_to_the_drift_stratum(make: Any, review_db
     assert val(reg, "ragmon_review_queued_total", tenant="calm", stratum="drift") == 0
 
 
-def test_an_intent_window_flags_only_that_intent(make: Any, review_db_url: str, redis_client: redis.Redis) -> None:
+def test_an_intent_window_flags_only_that_intent(
+    make: Any, review_db_url: str, redis_client: redis.Redis
+) -> None:
     drift_test(redis_client, "acme", "billing", drifted=True)
     proc, _ = make(drift_rate=1.0, drift_refresh_s=0)
-    proc.process([trace_event(1, intent="billing"), trace_event(2, intent="search"), trace_event(3, intent=None)])
+    proc.process(
+        [trace_event(1, intent="billing"), trace_event(2, intent="search"), trace_event(3, intent=None)]
+    )
     assert {t: v[0] for t, v in items(review_db_url).items()} == {"trace-1": "drift"}
 
 
-def test_a_cleared_or_stale_flag_stops_the_stratum(make: Any, review_db_url: str, redis_client: redis.Redis) -> None:
+def test_a_cleared_or_stale_flag_stops_the_stratum(
+    make: Any, review_db_url: str, redis_client: redis.Redis
+) -> None:
     drift_test(redis_client, "acme", driftflags.ALL_INTENTS, drifted=True)
     proc, _ = make(drift_rate=1.0, drift_refresh_s=0, drift_flag_max_age_s=600)
     proc.process([trace_event(1)])
     drift_test(redis_client, "acme", driftflags.ALL_INTENTS, drifted=False)  # the next test finds none
     proc.process([trace_event(2)])
-    drift_test(redis_client, "acme", driftflags.ALL_INTENTS, drifted=True, at=time.time() - 3600)  # a stale flag
+    drift_test(
+        redis_client, "acme", driftflags.ALL_INTENTS, drifted=True, at=time.time() - 3600
+    )  # a stale flag
     proc.process([trace_event(3)])
     assert set(items(review_db_url)) == {"trace-1"}
 
 
-def test_drift_has_its_own_share_and_blind_wins(make: Any, review_db_url: str, redis_client: redis.Redis) -> None:
+def test_drift_has_its_own_share_and_blind_wins(
+    make: Any, review_db_url: str, redis_client: redis.Redis
+) -> None:
     drift_test(redis_client, "acme", driftflags.ALL_INTENTS, drifted=True)
-    proc, reg = make(drift_rate=1.0, drift_refresh_s=0, capacity_per_day=10,
-                     shares={"blind": 0.5, "drift": 0.3})
+    proc, reg = make(
+        drift_rate=1.0, drift_refresh_s=0, capacity_per_day=10, shares={"blind": 0.5, "drift": 0.3}
+    )
     proc.process([trace_event(i) for i in range(8)])
     strata = [v[0] for v in items(review_db_url).values()]
     assert strata.count("drift") == 3
@@ -80,4 +105,5 @@ def test_flags_are_read_once_per_refresh(make: Any, redis_client: redis.Redis, r
     proc.process([trace_event(2)])  # not re-read within drift_refresh_s
     assert items(review_db_url) == {}
     assert driftflags.flagged_windows(redis_client, driftflags.DEFAULT_PREFIX, ["acme"], time.time(), 60) == {
-        "acme": frozenset({driftflags.ALL_INTENTS})}
+        "acme": frozenset({driftflags.ALL_INTENTS})
+    }

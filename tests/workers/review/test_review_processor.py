@@ -19,9 +19,10 @@ from workers.review.store import QueueStore
 
 def items(url: str) -> dict[str, tuple[Any, ...]]:
     with reviewdb.connect(url) as conn:
-        rows = conn.execute("SELECT trace_id, stratum, reason, inclusion_probability, faithfulness_score, "
-                            "falsely_excluded, reviews_wanted, content->>'query', policy_version FROM review_item"
-                            ).fetchall()
+        rows = conn.execute(
+            "SELECT trace_id, stratum, reason, inclusion_probability, faithfulness_score, "
+            "falsely_excluded, reviews_wanted, content->>'query', policy_version FROM review_item"
+        ).fetchall()
     return {r[0]: r[1:] for r in rows}
 
 
@@ -49,13 +50,23 @@ def test_low_confidence_below_near_no_claims_and_excluded(make: Any, review_db_u
     proc, reg = make(near_margin=0.1)
     proc.process([trace_event(i) for i in range(1, 7)])
     assert items(review_db_url) == {}
-    proc.process([faithfulness_event(1, 0.2), faithfulness_event(2, 0.55), faithfulness_event(3, 0.9),
-                  faithfulness_event(4, None, outcome="no_claims"), exclusion_event(5, True),
-                  exclusion_event(6, None)])
+    proc.process(
+        [
+            faithfulness_event(1, 0.2),
+            faithfulness_event(2, 0.55),
+            faithfulness_event(3, 0.9),
+            faithfulness_event(4, None, outcome="no_claims"),
+            exclusion_event(5, True),
+            exclusion_event(6, None),
+        ]
+    )
     got = items(review_db_url)
     assert {k: v[:2] for k, v in got.items()} == {
-        "trace-1": ("low_confidence", "below_threshold"), "trace-2": ("low_confidence", "near_threshold"),
-        "trace-4": ("low_confidence", "no_claims"), "trace-5": ("low_confidence", "falsely_excluded")}
+        "trace-1": ("low_confidence", "below_threshold"),
+        "trace-2": ("low_confidence", "near_threshold"),
+        "trace-4": ("low_confidence", "no_claims"),
+        "trace-5": ("low_confidence", "falsely_excluded"),
+    }
     assert got["trace-1"][2] == pytest.approx(0.5)  # queued at rate 1.0 x the scorer's 0.5 sample rate
     assert got["trace-5"][2] == pytest.approx(1.0)
     assert got["trace-1"][3] == pytest.approx(0.2) and got["trace-5"][4] is True
@@ -77,8 +88,13 @@ def test_selection_before_its_trace_waits_for_it(make: Any, review_db_url: str) 
 def test_negative_feedback_kinds(make: Any, review_db_url: str) -> None:
     proc, _ = make()
     proc.process([trace_event(i) for i in range(1, 4)])
-    proc.process([feedback_event(1, "thumbs", False), feedback_event(2, "regenerate", None),
-                  feedback_event(3, "thumbs", True)])
+    proc.process(
+        [
+            feedback_event(1, "thumbs", False),
+            feedback_event(2, "regenerate", None),
+            feedback_event(3, "thumbs", True),
+        ]
+    )
     got = items(review_db_url)
     assert {k: v[1] for k, v in got.items()} == {"trace-1": "thumbs_down", "trace-2": "regenerated"}
 
@@ -102,7 +118,9 @@ def test_daily_capacity_shares_and_overflow_counted_once(make: Any, review_db_ur
     again, reg2 = make(blind_rate=1.0, capacity_per_day=10, shares={"blind": 0.5, "low_confidence": 0.5})
     again.process(batch)
     with reviewdb.connect(review_db_url) as conn:
-        assert conn.execute("SELECT admitted, overflow FROM review_quota WHERE stratum = 'blind'").fetchone() == (5, 3)
+        assert conn.execute(
+            "SELECT admitted, overflow FROM review_quota WHERE stratum = 'blind'"
+        ).fetchone() == (5, 3)
     assert val(reg2, "ragmon_review_overflow_total", tenant="acme", stratum="blind") == 0
 
 

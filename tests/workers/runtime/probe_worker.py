@@ -48,7 +48,9 @@ class ProbeProcessor:
             if text == "too large":
                 self.emitter.emit(self.derived_topic, None, b"x" * (2 * 1024 * 1024))
             if text == "reject me":
-                rejected.append(Rejection(e, DeadLetterReason.INVALID_BODY, "query.text: 'reject me' (probe rule)"))
+                rejected.append(
+                    Rejection(e, DeadLetterReason.INVALID_BODY, "query.text: 'reject me' (probe rule)")
+                )
             else:
                 pipe.hsetnx("ragmon:probe:effect", e.id, self.pid)
         pipe.execute()

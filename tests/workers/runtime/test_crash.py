@@ -18,17 +18,28 @@ MAX_BATCH = 100
 
 
 def test_kill_minus_nine_loses_nothing_and_redelivers_at_most_one_batch(
-        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        workers: list[WorkerProcess]) -> None:  # noqa: F811
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    workers: list[WorkerProcess],  # noqa: F811 - the fixture
+) -> None:
     topics = Topics(topic_prefix)
-    env = probe_env(kafka_bootstrap, redis_url, topic_prefix, PROBE_DELAY_S="0.05",
-                    RAGMON_WORKER_MAX_BATCH=str(MAX_BATCH))
+    env = probe_env(
+        kafka_bootstrap, redis_url, topic_prefix, PROBE_DELAY_S="0.05", RAGMON_WORKER_MAX_BATCH=str(MAX_BATCH)
+    )
     workers.append(a := WorkerProcess("probe", env, LOG_DIR / "probe-crash-a.log", argv=PROBE))
     workers.append(b := WorkerProcess("probe", env, LOG_DIR / "probe-crash-b.log", argv=PROBE))
     wait_ready(a)
     wait_ready(b)
-    wait_until(lambda: a.total("ragmon_worker_assigned_partitions") > 0
-               and b.total("ragmon_worker_assigned_partitions") > 0, 30, what="both workers own partitions")
+    wait_until(
+        lambda: (
+            a.total("ragmon_worker_assigned_partitions") > 0
+            and b.total("ragmon_worker_assigned_partitions") > 0
+        ),
+        30,
+        what="both workers own partitions",
+    )
 
     sent: list[str] = []
     writer = RecordWriter(kafka_bootstrap, topics)
@@ -52,7 +63,11 @@ def test_kill_minus_nine_loses_nothing_and_redelivers_at_most_one_batch(
     # Nothing lost: B took over A's partitions and every event's effect is in Redis.
     wait_until(lambda: redis_client.hlen("ragmon:probe:effect") == N, 90, what="every effect")
     assert {k.decode() for k in redis_client.hkeys("ragmon:probe:effect")} == set(sent)
-    wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == N, 30, what="all committed")
+    wait_until(
+        lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == N,
+        30,
+        what="all committed",
+    )
 
     # Redelivery is bounded by what A had in flight when it died: records it
     # processed but whose offsets it had not committed. Its effects are

@@ -52,7 +52,9 @@ def test_done_keys_carry_the_tenant(redis_client: redis.Redis) -> None:
     assert 0 < int(redis_client.ttl(f"ragmon:done:probe:tenant-a:{e.id}")) <= TTL
 
 
-def test_a_key_of_the_old_version_is_honoured_for_one_ttl_after_the_upgrade(redis_client: redis.Redis) -> None:
+def test_a_key_of_the_old_version_is_honoured_for_one_ttl_after_the_upgrade(
+    redis_client: redis.Redis,
+) -> None:
     e = event("tenant-a", str(uuid.uuid4()))
     redis_client.set(f"ragmon:done:probe:{e.id}", "1", ex=TTL)  # written by the version before tenant scoping
     clock = [1_000_000.0]

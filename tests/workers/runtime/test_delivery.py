@@ -51,8 +51,12 @@ def send_traces(writer: RecordWriter, start: int, n: int) -> list[str]:
 
 
 def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
-        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        workers: list[WorkerProcess]) -> None:
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    workers: list[WorkerProcess],
+) -> None:
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     before = send_traces(writer, 0, 20)
@@ -66,8 +70,11 @@ def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
     wait_until(lambda: redis_client.hlen("ragmon:probe:effect") == 40, 30, what="40 effects")
     effects = {k.decode() for k in redis_client.hkeys("ragmon:probe:effect")}
     assert effects == set(before) | set(after)
-    dead = wait_until(lambda: len(read_all(kafka_bootstrap, topics.dlq)) == 3 and read_all(kafka_bootstrap, topics.dlq),
-                      20, what="3 dead letters")
+    dead = wait_until(
+        lambda: len(read_all(kafka_bootstrap, topics.dlq)) == 3 and read_all(kafka_bootstrap, topics.dlq),
+        20,
+        what="3 dead letters",
+    )
     reasons = sorted(dict(r.headers)["ragmon-dlq-reason"].decode() for r in dead)
     assert reasons == ["invalid_body", "invalid_envelope", "undecodable"]
     for r in dead:
@@ -75,16 +82,26 @@ def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
         assert h["ragmon-dlq-source-topic"] == topics.traces.encode()
         assert int(h["ragmon-dlq-source-offset"]) >= 0 and h["ragmon-dlq-worker"] == b"probe"
         assert h["ragmon-dlq-detail"]
-    assert any(r.value == b"\xff\xfe definitely not json" for r in dead), "the poison bytes are kept unchanged"
+    assert any(r.value == b"\xff\xfe definitely not json" for r in dead), (
+        "the poison bytes are kept unchanged"
+    )
     assert w.total("ragmon_worker_dead_letters_total") == 3
     assert w.total("ragmon_worker_events_total", outcome="processed") == 40
-    wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 43, 15, what="all committed")
+    wait_until(
+        lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 43,
+        15,
+        what="all committed",
+    )
     writer.close()
 
 
 def test_sigterm_commits_and_a_restart_resumes_from_committed_offsets(
-        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        workers: list[WorkerProcess]) -> None:
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    workers: list[WorkerProcess],
+) -> None:
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     env = probe_env(kafka_bootstrap, redis_url, topic_prefix)
@@ -106,7 +123,8 @@ def test_sigterm_commits_and_a_restart_resumes_from_committed_offsets(
 
 
 def test_redis_outage_pauses_commits_without_dead_letters(
-        kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]
+) -> None:
     own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
     url = f"redis://127.0.0.1:{own_redis.port}/0"
     topics = Topics(topic_prefix)
@@ -116,12 +134,18 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         first = send_traces(writer, 0, 20)
         client = redis.Redis.from_url(url)
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 20, 30, what="first 20")
-        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20, 15, what="commit 20")
+        wait_until(
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20,
+            15,
+            what="commit 20",
+        )
 
         own_redis.kill()
         second = send_traces(writer, 20, 30)
         wait_until(lambda: w.total("ragmon_worker_retries_total") >= 2, 30, what="retries during the outage")
-        assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20, "nothing committed while Redis is down"
+        assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 20, (
+            "nothing committed while Redis is down"
+        )
         assert w.total("ragmon_worker_ready") == 0
 
         restarted = start_redis(port=own_redis.port, log_dir=LOG_DIR)
@@ -130,7 +154,11 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         # Redis came back empty (no persistence): the second batch's effects land once it is retried.
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 30, 60, what="second batch after recovery")
         assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(second)
-        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 50, 15, what="commit 50")
+        wait_until(
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 50,
+            15,
+            what="commit 50",
+        )
         assert read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5) == []
         assert w.total("ragmon_worker_dead_letters_total") == 0
         assert len(first) == 20
@@ -140,22 +168,26 @@ def test_redis_outage_pauses_commits_without_dead_letters(
 
 
 def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
-        kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]
+) -> None:
     """Periodic work that calls Redis gets the batch's outage handling: not ready, retried, never fatal."""
     own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
     url = f"redis://127.0.0.1:{own_redis.port}/0"
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     try:
-        env = probe_env(kafka_bootstrap, url, topic_prefix, PROBE_TICK_REDIS="1", RAGMON_WORKER_RETRY_MAX_S="1")
+        env = probe_env(
+            kafka_bootstrap, url, topic_prefix, PROBE_TICK_REDIS="1", RAGMON_WORKER_RETRY_MAX_S="1"
+        )
         w = start_probe(workers, env, "tick-redis-down")
         client = redis.Redis.from_url(url)
         wait_until(lambda: int(client.get("ragmon:probe:ticks") or 0) > 2, 30, what="ticks")
         own_redis.kill()  # idle: only tick meets the outage
         wait_until(lambda: not w.ready(), 15, what="not ready during the outage")
         sent = send_traces(writer, 0, 25)  # and batches arrive while it lasts
-        wait_until(lambda: w.total("ragmon_worker_retries_total", error="ConnectionError") >= 3, 30,
-                   what="retries")
+        wait_until(
+            lambda: w.total("ragmon_worker_retries_total", error="ConnectionError") >= 3, 30, what="retries"
+        )
         assert w.proc.poll() is None, w.log_text()[-3000:]
         assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 0
 
@@ -163,7 +195,11 @@ def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
         client = redis.Redis.from_url(url)
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 25, 60, what="effects after recovery")
         assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(sent)
-        wait_until(lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 25, 15, what="commit 25")
+        wait_until(
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 25,
+            15,
+            what="commit 25",
+        )
         wait_until(w.ready, 15, what="ready again")
         assert w.total("ragmon_worker_dead_letters_total") == 0
         assert "periodic work failed (ConnectionError" in w.log_text()
@@ -173,20 +209,28 @@ def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
 
 
 def test_dead_letter_flood_halts_the_worker_without_committing(
-        kafka_bootstrap: str, redis_url: str, topic_prefix: str, workers: list[WorkerProcess]) -> None:
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, workers: list[WorkerProcess]
+) -> None:
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     for i in range(60):
         writer.send_raw(topics.traces, b"garbage %d" % i, key=b"k%d" % (i % 4))
     writer.flush()
-    env = probe_env(kafka_bootstrap, redis_url, topic_prefix, RAGMON_WORKER_DLQ_MIN_MESSAGES="20",
-                    RAGMON_WORKER_DLQ_MAX_RATIO="0.5")
+    env = probe_env(
+        kafka_bootstrap,
+        redis_url,
+        topic_prefix,
+        RAGMON_WORKER_DLQ_MIN_MESSAGES="20",
+        RAGMON_WORKER_DLQ_MAX_RATIO="0.5",
+    )
     w = WorkerProcess("probe", env, LOG_DIR / "probe-halt.log", argv=PROBE)
     workers.append(w)
     wait_until(lambda: w.total("ragmon_worker_halted", reason="dead_letter_ratio") == 1, 30, what="halt")
     assert not w.ready()
     assert "HALTED" in w.log_text() and "RAGMON_WORKER_DLQ_MAX_RATIO" in w.log_text()
-    assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] < 60, "the flood was not drained"
+    assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] < 60, (
+        "the flood was not drained"
+    )
     assert len(read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5)) < 60
     assert w.proc.poll() is None, "halted, not crashed: no restart loop"
     writer.close()

@@ -21,8 +21,15 @@ def nested_array(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
-@pytest.mark.parametrize("text", [nested_object(100_000), nested_array(100_000), nested_array(2_000),
-                                  nested_object(boundedjson.MAX_DEPTH + 1)])
+@pytest.mark.parametrize(
+    "text",
+    [
+        nested_object(100_000),
+        nested_array(100_000),
+        nested_array(2_000),
+        nested_object(boundedjson.MAX_DEPTH + 1),
+    ],
+)
 def test_deep_json_is_refused_as_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="nested deeper than"):
         boundedjson.loads(text)
@@ -31,7 +38,7 @@ def test_deep_json_is_refused_as_a_value_error(text: str) -> None:
 def test_the_fallback_parser_is_bounded_too() -> None:
     # NaN sends the parse to `json`, which would raise RecursionError on this depth
     with pytest.raises(boundedjson.JsonTooDeep):
-        boundedjson.loads('[NaN, ' + nested_array(100_000) + "]")
+        boundedjson.loads("[NaN, " + nested_array(100_000) + "]")
 
 
 def test_ordinary_json_parses_as_before() -> None:

@@ -17,13 +17,19 @@ from tests.workers.runtime.test_delivery import probe_env, send_traces, start_pr
 
 
 def test_a_poison_record_is_dead_lettered_alone_and_its_batch_is_processed(
-        kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        workers: list[WorkerProcess]) -> None:  # noqa: F811 - the fixture
+    kafka_bootstrap: str,
+    redis_url: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    workers: list[WorkerProcess],  # noqa: F811 - the fixture
+) -> None:
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     before = send_traces(writer, 0, 20)
-    poison = [stored("trace", trace_body(900 + i, query={"text": text})) for i, text in
-              enumerate(("raise me", "too large"))]
+    poison = [
+        stored("trace", trace_body(900 + i, query={"text": text}))
+        for i, text in enumerate(("raise me", "too large"))
+    ]
     for e in poison:
         writer.send_event(e)
     writer.flush()
@@ -32,16 +38,26 @@ def test_a_poison_record_is_dead_lettered_alone_and_its_batch_is_processed(
 
     wait_until(lambda: redis_client.hlen("ragmon:probe:effect") >= 40, 30, what="40 effects")
     effects = {k.decode() for k in redis_client.hkeys("ragmon:probe:effect")}
-    assert effects == set(before) | set(after), "the poison records' neighbours were all processed, the poison not"
-    dead = wait_until(lambda: len(read_all(kafka_bootstrap, topics.dlq)) >= 2 and read_all(kafka_bootstrap, topics.dlq),
-                      20, what="2 dead letters")
+    assert effects == set(before) | set(after), (
+        "the poison records' neighbours were all processed, the poison not"
+    )
+    dead = wait_until(
+        lambda: len(read_all(kafka_bootstrap, topics.dlq)) >= 2 and read_all(kafka_bootstrap, topics.dlq),
+        20,
+        what="2 dead letters",
+    )
     by_reason = {dict(r.headers)["ragmon-dlq-reason"].decode(): r for r in dead}
     assert sorted(by_reason) == ["derived_record_too_large", "processing_failed"]
     assert b"RecursionError" in dict(by_reason["processing_failed"].headers)["ragmon-dlq-detail"]
-    assert b"over the broker's limit" in dict(by_reason["derived_record_too_large"].headers)["ragmon-dlq-detail"]
+    assert (
+        b"over the broker's limit" in dict(by_reason["derived_record_too_large"].headers)["ragmon-dlq-detail"]
+    )
     assert {r.value for r in dead} == {orjson.dumps(e) for e in poison}, "dead-lettered unchanged"
-    wait_until(lambda: w.total("ragmon_worker_dead_letters_total", reason="processing_failed") == 1, 10,
-               what="the dead letter counted")
+    wait_until(
+        lambda: w.total("ragmon_worker_dead_letters_total", reason="processing_failed") == 1,
+        10,
+        what="the dead letter counted",
+    )
     assert w.total("ragmon_worker_dead_letters_total", reason="derived_record_too_large") == 1
     assert w.total("ragmon_worker_events_total", outcome="processed") == 40
     assert w.total("ragmon_worker_retries_total") == 0, "a poison record is not an outage"

@@ -47,11 +47,18 @@ def test_decodes_a_valid_trace() -> None:
         (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
         (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
         (orjson.dumps(stored("trace", {"trace_id": "t"})), "trace", "invalid_body", "record.body.request_id"),
-        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "unexpected_event_type", "feedback"),
+        (
+            orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})),
+            "trace",
+            "unexpected_event_type",
+            "feedback",
+        ),
         (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
     ],
 )
-def test_undecodable_records_name_their_reason(value: bytes, expected_type: str, reason: str, detail_part: str) -> None:
+def test_undecodable_records_name_their_reason(
+    value: bytes, expected_type: str, reason: str, detail_part: str
+) -> None:
     out = decode_record(FakeRecord(value), expected_type)
     assert isinstance(out, Undecodable)
     assert out.reason == reason
@@ -61,7 +68,9 @@ def test_undecodable_records_name_their_reason(value: bytes, expected_type: str,
 
 def test_a_view_decodes_only_what_the_worker_reads() -> None:
     ev = stored("trace", trace_body(1, query={"text": "q", "surprise": "not read, not built"}))
-    out = RecordDecoder(METRICS_VIEWS).decode(FakeRecord(orjson.dumps(ev), headers=[("traceparent", b"tp")]), "trace")
+    out = RecordDecoder(METRICS_VIEWS).decode(
+        FakeRecord(orjson.dumps(ev), headers=[("traceparent", b"tp")]), "trace"
+    )
     assert isinstance(out, Event) and isinstance(out.body, MetricsTrace)
     assert out.id == ev["id"] and out.tenant == "acme" and out.body.timings["total"] == 450.0
     assert out.traceparent == "tp" and out.raw == orjson.dumps(ev)
@@ -69,12 +78,21 @@ def test_a_view_decodes_only_what_the_worker_reads() -> None:
 
 def test_a_view_reads_what_the_contract_coerces_as_the_contract_does() -> None:
     # The API accepts these spellings (pydantic coerces them) and stores the body as sent.
-    body = trace_body(1, sample_rate="0.5", answer={"text": "a", "refused": "yes"},
-                      usage={"tokens": {"prompt": 100.0}}, timings={"total": "12"})
+    body = trace_body(
+        1,
+        sample_rate="0.5",
+        answer={"text": "a", "refused": "yes"},
+        usage={"tokens": {"prompt": 100.0}},
+        timings={"total": "12"},
+    )
     out = RecordDecoder(METRICS_VIEWS).decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event)
     assert (out.body.sample_rate, out.body.answer.refused, out.body.usage.tokens, out.body.timings) == (
-        0.5, True, {"prompt": 100}, {"total": 12.0})
+        0.5,
+        True,
+        {"prompt": 100},
+        {"total": 12.0},
+    )
 
 
 @pytest.mark.parametrize(
@@ -84,17 +102,30 @@ def test_a_view_reads_what_the_contract_coerces_as_the_contract_does() -> None:
         (b"[1, 2]", "trace", "undecodable", "not a JSON object"),
         (orjson.dumps({"id": "x"}), "trace", "invalid_envelope", "record."),
         (orjson.dumps(stored("trace", trace_body(1, sample_rate=0))), "trace", "invalid_body", "sample_rate"),
-        (orjson.dumps(stored("trace", trace_body(1, timings={"total": -1}))), "trace", "invalid_body",
-         "record.body.timings.total"),
-        (orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})), "trace", "unexpected_event_type",
-         "'feedback' on the topic of 'trace' events"),
+        (
+            orjson.dumps(stored("trace", trace_body(1, timings={"total": -1}))),
+            "trace",
+            "invalid_body",
+            "record.body.timings.total",
+        ),
+        (
+            orjson.dumps(stored("feedback", {"trace_id": "t", "kind": "copy"})),
+            "trace",
+            "unexpected_event_type",
+            "'feedback' on the topic of 'trace' events",
+        ),
         (orjson.dumps(stored("trace", trace_body(1))), "label", "unexpected_event_type", "'trace'"),
-        (orjson.dumps(stored("trace", trace_body(1)) | {"received_at": "2026-01-01T00:00:00"}), "trace",
-         "invalid_envelope", "record.received_at: Expected `datetime` with a timezone"),
+        (
+            orjson.dumps(stored("trace", trace_body(1)) | {"received_at": "2026-01-01T00:00:00"}),
+            "trace",
+            "invalid_envelope",
+            "record.received_at: Expected `datetime` with a timezone",
+        ),
     ],
 )
-def test_view_decode_failures_name_their_reason(value: bytes, expected_type: str, reason: str,
-                                                 detail_part: str) -> None:
+def test_view_decode_failures_name_their_reason(
+    value: bytes, expected_type: str, reason: str, detail_part: str
+) -> None:
     views = METRICS_VIEWS | {"label": EXCLUSION_VIEWS["label"]}  # a label view reads a trace's trace_id
     out = RecordDecoder(views).decode(FakeRecord(value), expected_type)
     assert isinstance(out, Undecodable)
@@ -103,8 +134,15 @@ def test_view_decode_failures_name_their_reason(value: bytes, expected_type: str
 
 
 def test_dlq_headers_carry_reason_and_source() -> None:
-    h = dict(dlq_headers(SourceRecord("p.traces", 3, 42, None, 0), [("traceparent", b"tp")], "undecodable",
-                         "value is not JSON", "metrics"))
+    h = dict(
+        dlq_headers(
+            SourceRecord("p.traces", 3, 42, None, 0),
+            [("traceparent", b"tp")],
+            "undecodable",
+            "value is not JSON",
+            "metrics",
+        )
+    )
     assert h["ragmon-dlq-reason"] == b"undecodable"
     assert h["ragmon-dlq-source-topic"] == b"p.traces"
     assert h["ragmon-dlq-source-partition"] == b"3"
@@ -142,16 +180,24 @@ def test_closed_set_and_first_seen_cap() -> None:
     assert [intents("billing"), intents("weird"), intents(None)] == ["billing", "other", "none"]
     cap = FirstSeenCap(2)
     assert [cap("t", "production"), cap("t", "a"), cap("t", "b"), cap("t", "c"), cap("t", "a")] == [
-        "production", "a", "b", "other", "a"]
+        "production",
+        "a",
+        "b",
+        "other",
+        "a",
+    ]
     assert cap("u", "c") == "c"  # caps are per tenant
 
 
 def test_a_bad_worker_setting_fails_at_start_naming_the_variable(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.setenv("RAGMON_WORKER_MAX_BATCH", "0")
 
     def never_built(_ctx: WorkerContext) -> Processor:
         raise AssertionError("no processor is built with invalid settings")
 
     assert run_worker("probe", never_built) == 2
-    assert "invalid settings: RAGMON_WORKER_MAX_BATCH: Input should be greater than or equal to 1" in caplog.text
+    assert (
+        "invalid settings: RAGMON_WORKER_MAX_BATCH: Input should be greater than or equal to 1" in caplog.text
+    )

@@ -29,11 +29,29 @@ from workers.shadow.store import ShadowStore
 @pytest.fixture
 def cluster_node(tmp_path: Path) -> Iterator[redis.Redis]:
     port = free_port()
-    proc = subprocess.Popen([redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-                             "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                             "--cluster-config-file",
-                             str(tmp_path / "nodes.conf"), "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            redis_server_binary(),
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            str(free_port()),
+            "--cluster-config-file",
+            str(tmp_path / "nodes.conf"),
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     child = ChildProcess("redis-cluster", proc, port)
     try:
         wait_for_port("127.0.0.1", port, 15, proc)
@@ -51,7 +69,9 @@ def cluster_node(tmp_path: Path) -> Iterator[redis.Redis]:
 
 def test_the_node_refuses_a_script_across_slots(cluster_node: redis.Redis) -> None:
     """The check below can fail: a script touching two tenants' keys is refused."""
-    script = "#!lua\nredis.call('SET', KEYS[1], 1)\nredis.call('SET', 'ragmon:shadow:{globex}:seen', 1)\nreturn 1"
+    script = (
+        "#!lua\nredis.call('SET', KEYS[1], 1)\nredis.call('SET', 'ragmon:shadow:{globex}:seen', 1)\nreturn 1"
+    )
     with pytest.raises(redis.exceptions.ResponseError, match="same slot"):
         cluster_node.eval(script, 1, "ragmon:shadow:{acme}:seen")
 
@@ -62,10 +82,12 @@ def test_pairing_and_recompute_keep_to_one_slot_per_call(cluster_node: redis.Red
     batch = []
     for i in range(12):
         for tenant in ("acme", "globex"):
-            batch += [trace_event(trace_body(f"r{i}", "cand-a"), tenant=tenant),
-                      trace_event(trace_body(f"r{i}"), tenant=tenant),
-                      score_event(f"r{i}", "production", 0.8, tenant=tenant),
-                      score_event(f"r{i}", "cand-a", 0.6, tenant=tenant)]
+            batch += [
+                trace_event(trace_body(f"r{i}", "cand-a"), tenant=tenant),
+                trace_event(trace_body(f"r{i}"), tenant=tenant),
+                score_event(f"r{i}", "production", 0.8, tenant=tenant),
+                score_event(f"r{i}", "cand-a", 0.6, tenant=tenant),
+            ]
     assert proc.process(batch) == []
     assert proc.process(batch) == []  # redelivered: no-ops, still one slot per call
     for tenant in ("acme", "globex"):

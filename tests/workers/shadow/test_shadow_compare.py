@@ -22,7 +22,12 @@ FAST = CompareSettings(bootstrap=BootstrapSettings(resamples=2000))
 def _category_lab() -> PairTable:
     """hit@1 by category, hybrid vs hybrid+rerank (the lab's table): technical is worse, 0/1 over 6."""
     rows = []
-    plan = {"prose": (18, 0, 0, 17), "table": (8, 2, 0, 3), "paraphrase": (24, 7, 1, 16), "technical": (6, 0, 1, 5)}
+    plan = {
+        "prose": (18, 0, 0, 17),
+        "table": (8, 2, 0, 3),
+        "paraphrase": (24, 7, 1, 16),
+        "technical": (6, 0, 1, 5),
+    }
     for category, (n, wins, losses, both_right) in plan.items():
         for i in range(n):
             if i < wins:
@@ -54,8 +59,12 @@ def _synthetic(n: int, seed: int, faithful_shift: float, latency_factor: float) 
     cand_f = np.where(rng.random(n) < 0.85, prod_f, (rng.random(n) < 0.80 + faithful_shift).astype(float))
     prod_l = rng.lognormal(0.0, 0.4, n)
     cand_l = prod_l * latency_factor * rng.lognormal(0.0, 0.05, n)
-    return PairTable(["faithful", "latency_total_seconds"], np.stack([prod_f, prod_l], 1),
-                     np.stack([cand_f, cand_l], 1), {})
+    return PairTable(
+        ["faithful", "latency_total_seconds"],
+        np.stack([prod_f, prod_l], 1),
+        np.stack([cand_f, cand_l], 1),
+        {},
+    )
 
 
 def test_verdicts_better_and_worse_on_clear_effects() -> None:
@@ -63,7 +72,10 @@ def test_verdicts_better_and_worse_on_clear_effects() -> None:
     by = {r.metric: r for r in c.metrics}
     assert by["faithful"].verdict == "better"
     assert by["latency_total_seconds"].verdict == "worse"  # 30% slower, margin 10%
-    assert by["latency_total_seconds"].p95_ratio is not None and by["latency_total_seconds"].p95_ratio_lower > 1.2
+    assert (
+        by["latency_total_seconds"].p95_ratio is not None
+        and by["latency_total_seconds"].p95_ratio_lower > 1.2
+    )
 
 
 def test_equal_candidate_is_equivalent_or_inconclusive_never_better_or_worse() -> None:
@@ -104,17 +116,42 @@ def _jsonl(tmp_path: Path) -> Path:
     lines = []
     for i in range(56):
         prod, cand = (0, 1) if i < 9 else (1, 0) if i < 11 else (1, 1)
-        lines.append(json.dumps({"request_id": f"q{i}", "metric": "hit@1", "production": prod, "candidate": cand,
-                                 "slice": "technical" if i % 9 == 0 else "other"}))
+        lines.append(
+            json.dumps(
+                {
+                    "request_id": f"q{i}",
+                    "metric": "hit@1",
+                    "production": prod,
+                    "candidate": cand,
+                    "slice": "technical" if i % 9 == 0 else "other",
+                }
+            )
+        )
     path = tmp_path / "ab.jsonl"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def test_compare_cli_json_report(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "service.cli", "shadow", "compare", str(_jsonl(tmp_path)),
-                          "--format", "json", "--resamples", "2000"],
-                         capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "shadow",
+            "compare",
+            str(_jsonl(tmp_path)),
+            "--format",
+            "json",
+            "--resamples",
+            "2000",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
     report = json.loads(out.stdout)
     (metric,) = report["metrics"]
     assert (metric["wins"], metric["losses"], round(metric["sign_p"], 3)) == (9, 2, 0.065)
@@ -122,13 +159,24 @@ def test_compare_cli_json_report(tmp_path: Path) -> None:
 
 
 def test_compare_cli_markdown_and_bad_input(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "workers.shadow.cli", "compare", str(_jsonl(tmp_path)),
-                          "--resamples", "1000"], capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "workers.shadow.cli", "compare", str(_jsonl(tmp_path)), "--resamples", "1000"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+        timeout=60,
+    )
     assert "| hit@1 | 56 |" in out.stdout and "**inconclusive**" in out.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"request_id": "a", "metric": "hit", "production": 1, "candidate": "yes"}\n')
-    res = subprocess.run([sys.executable, "-m", "workers.shadow.cli", "compare", str(bad)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "workers.shadow.cli", "compare", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert res.returncode == 2
     assert "line 1: 'candidate' must be a finite number or a boolean" in res.stderr
 

@@ -19,8 +19,9 @@ from workers.shadow.report import render_markdown
 from workers.shadow.store import ShadowStore
 
 
-@pytest.mark.parametrize(("k", "n", "alpha"), [(9, 10, 0.05), (0, 10, 0.05), (10, 10, 0.01), (200, 1000, 0.001),
-                                                (1, 50, 0.001)])
+@pytest.mark.parametrize(
+    ("k", "n", "alpha"), [(9, 10, 0.05), (0, 10, 0.05), (10, 10, 0.01), (200, 1000, 0.001), (1, 50, 0.001)]
+)
 def test_clopper_pearson_is_scipys_exact_interval(k: int, n: int, alpha: float) -> None:
     ci = binomtest(k, n).proportion_ci(1 - alpha, method="exact")
     assert clopper_pearson(k, n, alpha) == pytest.approx((ci.low, ci.high), abs=1e-9)
@@ -40,8 +41,12 @@ def test_far_is_outside_the_interval_which_narrows_with_traffic() -> None:
 
 
 def test_coverage_series_and_report_from_a_real_redis(redis_client: redis.Redis) -> None:
-    config = ShadowConfig(expected_shadow_rate={"cand-half": 0.5, "cand-lossy": 0.5}, recompute_every_pairs=10,
-                          min_pairs=5, resamples=200)
+    config = ShadowConfig(
+        expected_shadow_rate={"cand-half": 0.5, "cand-lossy": 0.5},
+        recompute_every_pairs=10,
+        min_pairs=5,
+        resamples=200,
+    )
     registry = CollectorRegistry()
     proc = ShadowProcessor(config, ShadowStore(redis_client, config), ShadowMetrics(registry))
     # 100 production requests before any candidate: not in either candidate's coverage
@@ -66,14 +71,24 @@ def test_coverage_series_and_report_from_a_real_redis(redis_client: redis.Redis)
         assert gauge("ragmon_shadow_coverage_mismatch_detected", candidate) == flagged
         lower = gauge("ragmon_shadow_coverage_interval_lower_ratio", candidate)
         upper = gauge("ragmon_shadow_coverage_interval_upper_ratio", candidate)
-        assert lower is not None and upper is not None and lower < gauge("ragmon_shadow_coverage_ratio",
-                                                                         candidate) < upper
-    assert registry.get_sample_value("ragmon_shadow_unpaired_traces",
-                                     {"tenant": "acme", "candidate": "cand-lossy", "role": "production"}) == 450
+        assert (
+            lower is not None
+            and upper is not None
+            and lower < gauge("ragmon_shadow_coverage_ratio", candidate) < upper
+        )
+    assert (
+        registry.get_sample_value(
+            "ragmon_shadow_unpaired_traces",
+            {"tenant": "acme", "candidate": "cand-lossy", "role": "production"},
+        )
+        == 450
+    )
 
     lossy, _ = live_comparison(proc.store, config, "acme", "cand-lossy")
     assert lossy.context["coverage.coverage_off"] is True
-    assert "FAR OFF" in render_markdown(lossy) and "25.0% of 600 production requests" in render_markdown(lossy)
+    assert "FAR OFF" in render_markdown(lossy) and "25.0% of 600 production requests" in render_markdown(
+        lossy
+    )
     half, _ = live_comparison(proc.store, config, "acme", "cand-half")
     assert half.context["coverage.coverage_off"] is False and "consistent" in render_markdown(half)
 

@@ -20,8 +20,13 @@ def test_publish_sets_and_withdraws_series() -> None:
     assert registry.get_sample_value("ragmon_shadow_masked_regression", slice_labels) == 1.0
     assert registry.get_sample_value("ragmon_shadow_slice_pairs", slice_labels) == 6.0
     assert registry.get_sample_value("ragmon_shadow_wins", whole) == 9.0
-    assert registry.get_sample_value("ragmon_shadow_verdict", {"tenant": "acme", "candidate": "rerank",
-                                                               "metric": "hit", "verdict": "inconclusive"}) == 1.0
+    assert (
+        registry.get_sample_value(
+            "ragmon_shadow_verdict",
+            {"tenant": "acme", "candidate": "rerank", "metric": "hit", "verdict": "inconclusive"},
+        )
+        == 1.0
+    )
     assert registry.get_sample_value("ragmon_shadow_interval_lower", {**whole, "method": "bootstrap"}) > 0
     without_slices = full
     without_slices.slices = []

@@ -29,9 +29,15 @@ from workers.shadow.views import ShadowTrace
 
 @pytest.fixture
 def config() -> ShadowConfig:
-    return ShadowConfig(pair_wait_s=2, recompute_every_pairs=10, recompute_every_s=3600, min_pairs=5,
-                        resamples=500, slice_fields={"locale": ["pt", "en"]},
-                        expected_shadow_rate={"cand-a": 1.0})
+    return ShadowConfig(
+        pair_wait_s=2,
+        recompute_every_pairs=10,
+        recompute_every_s=3600,
+        min_pairs=5,
+        resamples=500,
+        slice_fields={"locale": ["pt", "en"]},
+        expected_shadow_rate={"cand-a": 1.0},
+    )
 
 
 def _processor(client: redis.Redis, config: ShadowConfig) -> tuple[ShadowProcessor, CollectorRegistry]:
@@ -60,7 +66,10 @@ def test_duplicates_and_redelivery_count_once(redis_client: redis.Redis, config:
     counts = proc.store.counts("acme")
     assert counts.paired == {"cand-a": 1} and counts.seen == {"production": 1, "cand-a": 1}
     assert registry.get_sample_value("ragmon_shadow_events_total", {"tenant": "acme", "kind": "trace"}) == 2.0
-    assert registry.get_sample_value("ragmon_shadow_events_total", {"tenant": "acme", "kind": "faithfulness"}) == 2.0
+    assert (
+        registry.get_sample_value("ragmon_shadow_events_total", {"tenant": "acme", "kind": "faithfulness"})
+        == 2.0
+    )
 
 
 def test_a_twin_after_the_wait_stays_unpaired(redis_client: redis.Redis, config: ShadowConfig) -> None:
@@ -80,8 +89,13 @@ def test_scores_after_pairing_reach_the_comparison(redis_client: redis.Redis, co
         rid = f"r{i}"
         events += [trace_event(trace_body(rid)), trace_event(trace_body(rid, "cand-a", total_ms=1200.0))]
     proc.process(events)
-    proc.process([score_event(f"r{i}", v, 0.9 if v == "production" else 0.3) for i in range(40)
-                  for v in ("production", "cand-a")])
+    proc.process(
+        [
+            score_event(f"r{i}", v, 0.9 if v == "production" else 0.3)
+            for i in range(40)
+            for v in ("production", "cand-a")
+        ]
+    )
     comparison, pairs = live_comparison(proc.store, config, "acme", "cand-a")
     by = {r.metric: r for r in comparison.metrics}
     assert pairs == 40
@@ -92,11 +106,18 @@ def test_scores_after_pairing_reach_the_comparison(redis_client: redis.Redis, co
     assert comparison.context["coverage.coverage"] == 1.0
 
 
-def test_recompute_under_lease_and_exported_by_every_replica(redis_client: redis.Redis, config: ShadowConfig) -> None:
+def test_recompute_under_lease_and_exported_by_every_replica(
+    redis_client: redis.Redis, config: ShadowConfig
+) -> None:
     first, reg1 = _processor(redis_client, config)
     second, reg2 = _processor(redis.Redis.from_url(_url(redis_client)), config)
-    first.process([trace_event(trace_body(f"r{i}", v, cited=(v == "production" or i % 2 == 0)))
-                   for i in range(12) for v in ("production", "cand-a")])
+    first.process(
+        [
+            trace_event(trace_body(f"r{i}", v, cited=(v == "production" or i % 2 == 0)))
+            for i in range(12)
+            for v in ("production", "cand-a")
+        ]
+    )
     token = first.store.acquire_lease("acme", "cand-a")  # another replica is computing: nobody else may
     assert token is not None
     assert not second.recompute_if_leased("acme", "cand-a", time.time())
@@ -107,10 +128,22 @@ def test_recompute_under_lease_and_exported_by_every_replica(redis_client: redis
     for reg in (reg1, reg2):
         labels = {"tenant": "acme", "candidate": "cand-a", "metric": "uncited_answer", "slice": "all"}
         assert reg.get_sample_value("ragmon_shadow_losses", labels) == 6.0
-        assert reg.get_sample_value("ragmon_shadow_window_pairs", {"tenant": "acme", "candidate": "cand-a"}) == 12
-        assert reg.get_sample_value("ragmon_shadow_verdict", {"tenant": "acme", "candidate": "cand-a",
-                                                              "metric": "uncited_answer",
-                                                              "verdict": "not_enough_data"}) == 1.0
+        assert (
+            reg.get_sample_value("ragmon_shadow_window_pairs", {"tenant": "acme", "candidate": "cand-a"})
+            == 12
+        )
+        assert (
+            reg.get_sample_value(
+                "ragmon_shadow_verdict",
+                {
+                    "tenant": "acme",
+                    "candidate": "cand-a",
+                    "metric": "uncited_answer",
+                    "verdict": "not_enough_data",
+                },
+            )
+            == 1.0
+        )
 
 
 def test_candidates_per_tenant_are_capped(redis_client: redis.Redis, config: ShadowConfig) -> None:
@@ -120,7 +153,9 @@ def test_candidates_per_tenant_are_capped(redis_client: redis.Redis, config: Sha
     assert registry.get_sample_value("ragmon_shadow_candidates_refused_total", {"tenant": "acme"}) == 2.0
 
 
-def test_production_latency_before_and_during_a_candidate(redis_client: redis.Redis, config: ShadowConfig) -> None:
+def test_production_latency_before_and_during_a_candidate(
+    redis_client: redis.Redis, config: ShadowConfig
+) -> None:
     proc, _ = _processor(redis_client, config)
     proc.process([trace_event(trace_body(f"b{i}", total_ms=500.0)) for i in range(20)])
     proc.process([trace_event(trace_body("c0", "cand-a"))])
@@ -148,8 +183,17 @@ def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> N
 
 def _record(body: dict[str, object]) -> Any:
     now = datetime.now(UTC).isoformat()
-    value = orjson.dumps({"schema_version": 1, "id": str(uuid.uuid4()), "type": "trace", "tenant": "acme",
-                          "timestamp": now, "received_at": now, "body": body})
+    value = orjson.dumps(
+        {
+            "schema_version": 1,
+            "id": str(uuid.uuid4()),
+            "type": "trace",
+            "tenant": "acme",
+            "timestamp": now,
+            "received_at": now,
+            "body": body,
+        }
+    )
     return _Record("test.traces", 0, 0, None, 0, value, [])
 
 
@@ -163,10 +207,12 @@ def test_the_runtime_decodes_traces_into_the_shadow_view_and_dead_letters_broken
     lax["usage"]["cost_usd"] = "0.004"  # type: ignore[index]
     coerced = decoder.decode(_record(lax), "trace")
     assert isinstance(coerced, Event) and coerced.body.usage.cost_usd == 0.004
-    for path, value, field in [(("request_id",), "has space", "record.body.request_id"),
-                               (("answer", "text"), "x" * 40_000, "record.body.answer.text"),
-                               (("timings",), {"total": -5.0}, "record.body.timings.total"),
-                               (("variant",), "Cand-A", "record.body.variant")]:
+    for path, value, field in [
+        (("request_id",), "has space", "record.body.request_id"),
+        (("answer", "text"), "x" * 40_000, "record.body.answer.text"),
+        (("timings",), {"total": -5.0}, "record.body.timings.total"),
+        (("variant",), "Cand-A", "record.body.variant"),
+    ]:
         body = trace_body("r3")
         node: Any = body
         for part in path[:-1]:

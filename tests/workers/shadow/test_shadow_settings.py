@@ -23,8 +23,9 @@ def test_the_configured_margin_decides_equivalence_and_the_effect_sizes_the_powe
     table = _equal_scores()
     default = compare(table, compare_settings(ShadowConfig(resamples=200))).metrics[0]
     assert default.verdict == "equivalent"  # inside the default ±0.02
-    config = ShadowConfig(resamples=200, margins={"faithfulness_score": 0.001},
-                          effects={"faithfulness_score": 0.001})
+    config = ShadowConfig(
+        resamples=200, margins={"faithfulness_score": 0.001}, effects={"faithfulness_score": 0.001}
+    )
     strict = compare(table, compare_settings(config)).metrics[0]
     assert strict.verdict == "inconclusive"  # the sequence is wider than ±0.001
     assert strict.pairs_needed is not None and default.pairs_needed is not None

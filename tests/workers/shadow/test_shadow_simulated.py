@@ -60,8 +60,10 @@ def test_masked_regression_is_better_overall_and_flags_the_intent() -> None:
     assert policy.losses > policy.wins and policy.strength == "significant"
 
 
-@pytest.mark.parametrize(("scenario", "metrics"), [("shadow_slower", ("latency_total_seconds",)),
-                                                   ("shadow_costlier", ("cost_usd", "tokens_total"))])
+@pytest.mark.parametrize(
+    ("scenario", "metrics"),
+    [("shadow_slower", ("latency_total_seconds",)), ("shadow_costlier", ("cost_usd", "tokens_total"))],
+)
 def test_resource_regressions_are_worse_as_non_inferiority(scenario: str, metrics: tuple[str, ...]) -> None:
     by = _by_metric(_comparison(scenario))
     for metric in metrics:

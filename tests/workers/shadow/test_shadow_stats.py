@@ -14,8 +14,9 @@ from workers.shadow.sequential import anytime_p_values, confidence_sequence
 from workers.shadow.signtest import holm, sign_test_p
 
 
-@pytest.mark.parametrize(("wins", "losses", "expected"), [(9, 2, 0.065), (3, 1, 0.625), (1, 0, 1.0), (9, 4, 0.267),
-                                                          (4, 6, 0.754)])
+@pytest.mark.parametrize(
+    ("wins", "losses", "expected"), [(9, 2, 0.065), (3, 1, 0.625), (1, 0, 1.0), (9, 4, 0.267), (4, 6, 0.754)]
+)
 def test_sign_test_matches_the_lab_numbers(wins: int, losses: int, expected: float) -> None:
     assert sign_test_p(wins, losses) == pytest.approx(expected, abs=0.0006)
 
@@ -45,7 +46,7 @@ def _lab_pairs() -> np.ndarray:
 
 def test_paired_bootstrap_reproduces_the_lab_interval() -> None:
     rng = np.random.default_rng(7)
-    (lo, hi), = mean_difference_intervals(_lab_pairs(), BootstrapSettings(), rng)
+    ((lo, hi),) = mean_difference_intervals(_lab_pairs(), BootstrapSettings(), rng)
     assert lo == pytest.approx(0.018, abs=0.01)
     assert hi == pytest.approx(0.232, abs=0.01)
 
@@ -62,7 +63,9 @@ def test_bootstrap_is_seeded_and_shares_resamples_across_metrics() -> None:
 def test_bootstrap_skips_absent_metrics_per_pair() -> None:
     d = np.random.default_rng(2).normal(0.0, 1.0, (200, 2))
     d[::2, 1] = np.nan
-    (lo0, hi0), (lo1, hi1) = mean_difference_intervals(d, BootstrapSettings(resamples=2000), np.random.default_rng(0))
+    (lo0, hi0), (lo1, hi1) = mean_difference_intervals(
+        d, BootstrapSettings(resamples=2000), np.random.default_rng(0)
+    )
     assert hi1 - lo1 > hi0 - lo0  # half the pairs: a wider interval, not a NaN
     assert all(math.isfinite(x) for x in (lo1, hi1))
 
@@ -76,9 +79,15 @@ def test_large_window_regime_agrees_with_scipy_bootstrap(kind: str) -> None:
     else:
         d = rng.lognormal(0.0, 1.0, n) - rng.lognormal(0.0, 1.0, n) + 0.05
     settings = BootstrapSettings(resamples=4000, exact_max_pairs=1000)
-    (lo, hi), = mean_difference_intervals(d[:, None], settings, np.random.default_rng(5))
-    ref = stats.bootstrap((d,), np.mean, n_resamples=4000, method="percentile", vectorized=True,
-                          random_state=np.random.default_rng(6)).confidence_interval
+    ((lo, hi),) = mean_difference_intervals(d[:, None], settings, np.random.default_rng(5))
+    ref = stats.bootstrap(
+        (d,),
+        np.mean,
+        n_resamples=4000,
+        method="percentile",
+        vectorized=True,
+        random_state=np.random.default_rng(6),
+    ).confidence_interval
     width = ref.high - ref.low
     assert lo == pytest.approx(ref.low, abs=0.05 * width)
     assert hi == pytest.approx(ref.high, abs=0.05 * width)
@@ -88,7 +97,9 @@ def test_p95_ratio_interval_brackets_a_known_slowdown() -> None:
     rng = np.random.default_rng(4)
     prod = rng.lognormal(-1.0, 0.5, 1500)
     cand = prod * 1.3 * rng.lognormal(0.0, 0.05, 1500)
-    point, lo, hi = p95_ratio_interval(prod, cand, BootstrapSettings(resamples=2000), np.random.default_rng(1))
+    point, lo, hi = p95_ratio_interval(
+        prod, cand, BootstrapSettings(resamples=2000), np.random.default_rng(1)
+    )
     assert lo < 1.3 < hi or point == pytest.approx(1.3, rel=0.05)
     assert lo > 1.1
 
@@ -109,14 +120,19 @@ def test_confidence_sequence_without_variance_or_pairs() -> None:
     assert confidence_sequence(100, 0.0, 0.0, 0.05, 1000).p_value == 1.0
 
 
-@pytest.mark.parametrize(("delta", "discordance", "power_at_56", "table_pairs"),
-                         [(0.03, 0.10, 0.03, 1200), (0.05, 0.10, 0.09, 400), (0.05, 0.20, 0.08, 800),
-                          (0.10, 0.20, 0.28, 200)])
-def test_power_matches_the_lab_table(delta: float, discordance: float, power_at_56: float, table_pairs: int) -> None:
+@pytest.mark.parametrize(
+    ("delta", "discordance", "power_at_56", "table_pairs"),
+    [(0.03, 0.10, 0.03, 1200), (0.05, 0.10, 0.09, 400), (0.05, 0.20, 0.08, 800), (0.10, 0.20, 0.28, 200)],
+)
+def test_power_matches_the_lab_table(
+    delta: float, discordance: float, power_at_56: float, table_pairs: int
+) -> None:
     assert sign_test_power(56, discordance, delta) == pytest.approx(power_at_56, abs=0.011)
     needed = sign_test_pairs_needed(discordance, delta)
     assert needed < table_pairs  # the table rounds up ("~")
-    assert sign_test_power(math.ceil(needed * 1.15), discordance, delta) >= 0.8  # the formula is ~5% optimistic
+    assert (
+        sign_test_power(math.ceil(needed * 1.15), discordance, delta) >= 0.8
+    )  # the formula is ~5% optimistic
     assert sign_test_power(table_pairs, discordance, delta) > 0.8
 
 

@@ -23,13 +23,21 @@ from tests.workers.shadow.shadow_events import trace_body
 
 pytestmark = pytest.mark.slow
 N = 300
-CONFIG = {"shadow": {"recompute_every_pairs": 50, "recompute_every_s": 1, "min_pairs": 20, "resamples": 500,
-                     "expected_shadow_rate": {"cand-b": 1.0}}}
+CONFIG = {
+    "shadow": {
+        "recompute_every_pairs": 50,
+        "recompute_every_s": 1,
+        "min_pairs": 20,
+        "resamples": 500,
+        "expected_shadow_rate": {"cand-b": 1.0},
+    }
+}
 
 
 @pytest.fixture
-def env(kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str,
-        tmp_path: Path) -> dict[str, str]:
+def env(
+    kafka_bootstrap: str, redis_url: str, redis_client: redis.Redis, topic_prefix: str, tmp_path: Path
+) -> dict[str, str]:
     config = tmp_path / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     return worker_env(kafka_bootstrap, redis_url, topic_prefix, config, RAGMON_WORKER_MAX_BATCH="25")
@@ -47,11 +55,26 @@ def _score(i: int, variant: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]
     source = uuid.uuid5(uuid.NAMESPACE_URL, f"{variant}/{i}")
     now = datetime.now(UTC)
     score = 0.9 if variant == "production" or i % 3 else 0.2
-    return score_record(FaithfulnessScoreEvent(
-        event_id=score_event_id(source, "answer", "r"), source_event_id=source, tenant="acme",
-        trace_id=f"{variant}-q{i}", request_id=f"q{i}", variant=variant, trace_timestamp=now, scored_at=now,
-        outcome="scored", mode="answer", score=score, threshold=0.5, below_threshold=score < 0.5,
-        model=ModelRef(source="hhem", revision="r"), app_sample_rate=1.0, scorer_sample_rate=1.0))
+    return score_record(
+        FaithfulnessScoreEvent(
+            event_id=score_event_id(source, "answer", "r"),
+            source_event_id=source,
+            tenant="acme",
+            trace_id=f"{variant}-q{i}",
+            request_id=f"q{i}",
+            variant=variant,
+            trace_timestamp=now,
+            scored_at=now,
+            outcome="scored",
+            mode="answer",
+            score=score,
+            threshold=0.5,
+            below_threshold=score < 0.5,
+            model=ModelRef(source="hhem", revision="r"),
+            app_sample_rate=1.0,
+            scorer_sample_rate=1.0,
+        )
+    )
 
 
 def _send_all(kafka_bootstrap: str, topics: Topics) -> None:
@@ -69,33 +92,66 @@ def _send_all(kafka_bootstrap: str, topics: Topics) -> None:
         writer.close()
 
 
-def test_kill9_midway_no_pair_lost_or_counted_twice(workers: list[WorkerProcess], env: dict[str, str],
-                                                    kafka_bootstrap: str, redis_client: redis.Redis,
-                                                    topic_prefix: str) -> None:
+def test_kill9_midway_no_pair_lost_or_counted_twice(
+    workers: list[WorkerProcess],
+    env: dict[str, str],
+    kafka_bootstrap: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+) -> None:
     topics = Topics(topic_prefix)
     first = WorkerProcess("workers.shadow", env, LOG_DIR / f"shadow-a-{topic_prefix}.log")
     workers.append(first)
     wait_ready(first)
     _send_all(kafka_bootstrap, topics)
     prefix = "ragmon:shadow:{acme}:"
-    wait_until(lambda: int(redis_client.hget(prefix + "seen", "production") or 0) >= N // 4, 60, what="A busy")
+    wait_until(
+        lambda: int(redis_client.hget(prefix + "seen", "production") or 0) >= N // 4, 60, what="A busy"
+    )
     first.kill9()
     second = WorkerProcess("workers.shadow", env, LOG_DIR / f"shadow-b-{topic_prefix}.log")
     workers.append(second)
     wait_ready(second)
     wait_until(lambda: int(redis_client.hget(prefix + "paired", "cand-b") or 0) >= N, 90, what="every pair")
     assert int(redis_client.hget(prefix + "paired", "cand-b")) == N
-    assert {k.decode(): int(v) for k, v in redis_client.hgetall(prefix + "seen").items()} == \
-        {"production": N, "cand-b": N}
+    assert {k.decode(): int(v) for k, v in redis_client.hgetall(prefix + "seen").items()} == {
+        "production": N,
+        "cand-b": N,
+    }
     assert redis_client.zcard(prefix + "pairs:cand-b") == N
-    wait_until(lambda: second.total("ragmon_shadow_window_pairs", candidate="cand-b") == N, 60,
-               what="a recompute over every pair")
+    wait_until(
+        lambda: second.total("ragmon_shadow_window_pairs", candidate="cand-b") == N,
+        60,
+        what="a recompute over every pair",
+    )
     outcomes = {b"trace:production", b"trace:cand-b", b"faith:production", b"faith:cand-b"}
-    wait_until(lambda: all(outcomes <= set(redis_client.hkeys(f"{prefix}req:q{i}")) for i in range(N)), 60,
-               what="every score recorded")
-    report = subprocess.run([sys.executable, "-m", "workers.shadow.cli", "report", "--tenant", "acme",
-                             "--candidate", "cand-b", "--format", "json", "--resamples", "500"],
-                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=60, check=True)
+    wait_until(
+        lambda: all(outcomes <= set(redis_client.hkeys(f"{prefix}req:q{i}")) for i in range(N)),
+        60,
+        what="every score recorded",
+    )
+    report = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workers.shadow.cli",
+            "report",
+            "--tenant",
+            "acme",
+            "--candidate",
+            "cand-b",
+            "--format",
+            "json",
+            "--resamples",
+            "500",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=True,
+    )
     doc = json.loads(report.stdout)
     faithful = next(m for m in doc["metrics"] if m["metric"] == "faithful")
     assert (faithful["n"], faithful["losses"], faithful["wins"]) == (N, N // 3, 0)
