@@ -38,7 +38,7 @@ host-test:
 run: install host-run
 	$(BIN)/ragmon up --demo
 
-## Lint (ruff check, mypy), the test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
+## Lint (ruff check, ruff format --check, mypy), the test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
 ## RAGMON_SETUP_DONE=1 turns a missing tool into a failure: the set-up above installs every one.
 test: install host-test lint
 	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q
@@ -61,8 +61,10 @@ test-fast: install host-test
 bench: install
 	PYTHONPATH=. $(BIN)/python -m tests.bench.run_all
 
+## The same checks as .pre-commit-config.yaml (tests/deploy/test_lint_config.py holds them together).
 lint: install
 	$(BIN)/ruff check service workers tests dashboards
+	$(BIN)/ruff format --check service workers tests dashboards
 	$(BIN)/mypy service workers dashboards
 
 clean:
