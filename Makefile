@@ -54,6 +54,7 @@ test-checkov:
 	bash tests/deploy/checkov/setup_venv.sh
 	PYTHONPATH=. $(BIN)/pytest -q tests/deploy/test_scanners.py
 
+## Only the tests that start no process (the `slow` mark, enforced by tests/support/slowmark.py): about 3 minutes.
 test-fast: install host-test
 	$(BIN)/pytest -q -m "not slow"
 

@@ -19,6 +19,12 @@ import redis
 
 from service.local.embedded import ChildProcess, start_broker, start_redis
 from tests.support.leaks import pytest_configure, pytest_sessionfinish  # noqa: F401 - hooks: no process outlives the run
+from tests.support.slowmark import (  # noqa: F401 - hooks: the slow mark on every test that starts a process
+    pytest_collection_modifyitems,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_sessionstart,
+)
 
 # The alibi-detect parity test runs in its own venv (`make test` runs it after the suite,
 # see tests/alibi/setup_venv.sh): in the main venv it is not collected rather than skipped.
@@ -27,6 +33,7 @@ collect_ignore = [] if importlib.util.find_spec("alibi_detect") else ["alibi"]
 # Every stack a test starts (`ragmon up`, Prometheus) takes free ports, never its preferred fixed ones:
 # tests and sessions running side by side would otherwise race for 8000, 9090, 9101...
 os.environ["RAGMON_FREE_PORTS"] = "1"
+
 
 LOG_DIR = Path(os.environ.get("RAGMON_TEST_LOGS", tempfile.gettempdir())) / "ragmon-test-logs"
 

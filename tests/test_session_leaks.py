@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.leaks import live_descendants
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,6 +76,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.slow
 def test_a_leaked_process_fails_the_session_and_is_stopped(tmp_path: Path) -> None:
     result = _run(tmp_path, LEAKY)
     out = result.stdout + result.stderr
@@ -85,6 +88,7 @@ def test_a_leaked_process_fails_the_session_and_is_stopped(tmp_path: Path) -> No
         assert not _alive(pid), f"{name} {pid} still running"
 
 
+@pytest.mark.slow
 def test_a_tidy_session_passes(tmp_path: Path) -> None:
     result = _run(tmp_path, TIDY)
     assert result.returncode == 0, result.stdout + result.stderr

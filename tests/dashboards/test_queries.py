@@ -68,6 +68,7 @@ def test_substitute_escapes_values_and_sizes_macros() -> None:
         substitute("m[${__from}]", "t", "v")
 
 
+@pytest.mark.slow
 def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
     promtool = require_tool("promtool")
     rules = [{"record": f"dashboard:query_{i}", "expr": q.expr} for i, q in enumerate(FILLED)]
@@ -85,6 +86,7 @@ def test_every_query_parses_with_promtool(tmp_path: Path) -> None:
     assert f"SUCCESS: {len(rules)} rules found" in proc.stdout
 
 
+@pytest.mark.slow
 def test_promtool_check_rejects_a_broken_query(tmp_path: Path) -> None:
     """The parse test above can fail: a query with a syntax error does not pass it."""
     promtool = require_tool("promtool")

@@ -20,6 +20,7 @@ def _toolchain() -> None:
         missing("dashboards/node_modules (the pinned type checker)")
 
 
+@pytest.mark.slow
 def test_committed_dashboards_type_check() -> None:
     paths = committed_dashboards()
     assert len(paths) == 8
@@ -35,6 +36,7 @@ def _broken(tmp_path: Path, name: str, spoil: Callable[[dict[str, Any]], None]) 
     return path
 
 
+@pytest.mark.slow
 def test_a_wrong_field_fails_the_type_check(tmp_path: Path) -> None:
     """The check can fail: an enum value Grafana does not know, a misspelt field, a panel without a query."""
     paths = [

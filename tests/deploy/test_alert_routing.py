@@ -187,6 +187,7 @@ def routing_cases(target: Target) -> list[dict[str, Any]]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_amlint_finds_nothing(target: Target) -> None:
     """Zero findings of any level, checked against the alerts the rules produce (--rules)."""
@@ -213,6 +214,7 @@ def test_ragmon_up_loads_the_checked_config() -> None:
     assert local_prometheus.ALERTMANAGER_CONFIG == PLAIN and PLAIN.is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_every_alert_reaches_its_intended_receiver_and_candidates_never_page(
     target: Target, tmp_path: Path
@@ -230,6 +232,7 @@ def test_every_alert_reaches_its_intended_receiver_and_candidates_never_page(
             ]
 
 
+@pytest.mark.slow
 def test_amtool_routes_every_alert_as_amlint_does() -> None:
     """Alertmanager's own routing code agrees on the plain config (amtool cannot simulate inhibition)."""
     amtool = amtool_bin()
@@ -277,6 +280,7 @@ def inhibition_cases(target: Target) -> list[dict[str, Any]]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_each_inhibition_silences_exactly_what_its_source_explains(target: Target, tmp_path: Path) -> None:
     for pair in EXPLAINS:
@@ -285,6 +289,7 @@ def test_each_inhibition_silences_exactly_what_its_source_explains(target: Targe
     assert not failures(results), "\n".join(failures(results))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS, ids=TARGET_IDS)
 def test_a_not_ready_faithfulness_worker_mutes_no_tenant_symptom(target: Target, tmp_path: Path) -> None:
     """The defect this file fixed: a faithfulness worker without its weights is not ready for good."""
@@ -305,6 +310,7 @@ def test_a_not_ready_faithfulness_worker_mutes_no_tenant_symptom(target: Target,
     assert not failures(results), "\n".join(failures(results))
 
 
+@pytest.mark.slow
 def test_an_alert_with_an_unrouted_severity_fails_the_routing_test() -> None:
     """The guard itself: a rule with a severity nobody routes is reported, not delivered to the fallback."""
     with pytest.raises(pytest.fail.Exception, match="severity 'warning' has no route"):
@@ -326,6 +332,7 @@ def test_an_alert_with_an_unrouted_severity_fails_the_routing_test() -> None:
     assert [r["path"] for r in json.loads(out.stdout)["routes"]] == [["route"]], out.stdout
 
 
+@pytest.mark.slow
 def test_committed_alertmanagerconfig_equals_a_fresh_render() -> None:
     out = subprocess.run(
         [sys.executable, str(K8S_DIR / "render_alertmanagerconfig.py"), "--check"],
@@ -336,6 +343,7 @@ def test_committed_alertmanagerconfig_equals_a_fresh_render() -> None:
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_the_k8s_renderer_refuses_what_it_cannot_translate(tmp_path: Path) -> None:
     source = tmp_path / "alertmanager.yml"
     source.write_text("route: {receiver: r}\nreceivers: [{name: r, slack_configs: [{channel: '#x'}]}]\n")

@@ -79,6 +79,7 @@ def _muted(base: str, expect: dict[str, bool], deadline_s: float = 10) -> dict[s
     return seen
 
 
+@pytest.mark.slow
 def test_a_not_ready_faithfulness_worker_mutes_its_lag_and_no_tenant_symptom(alertmanager: str) -> None:
     not_ready = {**ALERTS["RagmonWorkerNotReady"], "worker": "faithfulness", "instance": "faith:9100"}
     own_lag = {**ALERTS["RagmonConsumerLag"], "worker": "faithfulness"}

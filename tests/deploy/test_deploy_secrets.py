@@ -123,6 +123,7 @@ def test_grafana_phoenix_prometheus_and_the_review_secret_are_locked() -> None:
     assert "9180" not in " ".join(str(p) for p in services["api"]["ports"])  # /metrics is never published
 
 
+@pytest.mark.slow
 def test_the_init_script_makes_a_role_without_superuser_powers() -> None:
     """deploy/postgres/init-app-role.sh run as the postgres image runs it, against a real PostgreSQL."""
     workdir = Path(tempfile.mkdtemp(prefix="ragmon-pg-init-"))

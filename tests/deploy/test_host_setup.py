@@ -9,12 +9,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.test_up_fixture import path_without_prometheus
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "setup" / "host.sh"
 
 
+@pytest.mark.slow
 def test_everything_present_is_quick_and_installs_nothing() -> None:
     started = time.monotonic()
     out = subprocess.run(["bash", str(SCRIPT), "test"], capture_output=True, text=True, timeout=600)
@@ -28,6 +31,7 @@ def test_everything_present_is_quick_and_installs_nothing() -> None:
     assert elapsed < 10, elapsed
 
 
+@pytest.mark.slow
 def test_without_root_or_sudo_it_names_the_command_and_exits() -> None:
     """Prometheus and sudo hidden from PATH, run as an unprivileged user: no apt-get attempt, one line."""
     farms = Path(
@@ -61,6 +65,7 @@ def test_without_root_or_sudo_it_names_the_command_and_exits() -> None:
     assert "installing" not in out.stdout
 
 
+@pytest.mark.slow
 def test_an_unknown_profile_is_refused() -> None:
     out = subprocess.run(["bash", str(SCRIPT), "everything"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "usage:" in out.stderr
@@ -71,6 +76,7 @@ def test_an_unknown_profile_is_refused() -> None:
 _BY_NAME = ("p" + "kill", "kill" + "all")
 
 
+@pytest.mark.slow
 def test_no_process_is_ever_stopped_by_name() -> None:
     """A user's own Prometheus or Redis may run beside ours: we stop only what we started, by PID."""
     files = subprocess.run(

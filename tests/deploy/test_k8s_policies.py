@@ -157,6 +157,7 @@ def test_tagged_images_are_pulled_always() -> None:
             assert "@sha256:" in c["image"] or c.get("imagePullPolicy") == "Always", name
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 def test_a_release_overlay_pins_the_ragmon_image_by_digest(tmp_path: Path) -> None:
     """The override docs/deploy.md documents, applied to the manifests as kustomize builds them."""

@@ -76,6 +76,7 @@ def test_prometheus_sends_alerts_to_the_compose_alertmanager() -> None:
         assert ALERTMANAGER_CONFIG.is_file()
 
 
+@pytest.mark.slow
 def test_promtool_accepts_the_compose_config_with_the_repository_rules(tmp_path: Path) -> None:
     """promtool checks the config and loads every rule file it names; the container paths are mapped back."""
     promtool = require_tool("promtool")

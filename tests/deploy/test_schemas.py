@@ -102,6 +102,7 @@ def test_operator_objects_carry_the_same_selection_label() -> None:
     assert len(releases) == 1 and None not in releases, releases
 
 
+@pytest.mark.slow
 def test_kustomize_builds_the_namespaced_manifests() -> None:
     result = subprocess.run(
         [require_tool("kubectl"), "kustomize", str(K8S_DIR)], capture_output=True, text=True, timeout=120

@@ -30,6 +30,7 @@ def path_without_prometheus(tmp_path: Path) -> str:
     return os.pathsep.join(entries)
 
 
+@pytest.mark.slow
 def test_up_without_prometheus_says_so_and_the_fixture_fails_clearly(tmp_path: Path) -> None:
     config = tmp_path / "ragmon.yaml"
     config.write_text("metrics: {}\n")

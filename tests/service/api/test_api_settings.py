@@ -43,6 +43,7 @@ def test_a_good_key_file_adds_its_entries(tmp_path: Path) -> None:
     assert [e.tenant for e in ApiSettings(api_keys_file=keys).key_entries()] == ["acme"]
 
 
+@pytest.mark.slow
 def test_ragmon_api_exits_2_with_the_variable_named(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGMON_API_KEYS_FILE": str(tmp_path / "absent.yaml")}
     done = subprocess.run(

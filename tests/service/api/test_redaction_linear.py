@@ -66,6 +66,7 @@ def growth(shape: Callable[[int], str], n: int = N) -> float:
     return statistics.median(ratios)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_redaction_time_grows_linearly(name: str) -> None:
     ratio = growth(SHAPES[name])

@@ -431,6 +431,7 @@ def schema_validator(schema: dict[str, Any]) -> Any:
     return jsonschema_rs.validator_for(schema)
 
 
+@pytest.mark.slow
 def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(
     exported_schema: dict[str, Any],
 ) -> None:
@@ -454,6 +455,7 @@ def test_the_exported_schema_is_a_json_schema_that_carries_the_limits(
     schema_validator(exported_schema)
 
 
+@pytest.mark.slow
 def test_the_exported_schema_accepts_a_valid_batch_and_refuses_bad_ones(
     exported_schema: dict[str, Any],
 ) -> None:

@@ -46,6 +46,7 @@ def test_missing_names_what_cannot_be_imported(monkeypatch: pytest.MonkeyPatch) 
     assert missing(FAITHFULNESS_MODULES) == ["torch"]
 
 
+@pytest.mark.slow
 def test_the_faithfulness_worker_without_torch_exits_78_with_one_line_naming_the_extra() -> None:
     proc = run_without("workers.faithfulness", ("torch",))
     out, _ = proc.communicate(timeout=60)
@@ -69,6 +70,7 @@ def test_drift_without_its_encoder_modules_runs_on_app_embeddings(
     assert missing(DRIFT_ENCODER_MODULES) == ["sentence_transformers"]
 
 
+@pytest.mark.slow
 def test_the_supervisor_calls_a_worker_off_for_want_of_an_extra_and_not_a_crash(tmp_path: Path) -> None:
     stack = Stack()
     registry = CollectorRegistry()
@@ -98,6 +100,7 @@ def test_the_supervisor_calls_a_worker_off_for_want_of_an_extra_and_not_a_crash(
     assert "| faithfulness off: the 'ml' extra is not installed (no module torch); fix: pip install" in status
 
 
+@pytest.mark.slow
 def test_a_worker_exiting_78_without_a_log_line_is_still_off(tmp_path: Path) -> None:
     stack = Stack()
     lines: list[str] = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from service.contracts.config import load_config_file, load_section
 from service.local.up import DEMO_CONFIG
 from service.rules.cli import rendered_text
@@ -22,6 +24,7 @@ def test_demo_config_sections_validate() -> None:
     load_section("shadow", ShadowConfig, DEMO_CONFIG)
 
 
+@pytest.mark.slow
 def test_demo_rules_pass_promtool(tmp_path: Path) -> None:
     promtool = require_tool("promtool")
     rules = tmp_path / "demo.rules.yml"

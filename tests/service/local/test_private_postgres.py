@@ -45,6 +45,7 @@ def _without_password(url: str) -> str:
     return psycopg.conninfo.make_conninfo("", **params)
 
 
+@pytest.mark.slow
 def test_nothing_listens_on_tcp_and_no_connection_without_the_password(server: ChildProcess) -> None:
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", server.port)) != 0
@@ -54,6 +55,7 @@ def test_nothing_listens_on_tcp_and_no_connection_without_the_password(server: C
             psycopg.connect(_without_password(url), connect_timeout=5).close()
 
 
+@pytest.mark.slow
 def test_the_app_connects_as_a_role_that_is_no_superuser(server: ChildProcess) -> None:
     with psycopg.connect(server.extra["app_url"], autocommit=True) as conn:
         role = conn.execute(
@@ -67,6 +69,7 @@ def test_the_app_connects_as_a_role_that_is_no_superuser(server: ChildProcess) -
             conn.execute("COPY owned_by_app FROM PROGRAM 'true'")
 
 
+@pytest.mark.slow
 def test_secrets_are_owner_only_and_never_on_a_command_line(server: ChildProcess, workdir: Path) -> None:
     secrets = load_or_create_secrets(workdir)
     assert (workdir / SECRETS_FILE).stat().st_mode & 0o777 == 0o600
@@ -76,6 +79,7 @@ def test_secrets_are_owner_only_and_never_on_a_command_line(server: ChildProcess
     assert "listen_addresses=" in argv
 
 
+@pytest.mark.slow
 def test_a_cluster_made_with_trust_auth_is_hardened_on_its_next_start(workdir: Path) -> None:
     data = workdir / "pgdata"
     data.mkdir(mode=0o700)

@@ -48,6 +48,7 @@ def restarts(registry: CollectorRegistry, name: str) -> float:
     return registry.get_sample_value("ragmon_supervisor_restarts_total", {"process": name}) or 0.0
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tmp_path: Path) -> None:
     sup, lines, registry = make(
         stack, tmp_path, RestartPolicy(max_crashes=3, window_s=60, initial_backoff_s=1)
@@ -79,6 +80,7 @@ def test_a_crashed_worker_is_restarted_with_backoff_and_counted(stack: Stack, tm
         sup.check(now=30)
 
 
+@pytest.mark.slow
 def test_crashes_outside_the_window_are_forgotten(stack: Stack, tmp_path: Path) -> None:
     sup, lines, registry = make(
         stack, tmp_path, RestartPolicy(max_crashes=2, window_s=60, initial_backoff_s=1)
@@ -92,6 +94,7 @@ def test_crashes_outside_the_window_are_forgotten(stack: Stack, tmp_path: Path) 
     assert restarts(registry, "api") == 3 and stack.children[0].alive()
 
 
+@pytest.mark.slow
 def test_the_memory_only_broker_is_never_restarted_and_its_loss_is_named(
     stack: Stack, tmp_path: Path
 ) -> None:
@@ -106,6 +109,7 @@ def test_the_memory_only_broker_is_never_restarted_and_its_loss_is_named(
     assert "memory-only" in message and "RAGMON_KAFKA_BOOTSTRAP_SERVERS" in message
 
 
+@pytest.mark.slow
 def test_a_custom_respawn_that_fails_counts_as_a_crash_and_is_retried(stack: Stack, tmp_path: Path) -> None:
     """PostgreSQL is restarted by its own respawn (old backends killed, its user, same port); when that
     start fails, the failure is one more crash with its backoff, not the end of `ragmon up`."""

@@ -46,6 +46,7 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_fetch_without_the_hub_fails_naming_the_model_and_the_command(tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     out = ragmon("fetch", "--dir", str(tmp_path / "m"), env={"HF_ENDPOINT": closed, "HF_HUB_OFFLINE": "0"})
@@ -59,6 +60,7 @@ def test_fetch_without_the_hub_fails_naming_the_model_and_the_command(tmp_path: 
     assert not list((tmp_path / "m").glob("**/*.safetensors")), "nothing fake was left behind"
 
 
+@pytest.mark.slow
 def test_verify_accepts_a_complete_directory_that_the_loader_loads(models_dir: Path) -> None:
     out = ragmon("verify", "--dir", str(models_dir))
     assert out.returncode == 0, out.stdout + out.stderr
@@ -68,6 +70,7 @@ def test_verify_accepts_a_complete_directory_that_the_loader_loads(models_dir: P
     assert loaded.encoder is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

@@ -30,6 +30,7 @@ def _tables(conn: psycopg.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
+@pytest.mark.slow
 def test_migrate_from_empty(any_db_url: str) -> None:
     with reviewdb.connect(any_db_url) as conn:
         assert reviewdb.current_version(conn) == 0
@@ -45,6 +46,7 @@ def test_migrate_from_empty(any_db_url: str) -> None:
         assert reviewdb.migrate(conn) == []  # a second start applies nothing
 
 
+@pytest.mark.slow
 def test_migrate_from_previous_version_keeps_data(any_db_url: str) -> None:
     with reviewdb.connect(any_db_url) as conn:
         assert reviewdb.migrate(conn, target=reviewdb.LATEST_VERSION - 1) == list(

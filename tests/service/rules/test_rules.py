@@ -32,6 +32,7 @@ def test_committed_rules_equal_a_fresh_render() -> None:
     assert DEFAULT_OUT.read_text() == rendered_text(None), "run `ragmon rules render` and commit the result"
 
 
+@pytest.mark.slow
 def test_promtool_checks_the_rules() -> None:
     out = subprocess.run(
         [tool("promtool"), "check", "rules", str(DEFAULT_OUT)], capture_output=True, text=True
@@ -39,6 +40,7 @@ def test_promtool_checks_the_rules() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test_file", TESTS, ids=[t.name for t in TESTS])
 def test_promtool_unit_tests_pass(test_file: Path) -> None:
     out = subprocess.run(
@@ -102,6 +104,7 @@ def test_guardrails_only_look_at_production() -> None:
             assert selectors and all('variant="production"' in s for s in selectors), rule["alert"]
 
 
+@pytest.mark.slow
 def test_tenant_override_fires_at_its_own_threshold(tmp_path: Path) -> None:
     """acme's floor is 0.8: its mean of 0.7 fires; globex at 0.7 stays under the default 0.5 floor."""
     config = tmp_path / "ragmon.yaml"
@@ -169,6 +172,7 @@ def test_bad_guardrail_config_names_the_field(tmp_path: Path, yaml_text: str, me
         rendered_text(str(config))
 
 
+@pytest.mark.slow
 def test_alertmanager_config_is_valid_and_routes() -> None:
     amtool = tool("amtool")
     cfg = str(ROOT / "deploy" / "alertmanager.yml")

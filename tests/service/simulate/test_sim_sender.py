@@ -193,6 +193,7 @@ def test_stop_ends_an_endless_run_and_settles_what_was_handed_out(recording_api,
     assert manifest["events"]["accepted"] == manifest["events"]["sent"]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_command_and_writes_the_manifest(recording_api, tmp_path):
     manifest_path = tmp_path / "m.json"
     argv = [

@@ -170,6 +170,7 @@ def test_release_markers_at_start_and_at_an_incident_with_a_release(stream):
     assert served == {("v1", False), ("v2", True)}
 
 
+@pytest.mark.slow
 def test_stream_does_not_depend_on_the_process_hash_seed(tmp_path):
     # Set iteration order changes with PYTHONHASHSEED; a stream that leaked it would differ between runs.
     outputs = []

@@ -175,6 +175,7 @@ def test_freeze_refuses_embeddings_for_the_encoder_signal(
     assert "the encoder signal is frozen from query texts" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_module_runs_as_a_subprocess(tmp_path: Path, config_file: Path) -> None:
     """The ragmon CLI starts it as `python -m workers.drift.cli` (service does not import workers)."""
     normal, new = two_topics(tmp_path)

@@ -240,6 +240,7 @@ def test_sampling_is_decided_by_event_id(redis_client: redis.Redis, registry: Co
     assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == kept
 
 
+@pytest.mark.slow
 def test_redis_down_skips_scheduled_tests_and_fails_the_batch(registry: CollectorRegistry) -> None:
     from service.local.embedded import start_redis
 

@@ -67,6 +67,7 @@ def cluster_node(tmp_path: Path) -> Iterator[redis.Redis]:
         child.stop()
 
 
+@pytest.mark.slow
 def test_the_node_refuses_a_script_across_slots(cluster_node: redis.Redis) -> None:
     """The check below can fail: a script touching two tenants' keys is refused."""
     script = (
@@ -76,6 +77,7 @@ def test_the_node_refuses_a_script_across_slots(cluster_node: redis.Redis) -> No
         cluster_node.eval(script, 1, "ragmon:shadow:{acme}:seen")
 
 
+@pytest.mark.slow
 def test_pairing_and_recompute_keep_to_one_slot_per_call(cluster_node: redis.Redis) -> None:
     config = ShadowConfig(recompute_every_pairs=5, min_pairs=5, resamples=200)
     proc = ShadowProcessor(config, ShadowStore(cluster_node, config), ShadowMetrics(CollectorRegistry()))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from workers.shadow.bootstrap import BootstrapSettings
 from workers.shadow.calibrate import null_calibration, power_on_known_effect
@@ -132,6 +133,7 @@ def _jsonl(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_compare_cli_json_report(tmp_path: Path) -> None:
     out = subprocess.run(
         [
@@ -158,6 +160,7 @@ def test_compare_cli_json_report(tmp_path: Path) -> None:
     assert {s["value"] for s in report["slices"]} == {"technical", "other"}
 
 
+@pytest.mark.slow
 def test_compare_cli_markdown_and_bad_input(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "workers.shadow.cli", "compare", str(_jsonl(tmp_path)), "--resamples", "1000"],
