@@ -247,9 +247,9 @@ def start_postgres(
         out = open(log_path, "ab")  # noqa: SIM115 - handed to the child
     proc = subprocess.Popen(
         argv,
-        stdout=out,
+        stdout=out,  # type: ignore[arg-type]
         stderr=subprocess.STDOUT,
-        user=user,  # type: ignore[arg-type]
+        user=user,
         start_new_session=True,
     )
     admin = socket_url(data, port, "postgres", secrets.postgres_superuser_password, "postgres")

@@ -148,9 +148,12 @@ class PhoenixGateway:
             return self._call(
                 "get_spans",
                 lambda: self._client.spans.get_spans(
-                    project_identifier=project, trace_ids=trace_ids, limit=10_000, **filters
+                    project_identifier=project,
+                    trace_ids=trace_ids,
+                    limit=10_000,
+                    **filters,  # type: ignore[arg-type]
                 ),
-            )  # type: ignore[arg-type]
+            )
         except PhoenixRejected as exc:
             if exc.status == 404:  # the project does not exist (yet): no span of these traces reached Phoenix
                 return []
@@ -159,11 +162,11 @@ class PhoenixGateway:
     def write_span_annotations(self, payloads: list[dict[str, Any]]) -> None:
         self._call(
             "span_annotations",
-            lambda: self._client.spans.log_span_annotations(span_annotations=payloads, sync=True),
-        )  # type: ignore[arg-type]
+            lambda: self._client.spans.log_span_annotations(span_annotations=payloads, sync=True),  # type: ignore[arg-type]
+        )
 
     def write_document_annotations(self, payloads: list[dict[str, Any]]) -> None:
         self._call(
             "document_annotations",
-            lambda: self._client.spans.log_document_annotations(document_annotations=payloads, sync=True),
-        )  # type: ignore[arg-type]
+            lambda: self._client.spans.log_document_annotations(document_annotations=payloads, sync=True),  # type: ignore[arg-type]
+        )
