@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.imports import ROOT, absolute_target, module_name
 
 
 @dataclass(frozen=True)
@@ -22,32 +22,15 @@ class Import:
     line: int
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if node.level == 0:
-        return node.module or ""
-    base = module.split(".")
-    if not is_package:
-        base.pop()
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
-
-
 def _imports_of(path: Path) -> list[Import]:
-    module = _module_name(path)
+    module = module_name(path)
     tree = ast.parse(path.read_text(), filename=str(path))
     found: list[Import] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [Import(module, alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            target = _absolute(module, path.name == "__init__.py", node)
+            target = absolute_target(module, path.name == "__init__.py", node)
             found.append(Import(module, target, node.lineno))
             # `from service import contracts` imports service.contracts, not service alone.
             found += [Import(module, f"{target}.{alias.name}", node.lineno) for alias in node.names]
@@ -126,6 +109,6 @@ def test_relative_imports_are_resolved() -> None:
     # The checker itself: a relative import in a package __init__ and in a module.
     node = ast.parse("from .events import X\nfrom .. import api").body
     assert isinstance(node[0], ast.ImportFrom) and isinstance(node[1], ast.ImportFrom)
-    assert _absolute("service.contracts", True, node[0]) == "service.contracts.events"
-    assert _absolute("service.contracts.topics", False, node[0]) == "service.contracts.events"
-    assert _absolute("service.contracts.topics", False, node[1]) == "service"
+    assert absolute_target("service.contracts", True, node[0]) == "service.contracts.events"
+    assert absolute_target("service.contracts.topics", False, node[0]) == "service.contracts.events"
+    assert absolute_target("service.contracts.topics", False, node[1]) == "service"

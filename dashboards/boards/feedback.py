@@ -1,10 +1,10 @@
-"""User feedback: by kind and reason, the regeneration control band, by intent and release, unjoined."""
+"""User feedback: by kind and reason, the regeneration and thumbs-down bands, by intent and release, unjoined."""
 
 from __future__ import annotations
 
 from dashboards.common import Board, Limits
 from dashboards.model import Override, Panel, Row, Target
-from dashboards.promql import TENANT, TV, per_second, sel, share, zero_when_absent
+from dashboards.promql import TENANT, TV, per_second, quantile, sel, share, zero_when_absent
 
 UID = "ragmon-feedback"
 FEEDBACK = "ragmon_feedback_total"
@@ -36,6 +36,113 @@ def _band(limits: Limits) -> Panel:
         width=24,
         height=9,
     )
+
+
+def _thumbs_band(limits: Limits) -> Panel:
+    td = limits.guardrails.thumbs_down
+    rate, base, half = (
+        sel(f"ragmon:thumbs_down:{name}", TV) for name in ("rate", "baseline_rate", "band_half_width")
+    )
+    return Panel(
+        f"Thumbs-down rate and its control band ({td.window})",
+        "timeseries",
+        [
+            Target(rate, "rate " + SERIES),
+            Target(base, "baseline " + SERIES),
+            Target(f"{base} + {half}", "upper " + SERIES),
+            Target(f"clamp_min({base} - {half}, 0)", "lower " + SERIES),
+        ],
+        description=f"Down votes over thumbs votes over {td.window} against p̄ ± {td.sigmas:g}·√(p̄(1−p̄)"
+        f"(1/n + 1/n_b)), p̄ pooled with the {td.baseline_window} ending {td.baseline_offset} ago (alert with "
+        f"n ≥ {td.min_n} votes, n_b ≥ {td.min_baseline_n}). No votes: no data, not 0%.",
+        unit="percentunit",
+        minimum=0,
+        overrides=(Override("^(upper|lower|baseline) .*", DASHED),),
+        width=24,
+        height=9,
+    )
+
+
+def _by(dimension: str) -> list[Panel]:
+    """Thumbs-down rate and feedback coverage by intent or release, each with its count beside it."""
+    legend = "{{" + dimension + "}}"
+    return [
+        Panel(
+            f"Thumbs-down rate by {dimension}",
+            "timeseries",
+            [
+                Target(sel(f"ragmon:thumbs_down_by_{dimension}:rate", TV), legend),
+            ],
+            description=f"Down / (up + down) per {dimension} over the band's window; no votes: no data.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            f"Thumbs votes by {dimension}",
+            "timeseries",
+            [Target(sel(f"ragmon:thumbs_down_by_{dimension}:trials", TV), legend)],
+            description="The votes behind each rate beside it: a rate from 3 votes reads as such.",
+            unit="short",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            f"Feedback coverage by {dimension}",
+            "timeseries",
+            [Target(sel(f"ragmon:feedback_coverage_by_{dimension}:rate", TV), legend)],
+            description="Traces with any feedback / traces over the band's window.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+    ]
+
+
+def _implicit() -> list[Panel]:
+    traffic = per_second("ragmon_rag_queries_total", "intent", TV)
+    traces = "ragmon_feedback_traces_total"
+    cited = per_second("ragmon_rag_cited_answers_total", "intent", TV)
+    return [
+        Panel(
+            "Copy and edit rate by intent",
+            "timeseries",
+            [
+                Target(share(per_second(traces, "intent", TV, 'kind="copy"'), traffic), "copy {{intent}}"),
+                Target(share(per_second(traces, "intent", TV, 'kind="edit"'), traffic), "edit {{intent}}"),
+            ],
+            description="Traces with at least one copy (edit) / traces. Candidate signals: their direction "
+            "is unproven until checked against blind review.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            "Citation click-through by intent",
+            "timeseries",
+            [Target(share(per_second(traces, "intent", TV, 'kind="citation_click"'), cited), "{{intent}}")],
+            description="Answers with at least one citation click / answers that had citations.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            "Dwell time (median and p10) by intent",
+            "timeseries",
+            [
+                Target(
+                    quantile(0.5, "ragmon_feedback_dwell_duration_seconds", "intent", TV), "p50 {{intent}}"
+                ),
+                Target(
+                    quantile(0.1, "ragmon_feedback_dwell_duration_seconds", "intent", TV), "p10 {{intent}}"
+                ),
+            ],
+            description="Seconds users stayed on an answer; a falling p10 is more answers left at a glance.",
+            unit="s",
+            minimum=0,
+            width=8,
+        ),
+    ]
 
 
 def _kinds() -> list[Panel]:
@@ -118,10 +225,13 @@ def build(limits: Limits) -> Board:
     return Board(
         UID,
         "ragmon / Feedback",
-        "What users did with the answers: feedback by kind and reason, the regeneration rate against its "
-        "control band, by intent and release, and feedback that could not be joined to a trace.",
+        "What users did with the answers: feedback by kind and reason, the regeneration and thumbs-down rates "
+        "against their control bands, by intent and release with coverage beside them, copy/edit/"
+        "click-through and dwell, and feedback that could not be joined to a trace.",
         [
             Row("Regeneration guardrail", [_band(limits)]),
+            Row("Thumbs-down guardrail", [_thumbs_band(limits), *_by("intent"), *_by("release")]),
+            Row("Implicit signals", _implicit()),
             Row("Feedback", _kinds()),
             Row("Joining feedback to traces", _joins()),
         ],

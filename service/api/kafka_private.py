@@ -5,9 +5,12 @@ the producer already has a topic's partitions, nor to stop a producer while
 dropping the records it still holds, nor to hand it a list of records without
 paying `send`'s per-record checks and wake-ups (a third of the API's producer
 time). These are needed (see producer.py), so they are reached through
-`KafkaProducer._metadata`, `_accumulator` and `_sender` (and a future's `_add_cb_eb`) in this one module, and tests/service/api/test_kafka_private.py breaks on an
-upgrade that moves them: then re-check these functions against the new
-release (and a public replacement, if there is one).
+`KafkaProducer._metadata`, `_accumulator` and `_sender` (and a future's `_add_cb_eb`) in this
+one module. tests/bench/bench_private.py measures the gain over `send()` + `add_callback`
+(docs/throughput.md, "Private internals"); tests/service/api/test_private_internals.py (the
+attributes and signatures) and test_kafka_private.py (behaviour) break on an upgrade that moves
+them: then re-check these functions against the new release (and a public replacement, if there
+is one).
 """
 
 from __future__ import annotations

@@ -15,7 +15,10 @@ protocol. Why not SO_REUSEPORT or a shared accept socket:
   whole burst.
 
 Round-robin over new connections gives every process the same number of
-connections. The children's Prometheus metrics are shared through files in
+connections. HandoffServer drives uvicorn's Server from its internals (server_state,
+lifespan.state, config.http_protocol_class, startup/shutdown(sockets)): tests/bench/bench_private.py
+measures the gain over the public SO_REUSEPORT way (docs/throughput.md, "Private internals") and
+tests/service/api/test_private_internals.py fails on a uvicorn that moves them. The children's Prometheus metrics are shared through files in
 PROMETHEUS_MULTIPROC_DIR, so /metrics answers for all of them whichever child
 serves the scrape.
 """

@@ -33,8 +33,11 @@ class CommonSettings(BaseSettings):
         return [s.strip() for s in self.kafka_bootstrap_servers.split(",") if s.strip()]
 
 
-def describe_settings_error(exc: ValidationError, prefix: str = "RAGMON_") -> str:
-    """One line per problem, naming the environment variable to fix (`RAGMON_API_PORT: ...`)."""
+def describe_settings_error(exc: ValidationError, prefix: str = "RAGMON_", what: str = "settings") -> str:
+    """One line per problem, naming the environment variable to fix (`RAGMON_API_PORT: ...`).
+
+    `prefix` is the settings class's env_prefix; `what` names the settings in the first words.
+    """
     lines = []
     for err in exc.errors(include_url=False):
         loc = list(err["loc"])
@@ -42,4 +45,4 @@ def describe_settings_error(exc: ValidationError, prefix: str = "RAGMON_") -> st
         where = error_location(variable, loc[1:])
         message = str(err["msg"]).removeprefix("Value error, ")
         lines.append(message if message.startswith(variable) else f"{where}: {message}")
-    return "invalid settings: " + "; ".join(lines)
+    return f"invalid {what}: " + "; ".join(lines)

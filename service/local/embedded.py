@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 
 class EmbeddedError(RuntimeError):
@@ -58,8 +59,9 @@ def wait_for_port(host: str, port: int, timeout: float, proc: subprocess.Popen[b
 
 @dataclass
 class ChildProcess:
-    """A server we started; stopped by its PID (SIGTERM, then SIGKILL)."""
+    """A server we started; stopped by its PID (`stop_signal`, then SIGKILL)."""
 
+    stop_signal: ClassVar[signal.Signals] = signal.SIGTERM
     name: str
     proc: subprocess.Popen[bytes]
     port: int
@@ -76,7 +78,7 @@ class ChildProcess:
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc.poll() is not None:
             return
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(self.stop_signal)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -87,6 +89,29 @@ class ChildProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+
+
+@dataclass
+class Stack:
+    """The processes `ragmon up` started, in order; stopped in reverse (workers get time to finish a batch)."""
+
+    children: list[ChildProcess] = field(default_factory=list)
+
+    def add(self, child: ChildProcess) -> ChildProcess:
+        self.children.append(child)
+        return child
+
+    def stop_all(self) -> None:
+        for child in reversed(self.children):
+            child.stop(timeout=30 if child.name.startswith("worker") else 10)
+
+
+def spawn_child(
+    name: str, argv: list[str], log_dir: Path, port: int, env: dict[str, str] | None = None
+) -> ChildProcess:
+    """Start `argv` in its own session, its output appended to `log_dir`/`name`.log."""
+    proc, log_path = _spawn(name, argv, log_dir, env)
+    return ChildProcess(name, proc, port, log_path)
 
 
 def _spawn(

@@ -174,15 +174,7 @@ def _ensure_app_role(admin_url: str, secrets: LocalSecrets) -> None:
 class PostgresProcess(ChildProcess):
     """Stopped with SIGINT, PostgreSQL's fast shutdown: SIGTERM would wait for every client to leave."""
 
-    def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+    stop_signal = signal.SIGINT
 
 
 def _wait_accepting(url: str, child: ChildProcess, timeout: float) -> None:

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import yaml
 
-from service.local.embedded import ChildProcess, free_port, preferred_or_free, wait_for_port
+from service.local.embedded import Stack, free_port, preferred_or_free, spawn_child, wait_for_port
 from service.rules.cli import rendered_text
-
-if TYPE_CHECKING:
-    from service.local.up import Stack
 
 REPO_DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 INSTALL_HINT = "make run installs it, or: apt-get install prometheus prometheus-alertmanager"
@@ -78,7 +73,7 @@ def start_prometheus_stack(
             f"--storage.path={workdir / 'alertmanager'}",
             "--cluster.listen-address=",
         ]
-        stack.add(_spawn(argv, "alertmanager", logs, am_port))
+        stack.add(spawn_child("alertmanager", argv, logs, am_port))
     elif am_binary is None:
         print(f"Alertmanager: {NOT_INSTALLED}: alerts fire in Prometheus but are not routed", flush=True)
     # Rules are rendered from the active config, so `ragmon up --config` runs the thresholds it names.
@@ -100,14 +95,6 @@ def start_prometheus_stack(
         f"--storage.tsdb.path={workdir / 'prometheus-data'}",
         "--storage.tsdb.retention.time=1d",
     ]
-    child = stack.add(_spawn(argv, "prometheus", logs, port))
+    child = stack.add(spawn_child("prometheus", argv, logs, port))
     wait_for_port("127.0.0.1", port, 30, child.proc)
     return f"http://127.0.0.1:{port}"
-
-
-def _spawn(argv: list[str], name: str, logs: Path, port: int) -> ChildProcess:
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{name}.log"
-    out = open(log_path, "ab")  # noqa: SIM115 - owned by the child
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    return ChildProcess(name, proc, port, log_path)

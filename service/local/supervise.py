@@ -18,14 +18,10 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from service.contracts.extras import EXIT_EXTRA_MISSING
-from service.local.embedded import ChildProcess, EmbeddedError
+from service.local.embedded import ChildProcess, EmbeddedError, Stack
 from service.local.metrics import SupervisorMetrics
-
-if TYPE_CHECKING:
-    from service.local.up import Stack
 
 DURABLE_KAFKA_SETTING = "RAGMON_KAFKA_BOOTSTRAP_SERVERS"
 

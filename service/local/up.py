@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,8 +28,10 @@ from service.local.discovery import worker_names
 from service.local.embedded import (
     ChildProcess,
     EmbeddedError,
+    Stack,
     free_port,
     preferred_or_free,
+    spawn_child,
     start_broker,
     start_redis,
     wait_for_port,
@@ -67,31 +68,8 @@ class UpOptions:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
-@dataclass
-class Stack:
-    children: list[ChildProcess] = field(default_factory=list)
-
-    def add(self, child: ChildProcess) -> ChildProcess:
-        self.children.append(child)
-        return child
-
-    def stop_all(self) -> None:
-        for child in reversed(self.children):
-            child.stop(timeout=30 if child.name.startswith("worker") else 10)
-
-
 def _spawn_ragmon(name: str, argv: list[str], env: dict[str, str], logs: Path, port: int) -> ChildProcess:
-    logs.mkdir(parents=True, exist_ok=True)
-    log_path = logs / f"{name}.log"
-    out = open(log_path, "ab")  # noqa: SIM115 - owned by the child
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", *argv],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    return ChildProcess(name, proc, port, log_path)
+    return spawn_child(name, [sys.executable, "-m", "service.cli", *argv], logs, port, env)
 
 
 def _wait_ready(url: str, child: ChildProcess, timeout: float) -> None:

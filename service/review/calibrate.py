@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from service.contracts.stats import json_finite
 from service.review.stats import (
     BalancedAccuracy,
     Confusion,
@@ -100,18 +101,7 @@ class CalibrationReport:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        return _finite(out)
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no infinity: the ROC's first point (threshold +inf) becomes null."""
-    if isinstance(value, float) and value in (float("inf"), float("-inf")):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+        return json_finite(out)  # the ROC's first point (threshold +inf) becomes null
 
 
 def calibrate(

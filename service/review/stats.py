@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-Z95 = 1.959963984540054
+from service.contracts.stats import Z95, wilson_interval
 
 
 @dataclass(frozen=True)
@@ -206,13 +206,8 @@ def weighted_rate(labelled: Sequence[tuple[bool, float]]) -> RateEstimate:
 
 
 def wilson(positive: int, n: int) -> Interval | None:
-    if n == 0:
-        return None
-    p = positive / n
-    denom = 1 + Z95**2 / n
-    centre = (p + Z95**2 / (2 * n)) / denom
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denom
-    return Interval(max(0.0, centre - half), min(1.0, centre + half))
+    """The 95% Wilson interval of positive / n; None with nothing to count."""
+    return Interval(*wilson_interval(positive, n)) if n > 0 else None
 
 
 # -- re-weighted to the population (inclusion probabilities) ----------------------------------------------

@@ -68,18 +68,35 @@ class ExclusionRule(Strict):
     no_data_grace: Duration = Field("15m", description="how long that must hold (also right after a start)")
 
 
-class RegenerationRule(Strict):
+class BandRule(Strict):
+    """A two-sample control band on a share (docs/regeneration-band.md): x events of n trials in the
+    current window against x_b of n_b in a baseline window that ends `baseline_offset` ago."""
+
     window: Duration = "1h"
     baseline_window: Duration = "1d"
     baseline_offset: Duration = Field("1h", description="the baseline ends this long before now")
-    min_n: int = Field(50, ge=1, description="minimum queries in the current window")
+    min_n: int = Field(50, ge=1, description="minimum trials in the current window")
     min_baseline_n: int = Field(
-        1000, ge=1, description="no alert before the baseline window holds this many queries"
+        1000, ge=1, description="no alert before the baseline window holds this many trials"
     )
     sigmas: float = Field(3.0, gt=0)
     # 30m, not 15m: at 3 sigma a 15m hold fired 0.05-0.08 times a day per tenant on stationary
     # traffic; 30m keeps it near 0.01 and still sees a doubling within 2h (docs/regeneration-band.md).
     for_: Duration = Field("30m", alias="for")
+
+
+class RegenerationRule(BandRule):
+    """Regenerations of answered queries (trials: queries)."""
+
+
+class ThumbsDownRule(BandRule):
+    """Thumbs down of thumbs votes (trials: votes, up and down). Votes are a fraction of queries, so the
+    minimums are smaller than the regeneration band's (docs/thumbs-down-band.md has the measured rates)."""
+
+    min_n: int = Field(30, ge=1, description="minimum thumbs votes in the current window")
+    min_baseline_n: int = Field(
+        300, ge=1, description="no alert before the baseline window holds this many votes"
+    )
 
 
 class CostRule(Strict):
@@ -161,6 +178,7 @@ class GuardrailsConfig(Strict):
     latency: LatencyRule = Field(default_factory=LatencyRule)
     false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)
     regeneration: RegenerationRule = Field(default_factory=RegenerationRule)
+    thumbs_down: ThumbsDownRule = Field(default_factory=ThumbsDownRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
     shadow: ShadowRule = Field(default_factory=ShadowRule)

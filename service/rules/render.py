@@ -10,9 +10,10 @@ as `or` branches), so the alert expressions stay plain PromQL that
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from service.rules.config import GuardrailsConfig, seconds
+from service.rules.config import BandRule, GuardrailsConfig, seconds
 from service.rules.promql import compare_with_overrides, number, selector, window_count
 
 PROD = "production"
@@ -32,11 +33,12 @@ def _alert(
     category: str,
     summary: str,
     description: str,
+    triage_within: str | None = None,
     **labels: str,
 ) -> dict[str, Any]:
     annotations = {"summary": summary, "description": description}
     if category in TRIAGED_CATEGORIES:
-        annotations["triage"] = _triage(cfg)
+        annotations["triage"] = _triage(cfg, triage_within or cfg.release_window)
     annotations["runbook_url"] = f"{cfg.runbook_base_url}#{name.lower()}"
     return {
         "alert": name,
@@ -47,20 +49,20 @@ def _alert(
     }
 
 
-def _triage(cfg: GuardrailsConfig) -> str:
-    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift."""
-    window = int(seconds(cfg.release_window))
+def _triage(cfg: GuardrailsConfig, within: str) -> str:
+    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift.
+    `within`: how long before the alert a release counts as "right before" (release_window, or longer
+    for an alert whose own window and `for:` take longer than that to see a change)."""
+    window = int(seconds(within))
     match = 'tenant=\\"%s\\",variant=\\"production\\"'
     args = " $labels.tenant"
     query = f"ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}"
     return (
         f'{{{{ with printf "{query}"{args} | query }}}}'
         "{{ range . }}Release {{ .Labels.release }} ({{ .Labels.tenant }}/{{ .Labels.variant }}) went out at "
-        "{{ .Value | humanizeTimestamp }}, within "
-        + cfg.release_window
-        + " of this alert: suspect a regression "
+        "{{ .Value | humanizeTimestamp }}, within " + within + " of this alert: suspect a regression "
         "from that release. {{ end }}{{ else }}"
-        f"No release in the last {cfg.release_window}: suspect drift in traffic or data, not a deploy."
+        f"No release in the last {within}: suspect drift in traffic or data, not a deploy."
         "{{ end }}"
     )
 
@@ -93,6 +95,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             "expr": f"sum by ({tv}) (increase(ragmon_rag_cost_per_query_usd_count[{cost.window}]))",
         },
         *regeneration_rules(cfg),
+        *feedback_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
             "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
@@ -118,36 +121,116 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     ]
 
 
-def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
-    """The regeneration control band as a two-sample test of proportions.
+@dataclass(frozen=True)
+class BandSignal:
+    """A share watched by a two-sample control band: `events` of `trials`, recorded as
+    `<prefix><events_name>` and `<prefix><trials_name>` (and their `baseline_` twins)."""
 
-    Current window: x regenerations of n queries; baseline window: x_b of n_b. The band
+    prefix: str
+    events: str
+    trials: str
+    events_name: str
+    trials_name: str
+    # An events counter that may have no series while trials do (a window of thumbs up only): read 0,
+    # and a window without trials is no data, never 0%.
+    absent_events_are_zero: bool = False
+
+
+REGENERATION = BandSignal(
+    "ragmon:regeneration:",
+    'ragmon_feedback_total{kind="regenerate"}',
+    "ragmon_rag_queries_total",
+    "regenerations",
+    "queries",
+)
+THUMBS_DOWN = BandSignal(
+    "ragmon:thumbs_down:",
+    'ragmon_feedback_thumbs_total{direction="down"}',
+    "ragmon_feedback_thumbs_total",
+    "downs",
+    "votes",
+    absent_events_are_zero=True,
+)
+
+
+def band_rules(rule: BandRule, s: BandSignal) -> list[dict[str, Any]]:
+    """A control band as a two-sample test of proportions.
+
+    Current window: x events of n trials; baseline window: x_b of n_b. The band
     around the baseline is z·√(p̄(1−p̄)(1/n + 1/n_b)) with p̄ the pooled rate, so a
     thin baseline widens it instead of being taken as exact. Counts include each new
-    series' first events (promql.window_count). docs/regeneration-band.md has the
-    measured false-alarm rate and power.
+    series' first events (promql.window_count). docs/regeneration-band.md and
+    docs/thumbs-down-band.md have the measured false-alarm rates and power.
     """
-    reg, tv = cfg.regeneration, "tenant, variant"
-    regen, queries = 'ragmon_feedback_total{kind="regenerate"}', "ragmon_rag_queries_total"
-    w, bw, bo = reg.window, reg.baseline_window, reg.baseline_offset
+    tv, r, ev, tr = "tenant, variant", s.prefix, s.events_name, s.trials_name
+    w, bw, bo = rule.window, rule.baseline_window, rule.baseline_offset
     ws, bws, bos = seconds(w), seconds(bw), seconds(bo)
-    r = "ragmon:regeneration:"
+    zero = (lambda trials: f"\nor {trials} * 0") if s.absent_events_are_zero else (lambda trials: "")
+    over = (lambda trials: f"({trials} > 0)") if s.absent_events_are_zero else (lambda trials: trials)
     return [
-        {"record": r + "queries", "expr": window_count(queries, w, tv, window_s=ws)},
-        {"record": r + "regenerations", "expr": window_count(regen, w, tv, window_s=ws)},
-        {"record": r + "rate", "expr": f"{r}regenerations / {r}queries"},
-        {"record": r + "baseline_queries", "expr": window_count(queries, bw, tv, bo, bos, bws)},
-        {"record": r + "baseline_regenerations", "expr": window_count(regen, bw, tv, bo, bos, bws)},
-        {"record": r + "baseline_rate", "expr": f"{r}baseline_regenerations / {r}baseline_queries"},
+        {"record": r + tr, "expr": window_count(s.trials, w, tv, window_s=ws)},
+        {"record": r + ev, "expr": window_count(s.events, w, tv, window_s=ws) + zero(r + tr)},
+        {"record": r + "rate", "expr": f"{r}{ev} / {over(r + tr)}"},
+        {"record": r + "baseline_" + tr, "expr": window_count(s.trials, bw, tv, bo, bos, bws)},
+        {
+            "record": r + "baseline_" + ev,
+            "expr": window_count(s.events, bw, tv, bo, bos, bws) + zero(f"{r}baseline_{tr}"),
+        },
+        {"record": r + "baseline_rate", "expr": f"{r}baseline_{ev} / {over(f'{r}baseline_{tr}')}"},
         {
             "record": r + "pooled_rate",
-            "expr": f"({r}regenerations + {r}baseline_regenerations) / ({r}queries + {r}baseline_queries)",
+            "expr": f"({r}{ev} + {r}baseline_{ev}) / ({r}{tr} + {r}baseline_{tr})",
         },
         {
             "record": r + "band_half_width",
-            "expr": f"{number(reg.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
-            f" * (1 / {r}queries + 1 / {r}baseline_queries))",
+            "expr": f"{number(rule.sigmas)} * sqrt({r}pooled_rate * (1 - {r}pooled_rate)"
+            f" * (1 / {r}{tr} + 1 / {r}baseline_{tr}))",
         },
+    ]
+
+
+def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    return band_rules(cfg.regeneration, REGENERATION)
+
+
+def share_rules(record: str, events: str, trials: str, window: str, by: str) -> list[dict[str, Any]]:
+    """`<record>:trials` and `<record>:rate` over `window` by `by`: a window with trials but no events
+    reads 0; one without trials is no data (absent), never 0%."""
+    ws = seconds(window)
+    den = f"{record}:trials"
+    return [
+        {"record": den, "expr": window_count(trials, window, by, window_s=ws)},
+        {
+            "record": f"{record}:rate",
+            "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({den} > 0)",
+        },
+    ]
+
+
+def feedback_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """The thumbs-down band, and the thumbs-down rate and feedback coverage (traces with any feedback /
+    traces) by intent and by release over the band's window, so a rate from 3 votes reads as such."""
+    w = cfg.thumbs_down.window
+    down, votes = THUMBS_DOWN.events, THUMBS_DOWN.trials
+    covered = 'ragmon_feedback_traces_total{kind="any"}'
+    return [
+        *band_rules(cfg.thumbs_down, THUMBS_DOWN),
+        *share_rules("ragmon:thumbs_down_by_intent", down, votes, w, "tenant, variant, intent"),
+        *share_rules("ragmon:thumbs_down_by_release", down, votes, w, "tenant, variant, release"),
+        *share_rules(
+            "ragmon:feedback_coverage_by_intent",
+            covered,
+            "ragmon_rag_queries_total",
+            w,
+            "tenant, variant, intent",
+        ),
+        *share_rules(
+            "ragmon:feedback_coverage_by_release",
+            covered,
+            "ragmon_rag_release_queries_total",
+            w,
+            "tenant, variant, release",
+        ),
     ]
 
 
@@ -158,6 +241,7 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _exclusion(cfg),
         _exclusion_no_data(cfg),
         _regeneration(cfg),
+        _thumbs_down(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -266,28 +350,66 @@ def _exclusion_no_data(cfg: GuardrailsConfig) -> dict[str, Any]:
     )
 
 
+def _band_condition(rule: BandRule, s: BandSignal) -> str:
+    r, tr = s.prefix, s.trials_name
+    return (
+        f'abs({r}rate{{variant="production"}} - {r}baseline_rate)'
+        f"\n> {r}band_half_width"
+        f'\nand on (tenant, variant) ({r}{tr}{{variant="production"}} >= {rule.min_n})'
+        f'\nand on (tenant, variant) ({r}baseline_{tr}{{variant="production"}}'
+        f" >= {rule.min_baseline_n})"
+    )
+
+
+def _band_triage_window(cfg: GuardrailsConfig, rule: BandRule) -> str:
+    """A band sees a step only after its window fills enough and `for:` holds: a release up to
+    window + for before the alert can be its cause, which is longer than the default release_window."""
+    own = seconds(rule.window) + seconds(rule.for_)
+    if seconds(cfg.release_window) >= own:
+        return cfg.release_window
+    return f"{int(own // 60)}m" if own % 60 == 0 else f"{int(own)}s"  # one unit: seconds() parses it
+
+
+def _band_text(rule: BandRule, trials: str) -> str:
+    return (
+        f"from its baseline ({rule.baseline_window} ending {rule.baseline_offset} ago), more than "
+        f"{number(rule.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {rule.min_n}{trials}, "
+        f"baseline n_b ≥ {rule.min_baseline_n}{trials})."
+    )
+
+
 def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.regeneration
-    expr = (
-        'abs(ragmon:regeneration:rate{variant="production"} - ragmon:regeneration:baseline_rate)'
-        "\n> ragmon:regeneration:band_half_width"
-        f'\nand on (tenant, variant) (ragmon:regeneration:queries{{variant="production"}} >= {r.min_n})'
-        f'\nand on (tenant, variant) (ragmon:regeneration:baseline_queries{{variant="production"}}'
-        f" >= {r.min_baseline_n})"
-    )
     return _alert(
         cfg,
         "RagmonRegenerationOutOfBand",
-        expr,
+        _band_condition(r, REGENERATION),
         r.for_,
         "ticket",
         "guardrail",
         "Regeneration rate of {{ $labels.tenant }} left its control band",
         f'The share of answers users regenerated over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
-        f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
-        f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}, "
-        f"baseline n_b ≥ {r.min_baseline_n}).",
+        + _band_text(r, ""),
+        triage_within=_band_triage_window(cfg, r),
         guardrail="regeneration",
+    )
+
+
+def _thumbs_down(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.thumbs_down
+    return _alert(
+        cfg,
+        "RagmonThumbsDownOutOfBand",
+        _band_condition(r, THUMBS_DOWN),
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Thumbs-down rate of {{ $labels.tenant }} left its control band",
+        f'The share of thumbs votes that were down over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
+        + _band_text(r, " votes")
+        + " Dashboard Feedback: thumbs-down rate by intent and release.",
+        triage_within=_band_triage_window(cfg, r),
+        guardrail="thumbs_down",
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.simulate.corpus import Doc, User
+from service.simulate.incidents import Active
 from service.simulate.records import FeedbackFacts, LabelFacts, TraceFacts, event_id
 from service.simulate.scenario import Scenario
 
@@ -61,6 +62,11 @@ def user_feedback(
         fb = FeedbackFacts(event_id(rng.getrandbits(128)), facts, kind, reason, at_s, late)
         out.append(Scheduled(at_s, "feedback", body, fb))
 
+    disliked = Active.at(scenario.incidents, facts.at_s, facts.tenant).dissatisfied_share(
+        facts.variant, facts.intent
+    )
+    if cause is None and disliked and rng.random() < disliked:
+        cause = "other"  # a fine answer the user did not like: thumbs down, not a regeneration storm
     if rng.random() < cfg.thumbs:
         up = rng.random() < (BAD_THUMBS_UP if cause else GOOD_THUMBS_UP)
         reason = None if up else cause or rng.choice(("incomplete", "other", "wrong"))

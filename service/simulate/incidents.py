@@ -159,6 +159,16 @@ class EmbeddingModelChange(IncidentBase):
     dim: Annotated[int, Field(ge=2, le=4096)] = 96
 
 
+class Dissatisfaction(IncidentBase):
+    """Users dislike a share of otherwise fine answers on one intent (a prompt change that made them terse,
+    a retriever that favours stale pages): thumbs-down rises there while faithfulness and the filters look
+    unchanged. None: every intent."""
+
+    kind: Literal["dissatisfaction"]
+    intent: Name | None = None
+    share: Share = 0.5
+
+
 Incident = Annotated[
     FilterRegression
     | SlowStage
@@ -166,7 +176,8 @@ Incident = Annotated[
     | TopicShift
     | CostSpike
     | EntitlementLeak
-    | EmbeddingModelChange,
+    | EmbeddingModelChange
+    | Dissatisfaction,
     Field(discriminator="kind"),
 ]
 
@@ -178,6 +189,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "cost_spike",
     "entitlement_leak",
     "embedding_model_change",
+    "dissatisfaction",
 )
 
 
@@ -218,6 +230,10 @@ class Active:
 
     def leak_share(self, variant: str) -> float:
         return max((i.share for i in self._for(EntitlementLeak, variant)), default=0.0)
+
+    def dissatisfied_share(self, variant: str, intent: str) -> float:
+        found = [i.share for i in self._for(Dissatisfaction, variant) if i.intent in (None, intent)]
+        return max(found, default=0.0)
 
     def embedding_change(self) -> EmbeddingModelChange | None:
         found = self._for(EmbeddingModelChange)

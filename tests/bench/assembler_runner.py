@@ -1,7 +1,8 @@
 """One assembler process, timed by stage (started by tests/bench/bench_otlp.py).
 
 It builds the assembler as `python -m workers.assembler` does and runs its real loop
-(AssemblerLoop.step: poll, decode, store in Redis, commit, claim, load, assemble and
+(the shared runtime's step, or AssemblerLoop.step in a tree from before the assembler ran on
+it: poll, decode, store in Redis, commit, claim, load, assemble and
 produce, wait for acks, close the state) on spans records already in Kafka, until
 `--count` trace events are acknowledged, and prints one JSON line: seconds per stage
 (wall clock and the main thread's CPU time), end to end (wall, the main thread's CPU, and
@@ -72,7 +73,6 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
     from workers.assembler.assembler import Assembler
     from workers.assembler.config import AssemblerConfig
     from workers.assembler.metrics import AssemblerMetrics
-    from workers.assembler.runner import AssemblerLoop
     from workers.runtime.emitter import KafkaEmitter
     from workers.runtime.metrics import RuntimeMetrics
     from workers.runtime.settings import WorkerSettings
@@ -87,15 +87,33 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
         linger_ms=main_module.EMIT_LINGER_MS,
         batch_size=main_module.EMIT_BATCH_BYTES,
     )
+    runtime_metrics = RuntimeMetrics(registry, "assembler")
     assembler = Assembler(
-        config, main_module.build_store(client, config), emitter, settings.topics, AssemblerMetrics(registry)
+        config,
+        main_module.build_store(client, config),
+        emitter,
+        settings.topics,
+        AssemblerMetrics(registry),
+        runtime_metrics,
     )
-    loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
+    try:  # the assembler on the shared runtime
+        from workers.assembler.processor import AssemblerProcessor
+        from workers.runtime.consumer import ConsumerRuntime
+
+        runtime = ConsumerRuntime(
+            AssemblerProcessor(assembler, settings.topics.spans), settings, runtime_metrics, emitter, client
+        )
+        consumer, step = runtime.consumer, runtime._step
+    except ImportError:  # a reference tree whose assembler had its own loop
+        from workers.assembler.runner import AssemblerLoop  # type: ignore[import-not-found]
+
+        loop = AssemblerLoop(assembler, settings, runtime_metrics)
+        consumer, step = loop.consumer, loop.step
     clock = StageClock()
     holders = {
         "assembler": assembler,
         "store": assembler.store,
-        "consumer": loop.consumer,
+        "consumer": consumer,
         "emitter": emitter,
     }
     for stage, (holder, names) in STAGES.items():
@@ -103,7 +121,7 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
             if hasattr(holders[holder], name):
                 setattr(holders[holder], name, clock.wrap(stage, getattr(holders[holder], name)))
                 break
-    poll = loop.consumer.poll
+    poll = consumer.poll
     first: list[
         tuple[float, float, float]
     ] = []  # clocks when the first records were fetched (the group joined)
@@ -118,7 +136,7 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
             clock.cpu["fetch"] += time.thread_time() - c
         return polled
 
-    loop.consumer.poll = fetch
+    consumer.poll = fetch
 
     def emitted() -> float:
         return sum(
@@ -133,14 +151,14 @@ def run(count: int, timeout_s: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     try:
         while emitted() < count and time.monotonic() < deadline:
-            loop.step()
+            step()
         # end to end: from the first records fetched (joining the group is start-up) to the last trace acknowledged
         if first:
             clock.wall["end_to_end"] = time.perf_counter() - first[0][0]
             clock.cpu["end_to_end"] = time.thread_time() - first[0][1]
             clock.cpu["end_to_end_process"] = time.process_time() - first[0][2]
     finally:
-        loop.consumer.close(autocommit=False)
+        consumer.close(autocommit=False)
         emitter.close()
         client.close()
     return {

@@ -94,15 +94,21 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
     from workers.runtime.metrics import RuntimeMetrics
     from workers.runtime.settings import WorkerSettings
 
-    build = importlib.import_module(f"workers.{worker}.__main__").build
+    main_module = importlib.import_module(f"workers.{worker}.__main__")
     settings = WorkerSettings()
     registry = CollectorRegistry()
     client = redis.Redis.from_url(settings.redis_url, socket_timeout=5)
     emitter = KafkaEmitter(settings, client_id=f"bench-{worker}")
-    processor = build(WorkerContext(worker, settings, registry, emitter, client))
-    runtime = consumer_module.ConsumerRuntime(
-        processor, settings, RuntimeMetrics(registry, worker), emitter, client
-    )
+    metrics = RuntimeMetrics(registry, worker)
+    spec = getattr(main_module, "WORKER", None)
+    if spec is not None:  # the shared entry point (workers/runtime/app.py) reads the worker's config
+        from workers.runtime.config import load_worker_config
+
+        config = load_worker_config(spec.name, spec.config)
+        processor = spec.build(WorkerContext(worker, settings, registry, emitter, client, metrics, config))
+    else:  # a reference tree from before it: build read its own config
+        processor = main_module.build(WorkerContext(worker, settings, registry, emitter, client))  # type: ignore[call-arg]
+    runtime = consumer_module.ConsumerRuntime(processor, settings, metrics, emitter, client)
     clock = StageClock()
     instrument(runtime, consumer_module, clock)
     tune_gc()  # as run_worker does once startup is over

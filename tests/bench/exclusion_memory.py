@@ -18,7 +18,6 @@ import argparse
 import gc
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from prometheus_client import CollectorRegistry
 from service.local.embedded import start_redis
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
+from tests.support.records import FakeRecord
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.exclusion.processor import ExclusionProcessor
@@ -37,19 +37,6 @@ from workers.runtime.decode import RecordDecoder
 
 POOL = 5000
 BATCH = 500
-
-
-@dataclass
-class _Record:
-    """The attributes of kafka-python's ConsumerRecord the decoder reads."""
-
-    value: bytes
-    topic: str = "traces"
-    partition: int = 0
-    offset: int = 0
-    key: bytes = b"k"
-    timestamp: int = 0
-    headers: list[tuple[str, bytes]] | None = None
 
 
 def rss_mb() -> float:
@@ -72,7 +59,9 @@ def _pool(decoder: RecordDecoder) -> list[tuple[Any, str]]:
             value = orjson.dumps(
                 {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)}
             )
-            pool.append((decoder.decode(_Record(value), ev.type), ev.body["trace_id"]))
+            pool.append(
+                (decoder.decode(FakeRecord(value, topic="traces", key=b"k"), ev.type), ev.body["trace_id"])
+            )
             if len(pool) == POOL:
                 return pool
     raise RuntimeError("scenario ended early")

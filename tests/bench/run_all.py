@@ -30,6 +30,7 @@ BENCHES = {
     "shadow": "tests.bench.bench_shadow",
     "redaction": "tests.bench.bench_redaction",
     "fairness": "tests.bench.bench_fairness",
+    "private": "tests.bench.bench_private",
 }
 
 END_TO_END = (

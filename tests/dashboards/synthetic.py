@@ -24,7 +24,8 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "tenant": ("acme",),
     "variant": ("production",),
     "stage": tuple(sorted(GuardrailsConfig.model_validate({}).latency.slo_seconds)),
-    "kind": ("regenerate", "thumbs"),
+    "kind": ("regenerate", "thumbs", "copy", "edit", "citation_click", "any"),
+    "direction": ("down", "up"),
     "reason": ("wrong",),
     "slice": ("all", "intent=billing"),  # shadow: the whole comparison and one slice
     "method": ("anytime", "bootstrap"),

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from service.contracts import StoredEvent
+from tests.support.records import FakeRecord
 from workers.runtime.decode import RecordDecoder
 from workers.runtime.types import Event
-
-
-@dataclass
-class _Record:
-    """The attributes of kafka-python's ConsumerRecord that the decoder reads."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    timestamp: int
-    value: bytes
-    headers: list[tuple[str, bytes]]
 
 
 def decoded_event(
@@ -38,6 +25,6 @@ def decoded_event(
     """The record the API would store for `stored`, decoded into the worker's `views` (the real decode)."""
     value = stored.model_dump_json().encode() if isinstance(stored, StoredEvent) else orjson.dumps(stored)
     event_type = stored.type if isinstance(stored, StoredEvent) else stored["type"]
-    out = RecordDecoder(views).decode(_Record(topic, 0, offset, key, timestamp_ms, value, []), event_type)
+    out = RecordDecoder(views).decode(FakeRecord(value, [], topic, 0, offset, key, timestamp_ms), event_type)
     assert isinstance(out, Event), f"the test built a record the decoder rejects: {out}"
     return out

@@ -1,8 +1,9 @@
-"""The assembler's two steps, free of the consumer loop.
+"""The assembler's two steps, free of the consumer loop (the shared runtime's, workers/assembler/processor.py).
 
-consume(records): decode spans-topic records, store their spans in Redis (idempotent),
-produce feedback events for annotation spans, dead-letter what cannot be decoded, and
-wait for every acknowledgement: only then may the caller commit the offsets.
+store_spans(records): store the spans of decoded spans-topic records in Redis (idempotent), produce
+feedback events for annotation spans, and wait for every acknowledgement: only then may the
+runtime commit the offsets. The records were decoded by the runtime's spans decoder
+(workers/runtime/records.py), which dead-letters what is not a spans record.
 
 tick(now): claim the traces that are due, assemble each into one trace event (id
 derived from tenant and trace id, so a replay or a re-assembly yields the same id),
@@ -23,13 +24,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from service.contracts import StoredEvent, record_key
 from service.contracts import topics as T
-from service.contracts.spans import (
-    SpanRecord,
-    SpanRecordError,
-    decode_span_record,
-    encode_span_record,
-    trace_event_id,
-)
+from service.contracts.spans import SpanRecord, encode_span_record, trace_event_id
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events
@@ -155,31 +150,9 @@ class Assembler:
 
     # -- consuming ---------------------------------------------------------
 
-    @staticmethod
-    def decode(records: list[Any]) -> tuple[list[SpanRecord], list[tuple[Any, str]]]:
-        """(decoded records, (record, why) for each one that cannot be decoded)."""
-        good: list[SpanRecord] = []
-        bad: list[tuple[Any, str]] = []
-        for rec in records:
-            try:
-                good.append(decode_span_record(rec.value or b"", list(rec.headers or [])))
-            except SpanRecordError as exc:
-                bad.append((rec, str(exc)))
-        return good, bad
-
-    def consume(self, records: list[Any], now: float | None = None) -> int:
-        """Decode and store a polled batch; returns how many records were dead-lettered."""
-        good, bad = self.decode(records)
-        self.store_decoded(good, bad, now)
-        return len(bad)
-
-    def store_decoded(
-        self, good: list[SpanRecord], bad: list[tuple[Any, str]], now: float | None = None
-    ) -> None:
-        """Store the spans, dead-letter the rest, wait for every acknowledgement. Raises on outages."""
-        for rec, detail in bad:
-            self._dead_letter(rec, detail)
-        items = [self._entries(record) for record in good]
+    def store_spans(self, records: list[SpanRecord], now: float | None = None) -> None:
+        """Store the spans, produce the feedback they carry, wait for every acknowledgement. Raises on outages."""
+        items = [self._entries(record) for record in records]
         results = self.store.add_many([i for i in items if i[3]], now or time.time())
         for outcome, n in (
             ("stored", sum(r.stored for r in results)),
@@ -225,17 +198,6 @@ class Assembler:
             event_headers(event.id, "feedback", tenant),
         )
         self.m.feedback_emitted.labels(tenant).inc()
-
-    def _dead_letter(self, rec: Any, detail: str) -> None:
-        source = SourceRecord(rec.topic, rec.partition, rec.offset, rec.key, rec.timestamp)
-        self.emitter.emit(
-            self.topics.dlq,
-            rec.key,
-            rec.value or b"",
-            dlq_headers(source, list(rec.headers or []), DeadLetterReason.UNDECODABLE, detail, WORKER),
-        )
-        self.m.spans.labels("dead_letter").inc()
-        log.warning("dead-lettered %s[%d]@%d: %s", rec.topic, rec.partition, rec.offset, detail)
 
     # -- assembling --------------------------------------------------------
 

@@ -11,7 +11,8 @@ class AssemblerMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.spans = Counter(
             "ragmon_assembler_spans_total",
-            "Spans consumed, by outcome (stored, duplicate, overflow, late, feedback, dead_letter)",
+            "Spans consumed, by outcome (stored, duplicate, overflow, late, feedback); records that are not "
+            "spans records are the runtime's dead letters (ragmon_worker_dead_letters_total, invalid_spans)",
             ["outcome"],
             registry=registry,
         )

@@ -1,24 +1,20 @@
-"""`python -m workers.drift`: the drift worker process (started by `ragmon worker drift`)."""
+"""`ragmon worker drift` / `python -m workers.drift`: query and embedding drift (workers/runtime/contract.py)."""
 
 from __future__ import annotations
 
 import logging
-import sys
-from typing import Any
 
 from service.contracts.extras import DRIFT_ENCODER_MODULES, missing, missing_line
-from workers.drift.config import DriftConfig, load_drift_config
+from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot
 from workers.drift.processor import DriftProcessor
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: Any) -> DriftProcessor:
-    """The runtime's factory: ctx has .settings, .registry, .emitter and .redis.
-
-    The drift worker emits nothing to Kafka: its results are windows and test
-    outcomes in Redis and Prometheus metrics, so ctx.emitter is not used.
-    """
-    config = reduced_without_ml(load_drift_config())
+def build(ctx: WorkerContext[DriftConfig]) -> DriftProcessor:
+    """The drift worker emits nothing to Kafka (its results are windows and test outcomes in Redis and
+    Prometheus metrics), so ctx.emitter is not used."""
+    config = reduced_without_ml(ctx.config)
     slot = EncoderSlot(config.encoder.batch_size, config.encoder.device) if config.encoder.enabled else None
     processor = DriftProcessor(config, ctx.redis, ctx.registry, encoder=slot)
     processor.readiness()  # start loading the encoder now rather than on the first poll
@@ -43,12 +39,7 @@ def reduced_without_ml(config: DriftConfig) -> DriftConfig:
     return config.model_copy(update={"encoder": config.encoder.model_copy(update={"enabled": False})})
 
 
-def main() -> None:
-    # Imported here: the runtime is a separate package that the pure parts do not need.
-    from workers.runtime.app import run_worker
-
-    sys.exit(run_worker("drift", build))
-
+WORKER = WorkerSpec("drift", build, DriftConfig)
 
 if __name__ == "__main__":
-    main()
+    main_for(WORKER)

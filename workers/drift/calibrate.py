@@ -16,12 +16,12 @@ topic the current window then "discovers".
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from service.contracts.stats import wilson_interval
 from workers.drift.mmd import check_alpha_permutations, mmd_test
 
 DEFAULT_SHIFTS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5)
@@ -63,16 +63,6 @@ class Calibration:
         out["rows"] = [{**asdict(r), "rate": r.rate} for r in self.rows]
         out["smallest_shift_at_80pct_power"] = self.smallest_detected_shift()
         return out
-
-
-def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
-    if trials <= 0:
-        raise ValueError(f"trials must be positive, got {trials}")
-    p = successes / trials
-    denom = 1.0 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def holdout_ood(

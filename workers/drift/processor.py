@@ -24,8 +24,9 @@ from workers.drift.scheduler import DriftScheduler
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
 from workers.drift.views import VIEWS, DriftTrace
 from workers.drift.windows import ModelChange, Observation, WindowStore
+from workers.runtime.contract import Processor
 from workers.runtime.labels import OTHER
-from workers.runtime.types import Event, Readiness, Rejection, split_by_body
+from workers.runtime.types import READY, Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ class _Query:
     received_at: float
 
 
-class DriftProcessor:
+class DriftProcessor(Processor):
     name = "drift"
     event_types: tuple[str, ...] = ("trace",)
     views = VIEWS
@@ -68,15 +69,14 @@ class DriftProcessor:
         )
         self._intents = frozenset(config.intents)
         self._variants = frozenset(config.variants)
-        self._next_tick_warning = 0.0
 
     def readiness(self) -> Readiness:
         if self.encoder is None:
-            return Readiness(True)
+            return READY
         ready = self.encoder.get() is not None
         self.metrics.encoder_ready.set(float(ready))
         if ready:
-            return Readiness(True)
+            return READY
         return Readiness(False, self.encoder.error or "loading the pinned encoder")
 
     def process(self, events: list[Event]) -> list[Rejection]:
@@ -101,15 +101,13 @@ class DriftProcessor:
         return rejections
 
     def tick(self, now: float) -> None:
-        """Run due tests. A Redis outage here only skips them until the next tick (counted in
-        tick_errors): the worker keeps consuming, and process() raises it for the batch."""
+        """Run due tests. A Redis outage is counted in tick_errors (the drift dashboard's panel) and
+        raised: the runtime's outage policy retries it with backoff, the worker not ready meanwhile."""
         try:
             self.scheduler.tick(now)
         except redis.exceptions.RedisError as exc:
             self.metrics.tick_errors.labels(type(exc).__name__).inc()
-            if now >= self._next_tick_warning:
-                log.warning("drift: scheduled tests skipped, Redis: %s", exc)
-                self._next_tick_warning = now + 60.0
+            raise
 
     def close(self) -> None:
         """Nothing to flush: windows and results live in Redis, the client belongs to the runtime."""

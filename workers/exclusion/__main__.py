@@ -1,37 +1,24 @@
-"""Entry point: `python -m workers.exclusion` (or `ragmon worker exclusion`)."""
+"""`ragmon worker exclusion` / `python -m workers.exclusion`: metadata-filter false exclusion."""
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
-from workers.exclusion.config import load_exclusion_config
+from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.exclusion.processor import ExclusionProcessor
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: Any) -> ExclusionProcessor:
-    """Construct the processor from the runtime's context (its registry, Redis client).
-
-    The config section is read here, at start, so a bad threshold stops the
-    worker with the field named before it consumes anything.
-    """
-    config = load_exclusion_config()
+def build(ctx: WorkerContext[ExclusionConfig]) -> ExclusionProcessor:
     return ExclusionProcessor(
         ctx.redis,
-        ExclusionMetrics(ctx.registry, config),
-        config,
+        ExclusionMetrics(ctx.registry, ctx.config),
+        ctx.config,
         emitter=ctx.emitter,
         scores_topic=ctx.settings.topics.scores,
     )
 
 
-def main() -> None:
-    # Imported here: the runtime is a separate package that the pure parts do not need.
-    from workers.runtime.app import run_worker
-
-    sys.exit(run_worker("exclusion", build))
-
+WORKER = WorkerSpec("exclusion", build, ExclusionConfig)
 
 if __name__ == "__main__":
-    main()
+    main_for(WORKER)

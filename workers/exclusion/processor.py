@@ -47,9 +47,10 @@ from workers.exclusion.state import (
     sample_key,
 )
 from workers.exclusion.views import VIEWS
+from workers.runtime.contract import Processor
 from workers.runtime.pipeline import NamedPipeline
 from workers.runtime.reasons import DeadLetterReason
-from workers.runtime.types import Emitter, Event, InvalidEvent, Readiness, Rejection
+from workers.runtime.types import Emitter, Event, InvalidEvent, Rejection
 
 
 class RecentKeys:
@@ -160,7 +161,7 @@ class _Round:
     claims: list[_LabelClaim] = field(default_factory=list)
 
 
-class ExclusionProcessor:
+class ExclusionProcessor(Processor):
     name = "exclusion"
     event_types: tuple[str, ...] = ("trace", "label")
     views = VIEWS
@@ -182,16 +183,6 @@ class ExclusionProcessor:
         self._ttl = config.label_wait_ttl_s
         self._proxy = ProxyGold(config.proxy_score_threshold, config.proxy_top_k)
         self._counted = RecentKeys(recent_limit)
-
-    def readiness(self) -> Readiness:
-        # No model to load; Redis outages surface as exceptions from process().
-        return Readiness(True)
-
-    def tick(self, now: float) -> None:
-        """Nothing is time-driven: waiting samples and labels expire by their Redis TTL."""
-
-    def close(self) -> None:
-        """Nothing to release: the Redis client belongs to the runtime that passed it in."""
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejections: list[Rejection] = []

@@ -32,8 +32,9 @@ from workers.faithfulness.plan import Planner, TracePlan
 from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
 from workers.faithfulness.views import VIEWS, FaithfulnessTrace
+from workers.runtime.contract import Processor
 from workers.runtime.labels import FirstSeenCap
-from workers.runtime.types import Emitter, Event, Readiness, Rejection, split_by_body
+from workers.runtime.types import READY, Emitter, Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
 Loader = Callable[[str, str | None, str | None, str, MatmulChoice], LoadedModel]
@@ -67,8 +68,8 @@ def trace_outcome(
     return TraceOutcome(fraction, fraction < min_supported_fraction, supported, unsupported)
 
 
-class FaithfulnessProcessor:
-    name: str = "faithfulness"
+class FaithfulnessProcessor(Processor):
+    name = "faithfulness"
     event_types: tuple[str, ...] = ("trace",)
     views = VIEWS
 
@@ -140,7 +141,7 @@ class FaithfulnessProcessor:
     def readiness(self) -> Readiness:
         if self._scorer is None:
             return Readiness(False, self._load_error or "faithfulness: the HHEM model is not loaded")
-        return Readiness(True)
+        return READY
 
     def tick(self, now: float) -> None:
         # Retry times are kept on the runtime's clock (`now`), whatever clock that is.

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.forwarder.processor import SpanForwarder
-from workers.forwarder.settings import load_settings
-from workers.runtime.app import WorkerContext, main_for
+from workers.forwarder.settings import ForwarderSettings
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: WorkerContext) -> SpanForwarder:
-    return SpanForwarder(load_settings(), ForwarderMetrics(ctx.registry), ctx.settings.topics.spans)
+def build(ctx: WorkerContext[ForwarderSettings]) -> SpanForwarder:
+    return SpanForwarder(ctx.config, ForwarderMetrics(ctx.registry), ctx.settings.topics.spans)
 
+
+WORKER = WorkerSpec("forwarder", build, ForwarderSettings)
 
 if __name__ == "__main__":
-    main_for("forwarder", build)
+    main_for(WORKER)

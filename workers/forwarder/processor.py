@@ -28,8 +28,9 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from service.contracts.spans import SpanRecord
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.forwarder.settings import ForwarderSettings
+from workers.runtime.contract import Processor
 from workers.runtime.records import Subscription, decode_spans_record
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.types import Event, Rejection
 
 log = logging.getLogger("ragmon.worker.forwarder")
 PROJECT_ATTRIBUTE = "openinference.project.name"
@@ -40,7 +41,7 @@ class CollectorUnavailable(Exception):
     """The collector cannot take spans now: the batch is retried."""
 
 
-class SpanForwarder:
+class SpanForwarder(Processor):
     name = "forwarder"
     event_types: tuple[str, ...] = ()
 
@@ -58,12 +59,6 @@ class SpanForwarder:
         self._headers = {**settings.header_map(), "Content-Type": "application/x-protobuf"}
         if settings.gzip:
             self._headers["Content-Encoding"] = "gzip"
-
-    def readiness(self) -> Readiness:
-        return Readiness(True)
-
-    def tick(self, now: float) -> None:
-        """Nothing is time-driven: every batch is sent before its offsets are committed."""
 
     def close(self) -> None:
         self._http.close()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
 from workers.phoenix.projects import check_one_tenant_per_project, tenant_project
+from workers.runtime.config import load_worker_config
 
 ENDPOINT_ENV = "RAGMON_FORWARD_ENDPOINT"
 
@@ -43,6 +44,14 @@ class ForwarderSettings(BaseSettings):
     max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")
     gzip: bool = True
 
+    def check_startup(self) -> None:
+        if not self.endpoint:
+            raise ConfigError(
+                f"the span forwarder needs {ENDPOINT_ENV} (e.g. http://127.0.0.1:6006/v1/traces); "
+                "without it, do not start this worker (ragmon up skips it)"
+            )
+        self.header_map()  # fail fast on a malformed header list
+
     def header_map(self) -> dict[str, str]:
         out: dict[str, str] = {}
         for part in self.headers.get_secret_value().split(","):
@@ -57,17 +66,5 @@ class ForwarderSettings(BaseSettings):
 
 
 def load_settings() -> ForwarderSettings:
-    try:
-        settings = ForwarderSettings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"RAGMON_FORWARD_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid span forwarder settings: {problems}") from exc
-    if not settings.endpoint:
-        raise ConfigError(
-            f"the span forwarder needs {ENDPOINT_ENV} (e.g. http://127.0.0.1:6006/v1/traces); "
-            "without it, do not start this worker (ragmon up skips it)"
-        )
-    settings.header_map()  # fail fast on a malformed header list
-    return settings
+    """The forwarder's settings as its entry point reads them (workers/runtime/config.py)."""
+    return load_worker_config("forwarder", ForwarderSettings)

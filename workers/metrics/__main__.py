@@ -1,18 +1,18 @@
-"""`ragmon worker metrics` / `python -m workers.metrics`."""
+"""`ragmon worker metrics` / `python -m workers.metrics`: latency, cost, tokens and feedback series."""
 
 from __future__ import annotations
 
-from service.contracts.config import load_section
 from workers.metrics.config import MetricsConfig
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
-from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: WorkerContext) -> MetricsProcessor:
-    config = load_section("metrics", MetricsConfig)
-    return MetricsProcessor(config, MetricsWorkerMetrics(ctx.registry), ctx.redis)
+def build(ctx: WorkerContext[MetricsConfig]) -> MetricsProcessor:
+    return MetricsProcessor(ctx.config, MetricsWorkerMetrics(ctx.registry), ctx.redis)
 
+
+WORKER = WorkerSpec("metrics", build, MetricsConfig)
 
 if __name__ == "__main__":
-    main_for("metrics", build)
+    main_for(WORKER)

@@ -6,6 +6,12 @@ trace side stores its join info and takes every parked feedback atomically;
 the feedback side reads the join info or parks itself atomically. Parked
 feedback is counted exactly once, by whoever removes it from the park
 (a trace arriving, or the sweeper declaring it unjoined).
+
+The same scripts mark, per trace, the first feedback of each kind and the first
+of any kind (a hash field holding that event's id): the "traces with at least one
+copy / edit / citation click / any feedback" counts. A redelivered event finds its
+own id there and is first again, so a retried batch counts what the first try
+would have; a second event of the same kind on the trace is not first.
 """
 
 from __future__ import annotations
@@ -19,26 +25,52 @@ from typing import Any
 import orjson
 import redis
 
-_TRACE_ARRIVES = """
+# First of its kind on the trace (1) or not (0): the field keeps the first event's id.
+_FIRST_OF = """
+local function first_of(key, field, event_id, ttl)
+  if redis.call('HSETNX', key, field, event_id) == 1 then
+    redis.call('EXPIRE', key, ttl)
+    return 1
+  end
+  if redis.call('HGET', key, field) == event_id then return 1 end
+  return 0
+end
+"""
+
+_TRACE_ARRIVES = (
+    _FIRST_OF
+    + """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 local parked = redis.call('HGETALL', KEYS[2])
+local firsts = {}
 if #parked > 0 then
   redis.call('DEL', KEYS[2])
   for i = 1, #parked, 2 do
     redis.call('ZREM', KEYS[3], ARGV[3] .. parked[i])
+    local kind = tostring(cjson.decode(parked[i + 1])['kind'])
+    firsts[#firsts + 1] = first_of(KEYS[4], kind, parked[i], ARGV[2])
+    firsts[#firsts + 1] = first_of(KEYS[4], '*', parked[i], ARGV[2])
   end
 end
-return parked
+return {parked, firsts}
 """
+)
 
-_FEEDBACK_ARRIVES = """
+_FEEDBACK_ARRIVES = (
+    _FIRST_OF
+    + """
 local info = redis.call('GET', KEYS[1])
-if info then return info end
+if info then
+  local ttl = redis.call('TTL', KEYS[1])
+  if ttl < 1 then ttl = 1 end
+  return {info, first_of(KEYS[4], ARGV[6], ARGV[1], ttl), first_of(KEYS[4], '*', ARGV[1], ttl)}
+end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5] .. ARGV[1])
 return false
 """
+)
 
 _CLAIM_EXPIRED = """
 redis.call('ZREM', KEYS[2], ARGV[2])
@@ -62,6 +94,15 @@ class JoinInfo:
 class ParkedFeedback:
     event_id: str
     payload: dict[str, object]
+    first_of_kind: bool = False  # the trace's first feedback of this kind
+    first_of_any: bool = False  # the trace's first feedback of any kind
+
+
+@dataclass(frozen=True)
+class Joined:
+    info: JoinInfo
+    first_of_kind: bool
+    first_of_any: bool
 
 
 class FeedbackJoin:
@@ -83,6 +124,17 @@ class FeedbackJoin:
     def _park_key(self, tenant: str, trace_id: str) -> str:
         return f"{self._prefix}:park:{tenant}:{trace_id}"
 
+    def _firsts_key(self, tenant: str, trace_id: str) -> str:
+        return f"{self._prefix}:firsts:{tenant}:{trace_id}"
+
+    def _keys(self, tenant: str, trace_id: str) -> list[str]:
+        return [
+            self._info_key(tenant, trace_id),
+            self._park_key(tenant, trace_id),
+            self._deadlines,
+            self._firsts_key(tenant, trace_id),
+        ]
+
     @staticmethod
     def _member_prefix(tenant: str, trace_id: str) -> str:
         # '\x1f' cannot appear in tenants or identifiers (contract patterns), so members split unambiguously.
@@ -96,20 +148,25 @@ class FeedbackJoin:
         """Run (or queue on a pipeline) the trace side; parked_from() reads its result."""
         payload = orjson.dumps({"variant": info.variant, "release": info.release, "intent": info.intent})
         return self._trace_script(
-            keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
+            keys=self._keys(tenant, trace_id),
             args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)],
             client=client,
         )
 
     @staticmethod
-    def parked_from(flat: list[bytes]) -> list[ParkedFeedback]:
-        return [ParkedFeedback(flat[i].decode(), json.loads(flat[i + 1])) for i in range(0, len(flat), 2)]
+    def parked_from(result: list[Any]) -> list[ParkedFeedback]:
+        flat, firsts = result
+        return [
+            ParkedFeedback(flat[i].decode(), json.loads(flat[i + 1]), firsts[i] == 1, firsts[i + 1] == 1)
+            for i in range(0, len(flat), 2)
+        ]
 
     def feedback_arrived(
         self, tenant: str, trace_id: str, event_id: str, payload: dict[str, object], now: float | None = None
     ) -> JoinInfo | None:
         """The trace's join info, or None when the feedback was parked to wait for its trace."""
-        return self.info_from(self.queue_feedback(self._client, tenant, trace_id, event_id, payload, now))
+        joined = self.joined_from(self.queue_feedback(self._client, tenant, trace_id, event_id, payload, now))
+        return None if joined is None else joined.info
 
     def queue_feedback(
         self,
@@ -122,23 +179,26 @@ class FeedbackJoin:
     ) -> Any:
         now = time.time() if now is None else now
         return self._feedback_script(
-            keys=[self._info_key(tenant, trace_id), self._park_key(tenant, trace_id), self._deadlines],
+            keys=self._keys(tenant, trace_id),
             args=[
                 event_id,
                 orjson.dumps(payload),
                 self._park_s + self._join_ttl_s,
                 now + self._park_s,
                 self._member_prefix(tenant, trace_id),
+                str(payload["kind"]),
             ],
             client=client,
         )
 
     @staticmethod
-    def info_from(found: bytes | None) -> JoinInfo | None:
+    def joined_from(found: list[Any] | None) -> Joined | None:
+        """The result of queue_feedback: the trace's join info and whether the feedback is a first, or
+        None when it was parked."""
         if not found:
             return None
-        d = json.loads(found)
-        return JoinInfo(d["variant"], d.get("release"), d.get("intent"))
+        d = json.loads(found[0])
+        return Joined(JoinInfo(d["variant"], d.get("release"), d.get("intent")), found[1] == 1, found[2] == 1)
 
     def claim_expired(self, now: float | None = None, limit: int = 1000) -> list[tuple[str, ParkedFeedback]]:
         """Feedback whose trace did not arrive in time, as (tenant, parked); each is returned once overall."""

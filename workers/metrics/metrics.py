@@ -47,6 +47,9 @@ COST_BUCKETS = (
     2.5,
 )
 
+# Seconds a user stayed on an answer: a glance (under 5 s) to a long read.
+DWELL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+
 TV = ["tenant", "variant"]
 
 
@@ -78,6 +81,18 @@ class MetricsWorkerMetrics:
             [*TV, "intent"],
             registry=r,
         )
+        self.cited = Counter(
+            "ragmon_rag_cited_answers_total",
+            "Non-refused answers with at least one citation (the citation click-through's denominator)",
+            [*TV, "intent"],
+            registry=r,
+        )
+        self.release_queries = Counter(
+            "ragmon_rag_release_queries_total",
+            "Traces observed (sampled), by release (the per-release feedback rates' denominator)",
+            [*TV, "release"],
+            registry=r,
+        )
         self.cost_per_query = Histogram(
             "ragmon_rag_cost_per_query_usd",
             "Cost of one query in USD (reported or estimated)",
@@ -104,6 +119,26 @@ class MetricsWorkerMetrics:
             "ragmon_feedback_total",
             "Feedback joined to its trace's variant, release and intent",
             [*TV, "release", "intent", "kind", "reason"],
+            registry=r,
+        )
+        self.thumbs = Counter(
+            "ragmon_feedback_thumbs_total",
+            "Thumbs feedback by direction (up, down), joined like ragmon_feedback_total; a changed vote is "
+            "two events, both counted",
+            [*TV, "release", "intent", "direction"],
+            registry=r,
+        )
+        self.feedback_traces = Counter(
+            "ragmon_feedback_traces_total",
+            "Traces with at least one feedback of this kind (kind=any: of any kind), counted at the first one",
+            [*TV, "release", "intent", "kind"],
+            registry=r,
+        )
+        self.dwell_seconds = Histogram(
+            "ragmon_feedback_dwell_duration_seconds",
+            "Seconds users stayed on an answer (dwell feedback)",
+            [*TV, "intent"],
+            buckets=DWELL_BUCKETS,
             registry=r,
         )
         self.feedback_parked = Counter(

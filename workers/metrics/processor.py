@@ -14,11 +14,14 @@ from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
 from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
+from workers.runtime.contract import Processor
 from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, FirstSeenCap
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.types import Event, Rejection
+
+ANY = "any"  # ragmon_feedback_traces_total: traces with feedback of any kind
 
 
-class MetricsProcessor:
+class MetricsProcessor(Processor):
     name = "metrics"
     event_types: tuple[str, ...] = ("trace", "feedback", "release")
     views = VIEWS
@@ -48,9 +51,6 @@ class MetricsProcessor:
         self._next_release_refresh = 0.0
         self._exported_releases: dict[tuple[str, str], str] = {}
 
-    def readiness(self) -> Readiness:
-        return Readiness(True)
-
     def process(self, events: list[Event]) -> list[Rejection]:
         """In-process counts first, then every join of the batch in one Redis round trip.
 
@@ -65,20 +65,24 @@ class MetricsProcessor:
                 pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now)))
             elif event.type == "feedback":
                 f: MetricsFeedback = event.body
-                payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
+                payload = self._payload(f)
                 self.join.queue_feedback(pipe, event.tenant, f.trace_id, event.id, payload)
                 pending.append(("feedback", event.tenant, payload))
         results = pipe.execute() if pending else []
         for (kind, tenant, context), result in zip(pending, results, strict=True):
             if kind == "trace":
                 for parked in self.join.parked_from(result):
-                    self._count_feedback(tenant, context, parked.payload)
+                    self._count_feedback(
+                        tenant, context, parked.payload, parked.first_of_kind, parked.first_of_any
+                    )
             else:
-                info = self.join.info_from(result)
-                if info is None:
+                joined = self.join.joined_from(result)
+                if joined is None:
                     self.child(self.m.feedback_parked, tenant).inc()
                 else:
-                    self._count_feedback(tenant, info, context)
+                    self._count_feedback(
+                        tenant, joined.info, context, joined.first_of_kind, joined.first_of_any
+                    )
         for event in events:
             if event.type == "release":
                 self._release(event, event.body, now)
@@ -100,8 +104,12 @@ class MetricsProcessor:
             c(m.refusals, *tv, intent).inc()
         elif not t.answer.citations:
             c(m.uncited, *tv, intent).inc()
+        else:
+            c(m.cited, *tv, intent).inc()
         self._cost(tv, t, weight)
-        info = JoinInfo(variant, self.releases.label(tenant, t.release, now) if t.release else None, intent)
+        release = self.releases.label(tenant, t.release, now) if t.release else None
+        c(m.release_queries, *tv, release or NONE).inc()
+        info = JoinInfo(variant, release, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
@@ -121,16 +129,33 @@ class MetricsProcessor:
 
     # -- feedback -------------------------------------------------------------
 
-    def _count_feedback(self, tenant: str, info: JoinInfo, payload: dict[str, Any]) -> None:
-        self.child(
-            self.m.feedback,
-            tenant,
-            info.variant,
-            info.release or NONE,
-            info.intent or NONE,
-            payload["kind"],
-            payload.get("reason") or NONE,
-        ).inc()
+    @staticmethod
+    def _payload(f: MetricsFeedback) -> dict[str, Any]:
+        """What a feedback needs to be counted, also what waits in Redis for its trace (kept small)."""
+        payload: dict[str, Any] = {"kind": f.kind, "reason": f.reason}
+        if f.kind == "thumbs":
+            payload["up"] = f.thumbs_up
+        elif f.kind == "dwell":
+            payload["seconds"] = f.dwell_seconds
+        return payload
+
+    def _count_feedback(
+        self, tenant: str, info: JoinInfo, payload: dict[str, Any], first_of_kind: bool, first_of_any: bool
+    ) -> None:
+        c, m = self.child, self.m
+        joined = (tenant, info.variant, info.release or NONE, info.intent or NONE)
+        kind = payload["kind"]
+        c(m.feedback, *joined, kind, payload.get("reason") or NONE).inc()
+        up = payload.get("up")
+        if kind == "thumbs" and isinstance(up, bool):  # parked before directions were kept: no direction
+            c(m.thumbs, *joined, "up" if up else "down").inc()
+        seconds = payload.get("seconds")
+        if kind == "dwell" and isinstance(seconds, int | float):
+            c(m.dwell_seconds, tenant, info.variant, info.intent or NONE).observe(seconds)
+        if first_of_kind:
+            c(m.feedback_traces, *joined, kind).inc()
+        if first_of_any:
+            c(m.feedback_traces, *joined, ANY).inc()
 
     def _sweep_unjoined(self, now: float) -> None:
         for tenant, parked in self.join.iter_claim_expired(now):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import msgspec
 
+from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     AnswerOutcome,
     FeedbackKind,
     FeedbackReason,
+    FeedbackValue,
     Identifier,
     Name,
     SampleRate,
@@ -31,7 +33,23 @@ class MetricsTrace(View):
 class MetricsFeedback(View):
     trace_id: Identifier
     kind: FeedbackKind
+    value: FeedbackValue = None  # thumbs: true/1 up, false/-1 down; dwell: seconds (the API checked both)
     reason: FeedbackReason | None = None
+
+    def __post_init__(self) -> None:
+        problem = feedback_value_problem(self.kind, self.value)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def thumbs_up(self) -> bool | None:
+        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
+        return thumbs_up(self.kind, self.value)
+
+    @property
+    def dwell_seconds(self) -> float | None:
+        v = self.value
+        return float(v) if self.kind == "dwell" and isinstance(v, int | float) else None
 
 
 class MetricsRelease(View):

@@ -8,13 +8,13 @@ from __future__ import annotations
 from workers.phoenix.gateway import PhoenixGateway
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.processor import PhoenixExporter
-from workers.phoenix.settings import load_settings
+from workers.phoenix.settings import PhoenixSettings
 from workers.phoenix.waiting import WaitingRoom
-from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: WorkerContext) -> PhoenixExporter:
-    settings = load_settings()
+def build(ctx: WorkerContext[PhoenixSettings]) -> PhoenixExporter:
+    settings = ctx.config
     metrics = PhoenixMetrics(ctx.registry)
     waiting = WaitingRoom(
         ctx.redis, ctx.settings.group_id(ctx.name), settings.retry_interval_s, settings.max_waiting
@@ -22,5 +22,7 @@ def build(ctx: WorkerContext) -> PhoenixExporter:
     return PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics)
 
 
+WORKER = WorkerSpec("phoenix", build, PhoenixSettings)
+
 if __name__ == "__main__":
-    main_for("phoenix", build)
+    main_for(WORKER)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from pydantic import ValidationError
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
@@ -36,7 +35,8 @@ from workers.phoenix.gateway import PhoenixGateway, PhoenixRejected, PhoenixUnav
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.settings import PhoenixSettings
 from workers.phoenix.waiting import SCORE_EVENT, ScoreEvent, Waiting, WaitingRoom
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.contract import Processor
+from workers.runtime.types import Event, Rejection
 
 log = logging.getLogger("ragmon.worker.phoenix")
 RETRY_BATCH = 500  # waiting scores retried per tick
@@ -64,7 +64,7 @@ def _kind(score: ScoreEvent) -> str:
     return "faithfulness" if isinstance(score, FaithfulnessScoreEvent) else "false_exclusion"
 
 
-class PhoenixExporter:
+class PhoenixExporter(Processor):
     name = "phoenix"
     event_types: tuple[str, ...] = ("score",)  # the scores topic, decoded by workers/runtime/decode.py
 
@@ -82,10 +82,6 @@ class PhoenixExporter:
         self._metrics = metrics
         self._clock = clock
         self._next_retry = 0.0
-
-    def readiness(self) -> Readiness:
-        # Phoenix being down is an outage of a batch (retried), not a reason to stop consuming.
-        return Readiness(True)
 
     def close(self) -> None:
         self._gateway.close()
@@ -107,16 +103,11 @@ class PhoenixExporter:
     def tick(self, now: float) -> None:
         if now < self._next_retry:
             return
+        # Phoenix or Redis down raises: the runtime's outage policy (workers/runtime/outage.py) retries
+        # tick with backoff and keeps the worker not ready meanwhile; the leased entries come due again.
+        self._retry_waiting(now)
+        self._metrics.waiting.set(self._waiting.size())
         self._next_retry = now + min(self._settings.retry_interval_s, 5.0)
-        try:
-            self._retry_waiting(now)
-            self._metrics.waiting.set(self._waiting.size())
-        except (PhoenixUnavailable, redis.RedisError) as exc:  # an outage: the leased entries come due again
-            log.warning(
-                "retrying waiting scores failed, next try in %.0fs: %s", self._settings.retry_interval_s, exc
-            )
-        except Exception as exc:  # a bug must not kill the consumer loop: it is logged with its trace
-            log.exception("retrying waiting scores failed: %s", exc)
 
     def _retry_waiting(self, now: float) -> None:
         entries = self._waiting.take_due(now, RETRY_BATCH)

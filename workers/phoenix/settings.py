@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
 from workers.phoenix.projects import check_one_tenant_per_project, tenant_project
+from workers.runtime.config import load_worker_config
 
 URL_ENV = "RAGMON_PHOENIX_URL"
 
@@ -41,19 +42,15 @@ class PhoenixSettings(BaseSettings):
         """The tenant's own Phoenix project (workers/phoenix/projects.py): scores are matched to traces there."""
         return tenant_project(tenant, self.tenant_projects, self.project_prefix)
 
+    def check_startup(self) -> None:
+        """A missing URL fails fast and says how to fix it."""
+        if not self.url:
+            raise ConfigError(
+                f"the phoenix exporter needs {URL_ENV} (e.g. http://127.0.0.1:6006); "
+                "without it, do not start this worker (ragmon up skips it)"
+            )
+
 
 def load_settings() -> PhoenixSettings:
-    """The exporter's settings; a missing URL fails fast and says how to fix it."""
-    try:
-        settings = PhoenixSettings()
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"RAGMON_PHOENIX_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}" for e in exc.errors()
-        )
-        raise ConfigError(f"invalid Phoenix exporter settings: {problems}") from exc
-    if not settings.url:
-        raise ConfigError(
-            f"the phoenix exporter needs {URL_ENV} (e.g. http://127.0.0.1:6006); "
-            "without it, do not start this worker (ragmon up skips it)"
-        )
-    return settings
+    """The exporter's settings as its entry point reads them (workers/runtime/config.py)."""
+    return load_worker_config("phoenix", PhoenixSettings)

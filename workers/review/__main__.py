@@ -1,20 +1,19 @@
-"""`ragmon worker review` / `python -m workers.review`."""
+"""`ragmon worker review` / `python -m workers.review`: the review sampler, into PostgreSQL."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from service.contracts.config import CONFIG_ENV, ConfigError, load_section
+from service.contracts.config import CONFIG_ENV, ConfigError
 from workers.review.config import ReviewConfig, config_version
 from workers.review.metrics import ReviewMetrics
 from workers.review.processor import ReviewProcessor
 from workers.review.store import QueueStore
-from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
-def build(ctx: WorkerContext) -> ReviewProcessor:
-    config = load_section("review", ReviewConfig)
+def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
     url = ctx.settings.database_url
     if not url:
         raise ConfigError(
@@ -22,9 +21,11 @@ def build(ctx: WorkerContext) -> ReviewProcessor:
             "(`ragmon up` starts a private one)"
         )
     path = os.environ.get(CONFIG_ENV)
-    store = QueueStore(url, config, config_version(Path(path).read_text() if path else ""))
-    return ReviewProcessor(config, ReviewMetrics(ctx.registry), ctx.redis, store)
+    store = QueueStore(url, ctx.config, config_version(Path(path).read_text() if path else ""))
+    return ReviewProcessor(ctx.config, ReviewMetrics(ctx.registry), ctx.redis, store)
 
+
+WORKER = WorkerSpec("review", build, ReviewConfig)
 
 if __name__ == "__main__":
-    main_for("review", build)
+    main_for(WORKER)

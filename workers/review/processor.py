@@ -15,7 +15,8 @@ from workers.review.metrics import ReviewMetrics
 from workers.review.plan import Planner
 from workers.review.store import QueueStore
 from workers.review.views import VIEWS
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.contract import Processor
+from workers.runtime.types import READY, Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.review")
 
@@ -32,7 +33,7 @@ _CALIBRATION = (
 )
 
 
-class ReviewProcessor:
+class ReviewProcessor(Processor):
     name = "review"
     event_types: tuple[str, ...] = ("trace", "feedback", "score")
     views = VIEWS  # traces and feedback decoded once, into what the sampler reads (views.py)
@@ -65,7 +66,7 @@ class ReviewProcessor:
                 log.warning("review store not ready: %s", exc)
         if not self._migrated:
             return Readiness(False, f"review store unreachable: {self._store_error}")
-        return Readiness(True)
+        return READY
 
     def process(self, events: list[Event]) -> list[Rejection]:
         with self.store.batch() as cur:
@@ -102,13 +103,15 @@ class ReviewProcessor:
     def tick(self, now: float) -> None:
         if now < self._next_refresh:
             return
-        self._next_refresh = now + self.config.refresh_s
         try:
             self.refresh_gauges()
-            self.m.store_up.set(1)
-        except psycopg.Error as exc:
+        except (
+            psycopg.Error
+        ):  # an outage: the runtime retries tick with backoff, the worker not ready meanwhile
             self.m.store_up.set(0)
-            log.warning("review store unreadable, queue gauges not refreshed: %s", exc)
+            raise
+        self.m.store_up.set(1)
+        self._next_refresh = now + self.config.refresh_s
 
     def refresh_gauges(self) -> None:
         conn = self.store.connection()

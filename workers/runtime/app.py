@@ -1,4 +1,13 @@
-"""run_worker(name, build): one worker process around a processor."""
+"""The one entry point of every worker: `main_for(WorkerSpec(name, build, Config))` in `workers/NAME/__main__.py`.
+
+It checks the extra the worker needs (`requires`: one line and exit 78 when it
+is missing, service/contracts/extras.py), reads the worker settings and the
+worker's config (workers/runtime/config.py) once, and fails at start with one
+line naming what to fix and exit status 2 (EXIT_CONFIG_ERROR); then it
+connects, builds the processor, serves /metrics and /readyz, and runs the
+consumer runtime until SIGTERM. The contract a processor keeps is
+workers/runtime/contract.py.
+"""
 
 from __future__ import annotations
 
@@ -8,45 +17,72 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
+from typing import Generic, TypeVar
 
 import prometheus_client
 import redis
 from prometheus_client import CollectorRegistry
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from service.contracts.config import ConfigError
+from service.contracts.extras import require
 from service.contracts.kafka import ensure_topics
 from service.contracts.process import tune_gc
 from service.contracts.settings import describe_settings_error
+from workers.runtime.config import load_worker_config
 from workers.runtime.consumer import ConsumerRuntime
+from workers.runtime.contract import Processor
 from workers.runtime.emitter import KafkaEmitter
 from workers.runtime.http import serve
 from workers.runtime.metrics import RuntimeMetrics
 from workers.runtime.settings import WorkerSettings
-from workers.runtime.types import Processor
 
 log = logging.getLogger("ragmon.worker")
+C = TypeVar("C", bound=BaseModel)
+EXIT_CONFIG_ERROR = 2  # a bad setting or config section: fix it, then start again
 
 
 @dataclass
-class WorkerContext:
+class WorkerContext(Generic[C]):
+    """What `build` gets: the process's settings, clients and registry, and the worker's own config."""
+
     name: str
     settings: WorkerSettings
     registry: CollectorRegistry
-    emitter: KafkaEmitter
+    emitter: KafkaEmitter  # derived records; flushed and acknowledged before every commit
     redis: redis.Redis
+    metrics: RuntimeMetrics  # the runtime's ragmon_worker_* series, for work done outside process()
+    config: C
 
 
-def run_worker(
-    name: str, build: Callable[[WorkerContext], Processor], settings: WorkerSettings | None = None
-) -> int:
+@dataclass(frozen=True)
+class WorkerSpec(Generic[C]):
+    """A worker, as its `__main__.py` declares it."""
+
+    name: str
+    build: Callable[[WorkerContext[C]], Processor]
+    config: type[C]
+    requires: tuple[str, tuple[str, ...]] | None = None  # (extra, its modules): exit 78 when missing
+    # A worker that emits many records and then waits for them all lingers longer, in bigger batches.
+    emit_linger_ms: int = 5
+    emit_batch_bytes: int = 16384
+
+
+def run_worker(spec: WorkerSpec[C], settings: WorkerSettings | None = None) -> int:
+    name = spec.name
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(message)s")
     prometheus_client.disable_created_metrics()
+    if spec.requires is not None:
+        require(name, *spec.requires)  # SystemExit(78) with one line naming the extra
     try:
         settings = settings or WorkerSettings()
+        config = load_worker_config(name, spec.config)
     except ValidationError as exc:  # fail at start, naming the variable to fix
         log.error("%s", describe_settings_error(exc))
-        return 2
+        return EXIT_CONFIG_ERROR
+    except ConfigError as exc:
+        log.error("%s", exc)
+        return EXIT_CONFIG_ERROR
     registry = CollectorRegistry()
     metrics = RuntimeMetrics(registry, name)
     ensure_topics(settings)
@@ -54,18 +90,20 @@ def run_worker(
     emitter = KafkaEmitter(
         settings,
         client_id=f"ragmon-{name}-{settings.worker_instance}",
+        linger_ms=spec.emit_linger_ms,
+        batch_size=spec.emit_batch_bytes,
         max_record_bytes=settings.worker_max_record_bytes,
     )
     try:
-        processor = build(WorkerContext(name, settings, registry, emitter, client))
+        processor = spec.build(WorkerContext(name, settings, registry, emitter, client, metrics, config))
     except ConfigError as exc:
         log.error("%s", exc)
-        return 2
+        emitter.close()
+        client.close()
+        return EXIT_CONFIG_ERROR
     runtime = ConsumerRuntime(processor, settings, metrics, emitter, client)
 
     def readiness() -> tuple[bool, str]:
-        if runtime.halted:
-            return False, f"halted: {runtime.halted}"
         r = runtime.readiness()
         return r.ready, r.reason
 
@@ -90,5 +128,6 @@ def run_worker(
         client.close()
 
 
-def main_for(name: str, build: Callable[[WorkerContext], Processor]) -> None:
-    sys.exit(run_worker(name, build))
+def main_for(spec: WorkerSpec[C]) -> None:
+    """The whole of a worker's `if __name__ == "__main__":` block."""
+    sys.exit(run_worker(spec))

@@ -1,12 +1,12 @@
 """The consumer loop: decode -> dedupe -> process -> emit -> mark done -> commit.
 
+It keeps the guarantees of the worker contract (workers/runtime/contract.py).
 Committing is the last step, so an offset is never committed for work that
 did not happen. Bad input goes to the dead-letter topic and processing goes
 on; an outage is retried with backoff on the same batch (partitions paused,
 group membership kept) and never dead-lettered. Periodic work (`tick`, see
-periodic.py) and the readiness check get the same outage handling: an exception
-there makes the worker not ready and is retried with backoff, never fatal. Memory is bounded by the
-poll size: nothing is fetched while a batch is in flight.
+periodic.py) gets the same policy (outage.py), and a readiness check that raises is not ready.
+Memory is bounded by the poll size: nothing is fetched while a batch is in flight.
 """
 
 from __future__ import annotations
@@ -24,18 +24,20 @@ from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
 from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from workers.runtime.contract import Processor
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers, emit_dead_letter
 from workers.runtime.labels import Children
 from workers.runtime.lag import measure_lag
 from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.outage import Outage
 from workers.runtime.periodic import PeriodicWork
 from workers.runtime.poison import is_poison, poison_detail, poison_reason
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.records import SubscriptionDecoder
 from workers.runtime.settings import WorkerSettings
-from workers.runtime.types import Emitter, Event, Processor, Readiness, Rejection, SourceRecord
+from workers.runtime.types import Emitter, Event, Readiness, Rejection, SourceRecord
 
 log = logging.getLogger("ragmon.worker")
 
@@ -74,10 +76,10 @@ class ConsumerRuntime:
         self.type_by_topic = {topics.for_event(t): t for t in processor.event_types}
         # Topics of non-native records (scores, raw spans) come with their own decoder: workers/runtime/records.py
         self.decoders: dict[str, SubscriptionDecoder] = {}
-        for sub in getattr(processor, "subscriptions", ()):
+        for sub in processor.subscriptions:
             self.type_by_topic[sub.topic] = sub.event_type
             self.decoders[sub.topic] = sub.decode
-        self.decoder = RecordDecoder(getattr(processor, "views", None))
+        self.decoder = RecordDecoder(processor.views)
         self.dlq_topic = topics.dlq
         self.stopping = threading.Event()
         self.halted: str | None = None
@@ -85,7 +87,7 @@ class ConsumerRuntime:
         self._stop_requested_at: float | None = None
         self._next_lag = 0.0
         self.periodic = PeriodicWork(processor, settings, metrics)
-        self.retrying: str | None = None  # set while a batch is retried through an outage
+        self.batch_outage = Outage(self.name, "batch", settings, metrics)  # the policy periodic work has too
         self._child = Children()
         self.consumer = self._make_consumer()
 
@@ -144,8 +146,9 @@ class ConsumerRuntime:
 
     def _step(self) -> None:
         now = time.time()
-        if self.halted is not None:
+        if self.halted is not None:  # consumes nothing; the state already accepted is still worked on
             self._idle_poll(500)
+            self.periodic.run(now)
             return
         if not self.readiness().ready:
             self.metrics.ready.labels(self.name).set(0)
@@ -164,8 +167,15 @@ class ConsumerRuntime:
             self._next_lag = now + self.settings.worker_lag_interval_s
             self._measure_lag()
 
+    @property
+    def retrying(self) -> str | None:
+        """Why the in-flight batch is being retried, while it is."""
+        return self.batch_outage.reason
+
     def readiness(self) -> Readiness:
-        """The processor's readiness, unless periodic work is failing; a check that raises is not ready."""
+        """Not ready while halted or through an outage; else the processor's (a check that raises: not ready)."""
+        if self.halted is not None:
+            return Readiness(False, f"halted: {self.halted}")
         for outage in (self.retrying, self.periodic.outage):
             if outage is not None:
                 return Readiness(False, outage)
@@ -331,25 +341,19 @@ class ConsumerRuntime:
         m.last_commit.labels(w).set(time.time())
 
     def _with_retries(self, attempt: Callable[[], None], polled: dict[TopicPartition, list[Any]]) -> bool:
-        delay = self.settings.worker_retry_initial_s
+        """Run `attempt` until it succeeds, under the outage policy (outage.py); False when abandoned."""
         self._revoked = False
         while True:
             try:
                 attempt()
-                self.retrying = None
+                self.batch_outage.recovered()
                 return True
             except Exception as exc:  # an outage: Redis, the broker, a model timing out
-                self.metrics.retries.labels(self.name, type(exc).__name__).inc()
-                self.metrics.ready.labels(self.name).set(0)
-                self.retrying = f"batch retried through an outage: {type(exc).__name__}: {exc}"
-                log.warning(
-                    "%s batch failed (%s: %s); retrying in %.1fs", self.name, type(exc).__name__, exc, delay
-                )
+                delay = self.batch_outage.failed(exc)
             if not self._wait_keeping_membership(delay):
                 self._rewind(polled)
-                self.retrying = None
+                self.batch_outage.abandoned()
                 return False
-            delay = min(delay * 2, self.settings.worker_retry_max_s)
 
     def _wait_keeping_membership(self, delay: float) -> bool:
         """Sleep `delay` while heartbeating; False when the batch must be abandoned."""

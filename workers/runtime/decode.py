@@ -1,6 +1,6 @@
 """Record -> Event, or the reason it cannot be one (a dead letter, never an outage).
 
-A processor may name a view per event type (`views`, see types.Processor):
+A processor may name a view per event type (`views`, see contract.Processor):
 the record is then decoded once, by msgspec, into that view, which holds only
 the fields the worker reads, with the contract's rules on them
 (service/contracts/views.py). Without a view a record is validated against

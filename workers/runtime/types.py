@@ -1,12 +1,9 @@
 """What the consumer runtime hands a worker's processor, and what it expects back.
 
-A processor is pure domain logic around a batch: it gets decoded, validated
-events that no earlier delivery finished (dedupe already applied), applies its
-effects, and returns the events it rejects as invalid (they go to the
-dead-letter topic). It raises for outages (Redis down, model timeout): the
-runtime retries the whole batch with backoff and never dead-letters them, so
-every effect a processor keeps in Redis must be idempotent by event id
-(SET/HSET/ZADD keyed by id, or a SET NX guard).
+The processor contract itself (what a processor implements, what the runtime
+guarantees around it) is workers/runtime/contract.py; this module holds the
+values that cross it: an `Event` in, a `Rejection` or an `InvalidEvent` back,
+a `Readiness` for the health endpoint, the `Emitter` for derived records.
 """
 
 from __future__ import annotations
@@ -102,10 +99,13 @@ def split_by_body(
     return typed, rejections
 
 
-@dataclass
+@dataclass(frozen=True)
 class Readiness:
     ready: bool
     reason: str = ""
+
+
+READY = Readiness(True)
 
 
 class InvalidEvent(Exception):
@@ -128,29 +128,3 @@ class Emitter(Protocol):
     def wait(self, timeout_s: float = 15.0) -> None:
         """Block until every record emitted so far is acknowledged; raise if one failed."""
         ...
-
-
-class Processor(Protocol):
-    """The worker-specific part. One instance per worker process."""
-
-    name: str  # worker name; the consumer group is "<topic prefix>-<name>" (WorkerSettings.group_id)
-    event_types: tuple[str, ...]  # which topics to consume ("trace", "feedback", ...)
-    # Optionally also `subscriptions`: topics of other records (scores, raw spans) with their decoder
-    # (workers/runtime/records.py).
-    # Optional: a class attribute `views`, event type -> a service.contracts.views struct holding
-    # the fields this worker reads; the runtime decodes each record once into it (decode.py).
-    # A type without a view is decoded into the full contract model.
-
-    def readiness(self) -> Readiness:
-        """Not ready (e.g. a model that did not load) means: do not consume, retry later."""
-        ...
-
-    def process(self, events: list[Event]) -> list[Rejection]:
-        """Apply effects for a batch. Raise on outages; return rejections for bad input."""
-        ...
-
-    def tick(self, now: float) -> None:
-        """Called every loop iteration (at least once a second) for time-driven work."""
-        ...
-
-    def close(self) -> None: ...

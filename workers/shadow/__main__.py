@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from workers.runtime.app import WorkerContext, main_for
-from workers.shadow.config import load_shadow_config
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.shadow.config import ShadowConfig
 from workers.shadow.metrics import ShadowMetrics
 from workers.shadow.processor import ShadowProcessor
 from workers.shadow.store import ShadowStore
 
 
-def build(ctx: WorkerContext) -> ShadowProcessor:
-    config = load_shadow_config()
-    return ShadowProcessor(config, ShadowStore(ctx.redis, config), ShadowMetrics(ctx.registry))
+def build(ctx: WorkerContext[ShadowConfig]) -> ShadowProcessor:
+    return ShadowProcessor(ctx.config, ShadowStore(ctx.redis, ctx.config), ShadowMetrics(ctx.registry))
 
+
+WORKER = WorkerSpec("shadow", build, ShadowConfig)
 
 if __name__ == "__main__":
-    main_for("shadow", build)
+    main_for(WORKER)

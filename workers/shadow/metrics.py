@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from service.contracts.stats import is_finite
 from workers.shadow.coverage import Coverage
 from workers.shadow.results import Comparison
 
@@ -225,15 +226,11 @@ class ShadowMetrics:
                 self.production_p95.labels(tenant, period).set(latency[f"{period}_p95_seconds"])
 
 
-def _finite(value: Any) -> bool:
-    return value is not None and value == value and abs(value) != float("inf")
-
-
 def comparison_values(tenant: str, cand: str, c: Comparison) -> Values:
     out: Values = defaultdict(dict)
 
     def put(name: str, labels: tuple[str, ...], value: Any) -> None:
-        if _finite(value):
+        if is_finite(value):
             out[name][labels] = float(value)
 
     put("window", (tenant, cand), c.pairs)

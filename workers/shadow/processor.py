@@ -19,8 +19,9 @@ import orjson
 import redis
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from workers.runtime.contract import Processor
 from workers.runtime.reasons import DeadLetterReason
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.types import Event, Rejection
 from workers.shadow.config import ShadowConfig
 from workers.shadow.live import coverage, live_comparison
 from workers.shadow.metrics import ShadowMetrics
@@ -36,7 +37,7 @@ def _json(outcome: dict[str, Any]) -> str:
     return orjson.dumps(outcome).decode()
 
 
-class ShadowProcessor:
+class ShadowProcessor(Processor):
     name = "shadow"
     event_types: tuple[str, ...] = ("trace", "score")
     views = VIEWS  # traces are decoded once into ShadowTrace (workers/shadow/views.py)
@@ -46,13 +47,6 @@ class ShadowProcessor:
         self.store = store
         self.metrics = metrics
         self._next_publish = 0.0
-        self._next_tick_warning = 0.0
-
-    def readiness(self) -> Readiness:
-        return Readiness(True)
-
-    def close(self) -> None:
-        """Nothing to release: the Redis client belongs to the runtime."""
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejections: list[Rejection] = []
@@ -123,15 +117,13 @@ class ShadowProcessor:
         return None
 
     def tick(self, now: float) -> None:
-        """Recompute due comparisons. A Redis outage here is not fatal: the next tick tries again (the
-        runtime calls tick outside its retry loop), and process() raises it for the batch."""
+        """Recompute due comparisons. A Redis outage is counted in tick_errors and raised: the runtime's
+        outage policy retries it with backoff, the worker not ready meanwhile (workers/runtime/outage.py)."""
         try:
             self._tick(now)
         except redis.exceptions.RedisError as exc:
             self.metrics.tick_errors.labels(type(exc).__name__).inc()
-            if now >= self._next_tick_warning:
-                log.warning("shadow: scheduled recompute skipped, Redis: %s", exc)
-                self._next_tick_warning = now + 60.0
+            raise
 
     def _tick(self, now: float) -> None:
         candidates = self.store.candidates()

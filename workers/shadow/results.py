@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from service.contracts.stats import json_finite
+
 
 @dataclass
 class MetricResult:
@@ -75,18 +77,7 @@ class Comparison:
     context: dict[str, Any] = field(default_factory=dict)  # tenant, candidate, coverage … (live reports)
 
     def to_dict(self) -> dict[str, Any]:
-        return _finite(asdict(self))
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN or infinity: they become null (no data / unbounded)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
+        return json_finite(asdict(self))  # NaN and infinity become null (no data / unbounded)
 
 
 def comparison_from_dict(d: dict[str, Any]) -> Comparison:

@@ -14,10 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from service.contracts.extras import DRIFT_ENCODER_MODULES, EXIT_EXTRA_MISSING, FAITHFULNESS_MODULES, missing
-from service.local.embedded import ChildProcess
+from service.local.embedded import ChildProcess, Stack
 from service.local.metrics import SupervisorMetrics
 from service.local.supervise import RestartPolicy, Supervisor
-from service.local.up import Stack, _status_line
+from service.local.up import _status_line
 from workers.drift.__main__ import reduced_without_ml
 from workers.drift.config import DriftConfig
 

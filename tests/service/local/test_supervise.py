@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from service.local.embedded import ChildProcess
+from service.local.embedded import ChildProcess, Stack
 from service.local.metrics import SupervisorMetrics
 from service.local.supervise import GiveUp, RestartPolicy, Supervisor
-from service.local.up import Stack
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 

@@ -32,14 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.rules.config import RegenerationRule, seconds
+from service.rules.config import BandRule, RegenerationRule, seconds
 
 MINUTES_PER_DAY = 1440
 
 
 @dataclass(frozen=True)
 class Band:
-    """The rule's parameters, in minutes (defaults of service/rules/config.py RegenerationRule)."""
+    """The rule's parameters, in minutes (defaults of service/rules/config.py RegenerationRule; any
+    BandRule through from_config: tests/service/rules/thumbs_down_sim.py uses the same mirror)."""
 
     window: int = 60
     baseline_window: int = 1440
@@ -51,7 +52,7 @@ class Band:
     two_sample: bool = True  # False: the old band, z*sqrt(p_b(1-p_b)/n), no baseline minimum
 
     @classmethod
-    def from_config(cls, rule: RegenerationRule) -> Band:
+    def from_config(cls, rule: BandRule) -> Band:
         minutes = lambda d: int(seconds(d) // 60)  # noqa: E731
         return cls(
             minutes(rule.window),

@@ -205,3 +205,31 @@ def test_manifest_counts_match_the_stream(small, events_of, start):
         e.body["trace_id"] for e in traces if e.at_s >= INCIDENT_FROM
     }
     assert manifest["incidents"][0]["windows"][0]["start"] == "2026-03-01T12:00:20.000+00:00"
+
+
+def test_dissatisfaction_raises_thumbs_down_on_its_intent_only(small, events_of, start):
+    events, _ = run(
+        small,
+        events_of,
+        start,
+        {"kind": "dissatisfaction", "intent": "billing", "share": 0.8},
+        rate=60,
+        feedback={"thumbs": 1.0},
+    )
+    intent_of = {e.body["trace_id"]: e.body.get("intent") for e in events if e.type == "trace"}
+    at_of = {e.body["trace_id"]: e.at_s for e in events if e.type == "trace"}
+
+    def down_rate(billing: bool, during: bool) -> float:
+        votes = [
+            e.body["value"]
+            for e in events
+            if e.type == "feedback"
+            and e.body["kind"] == "thumbs"
+            and (intent_of.get(e.body["trace_id"]) == "billing") == billing
+            and (at_of.get(e.body["trace_id"], 0.0) >= INCIDENT_FROM) == during
+        ]
+        assert len(votes) >= 30
+        return sum(v is False for v in votes) / len(votes)
+
+    assert down_rate(True, True) > down_rate(True, False) + 0.3
+    assert abs(down_rate(False, True) - down_rate(False, False)) < 0.15

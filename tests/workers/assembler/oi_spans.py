@@ -10,8 +10,19 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from tests.service.api.otlp_builders import kv
+from workers.assembler.assembler import Assembler
+from workers.runtime.decode import Undecodable
+from workers.runtime.records import decode_spans_record
 
 MS = 1_000_000
+
+
+def store_records(assembler: Assembler, records: list[Any]) -> int:
+    """What the shared runtime does with these spans-topic records before tick: decode each with its spans
+    decoder and hand the decoded ones to the assembler; returns how many it would dead-letter instead."""
+    decoded = [decode_spans_record(r) for r in records]
+    assembler.store_spans([e.body for e in decoded if not isinstance(e, Undecodable)])
+    return sum(isinstance(e, Undecodable) for e in decoded)
 
 
 def oi_span(

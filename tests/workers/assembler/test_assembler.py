@@ -21,12 +21,14 @@ from service.contracts.settings import CommonSettings
 from service.contracts.spans import encode_span_record, trace_event_id
 from service.contracts.topics import Topics
 from tests.service.api.api_harness import KafkaReader
-from tests.workers.assembler.oi_spans import oi_span, rag_trace, traces_data
+from tests.workers.assembler.oi_spans import oi_span, rag_trace, store_records, traces_data
 from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.runner import AssemblerLoop
+from workers.assembler.processor import AssemblerProcessor
+from workers.runtime.consumer import ConsumerRuntime
+from workers.runtime.contract import Processor
 from workers.runtime.decode import Undecodable, decode_record
 from workers.runtime.emitter import KafkaEmitter
 from workers.runtime.metrics import RuntimeMetrics
@@ -48,7 +50,7 @@ class Rig:
 
     def consume_all(self) -> int:
         """Hand every record of the spans topic to the assembler (as a fresh consumer group would)."""
-        return self.assembler.consume(self.kafka.records(self.topics.spans))
+        return store_records(self.assembler, self.kafka.records(self.topics.spans))
 
     def metric(self, name: str, **labels: str) -> float:
         return self.registry.get_sample_value(name, labels) or 0.0
@@ -159,56 +161,98 @@ def test_annotation_span_becomes_a_feedback_event(rig: Rig) -> None:
     assert rig.assembler.tick() == 0 and rig.assembler.store.pending() == 0  # the carrier is not a trace
 
 
-def test_undecodable_records_are_dead_lettered(rig: Rig) -> None:
-    rig.producer.send(
-        rig.topics.spans,
-        key=b"acme/x",
-        value=b"\x0a\xff\xff",
-        headers=[("ragmon-event-type", b"otlp_spans"), ("ragmon-schema", b"1"), ("ragmon-tenant", b"acme")],
-    )
-    rig.producer.flush()
-    assert rig.consume_all() == 1
-    [dead] = rig.kafka.records(rig.topics.dlq)
-    assert dict(dead.headers)["ragmon-dlq-reason"] == b"undecodable"
-    assert rig.metric("ragmon_assembler_spans_total", outcome="dead_letter") == 1
-
-
-def test_the_loop_halts_on_a_dead_letter_flood_without_dead_lettering_it(
-    kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str
-) -> None:
+def _runtime(
+    kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str, **overrides: Any
+) -> tuple[ConsumerRuntime, CollectorRegistry, KafkaEmitter, WorkerSettings]:
+    """The assembler on the shared runtime, as `python -m workers.assembler` runs it."""
     settings = WorkerSettings(
         kafka_bootstrap_servers=kafka_bootstrap,
         kafka_topic_prefix=topic_prefix,
         kafka_partitions=1,
-        worker_dlq_min_messages=10,
         worker_poll_timeout_ms=100,
+        **overrides,
     )
     ensure_topics(settings)
+    config = AssemblerConfig(quiet_period_s=0)
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry, "assembler")
+    emitter = KafkaEmitter(settings, client_id="test-assembler")
+    assembler = Assembler(
+        config,
+        build_store(redis_client, config),
+        emitter,
+        settings.topics,
+        AssemblerMetrics(registry),
+        metrics,
+    )
+    processor = AssemblerProcessor(assembler, settings.topics.spans)
+    assert isinstance(processor, Processor)
+    return ConsumerRuntime(processor, settings, metrics, emitter, redis_client), registry, emitter, settings
+
+
+def test_the_runtime_dead_letters_a_bad_record_alone_and_assembles_the_rest(
+    kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str
+) -> None:
+    runtime, registry, emitter, settings = _runtime(kafka_bootstrap, redis_client, topic_prefix)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    spans = rag_trace()
+    key, value, headers = encode_span_record("acme", spans[0].trace_id.hex(), traces_data(spans))
+    producer.send(settings.topics.spans, key=key, value=value, headers=headers)
+    producer.send(
+        settings.topics.spans,
+        key=b"acme/x",
+        value=b"\x0a\xff\xff",
+        headers=[("ragmon-event-type", b"otlp_spans"), ("ragmon-schema", b"1"), ("ragmon-tenant", b"acme")],
+    )
+    producer.flush()
+    producer.close()
+    kafka = KafkaReader(kafka_bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while not kafka.records(settings.topics.traces) and time.monotonic() < deadline:
+            runtime._step()
+        [dead] = kafka.records(settings.topics.dlq)
+        headers_of = dict(dead.headers)
+        assert headers_of["ragmon-dlq-reason"] == b"invalid_spans" and dead.key == b"acme/x"
+        assert headers_of["ragmon-dlq-worker"] == b"assembler"
+        [event] = [decode_record(r, "trace") for r in kafka.records(settings.topics.traces)]
+        assert not isinstance(event, Undecodable) and event.id == trace_event_id(
+            "acme", spans[0].trace_id.hex()
+        )
+        labels = {"worker": "assembler", "reason": "invalid_spans"}
+        assert registry.get_sample_value("ragmon_worker_dead_letters_total", labels) == 1
+        processed = {"worker": "assembler", "type": "otlp_spans", "outcome": "processed"}
+        assert registry.get_sample_value("ragmon_worker_events_total", processed) == 1
+    finally:
+        runtime.consumer.close()
+        emitter.close()
+
+
+def test_the_runtime_halts_the_assembler_on_a_dead_letter_flood_without_dead_lettering_it(
+    kafka_bootstrap: str, redis_client: redis.Redis, topic_prefix: str
+) -> None:
+    runtime, registry, emitter, settings = _runtime(
+        kafka_bootstrap, redis_client, topic_prefix, worker_dlq_min_messages=10
+    )
     producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
     for _ in range(20):
         producer.send(settings.topics.spans, value=b"not a span record")
     producer.flush()
     producer.close()
-    config = AssemblerConfig()
-    registry = CollectorRegistry()
-    emitter = KafkaEmitter(settings, client_id="test-assembler")
-    assembler = Assembler(
-        config, build_store(redis_client, config), emitter, settings.topics, AssemblerMetrics(registry)
-    )
-    loop = AssemblerLoop(assembler, settings, RuntimeMetrics(registry, "assembler"))
     try:
         deadline = time.monotonic() + 30
-        while loop.halted is None and time.monotonic() < deadline:
-            loop.step()
-        assert loop.halted == "dead_letter_ratio" and loop.readiness() == (False, "halted: dead_letter_ratio")
+        while runtime.halted is None and time.monotonic() < deadline:
+            runtime._step()
+        assert runtime.halted == "dead_letter_ratio"
+        assert runtime.readiness().reason == "halted: dead_letter_ratio" and not runtime.readiness().ready
         assert (
             registry.get_sample_value(
                 "ragmon_worker_halted", {"worker": "assembler", "reason": "dead_letter_ratio"}
             )
             == 1
         )
-        loop.step()  # halted: fetches nothing, dead-letters nothing
+        runtime._step()  # halted: fetches nothing, dead-letters nothing
         assert KafkaReader(kafka_bootstrap).records(settings.topics.dlq) == []
     finally:
-        loop.consumer.close()
+        runtime.consumer.close()
         emitter.close()

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from service.api.redaction import Pseudonymizer
 from tests.service.api.api_events import ACME_KEY
 from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi, api_settings
+from tests.workers.assembler.oi_spans import store_records
 from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
@@ -111,7 +112,7 @@ def assemble_topic(api: RunningApi, kafka: KafkaReader, client: redis.Redis) -> 
         assembler = Assembler(
             config, build_store(client, config), emitter, api.topics, AssemblerMetrics(CollectorRegistry())
         )
-        assembler.consume(kafka.records(api.topics.spans))
+        store_records(assembler, kafka.records(api.topics.spans))
         assert assembler.tick() == 1
     finally:
         emitter.close()

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from workers.drift.calibrate import Calibration, Rate, calibrate, holdout_ood, render, wilson_interval
+from service.contracts.stats import wilson_interval
+from workers.drift.calibrate import Calibration, Rate, calibrate, holdout_ood, render
 
 
 def clusters(seed: int, sizes: list[int], centres: np.ndarray, spread: float = 1.0) -> np.ndarray:

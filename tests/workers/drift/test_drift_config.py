@@ -10,9 +10,10 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts.config import ConfigError
-from workers.drift.__main__ import build
+from workers.drift.__main__ import WORKER, build
 from workers.drift.alibi_backend import alibi_available
 from workers.drift.config import DriftConfig, load_drift_config
+from workers.runtime.config import load_worker_config
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -69,7 +70,11 @@ def test_build_constructs_the_processor_from_the_runtime_context(
     )
     registry = CollectorRegistry()
     ctx = SimpleNamespace(
-        settings=SimpleNamespace(redis_url="unused"), registry=registry, emitter=None, redis=redis_client
+        settings=SimpleNamespace(redis_url="unused"),
+        registry=registry,
+        emitter=None,
+        redis=redis_client,
+        config=load_worker_config(WORKER.name, WORKER.config),
     )
     proc = build(ctx)
     assert (proc.name, proc.event_types) == ("drift", ("trace",))

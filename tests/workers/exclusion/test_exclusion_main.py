@@ -1,4 +1,5 @@
-"""build(ctx): the processor the runtime gets, configured from the `exclusion` config section."""
+"""build(ctx): the processor the runtime gets, configured from the `exclusion` config section
+(read by the entry point, workers/runtime/config.py, and handed over as ctx.config)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ from prometheus_client import CollectorRegistry
 from service.contracts import Topics
 from service.contracts.config import ConfigError
 from tests.workers.exclusion.exclusion_events import candidate, trace
-from workers.exclusion.__main__ import build
+from workers.exclusion.__main__ import WORKER, build
+from workers.runtime.config import load_worker_config
 
 
 def context(client: redis.Redis) -> SimpleNamespace:
     settings = SimpleNamespace(topics=Topics("exclusion-main"))
-    return SimpleNamespace(settings=settings, registry=CollectorRegistry(), emitter=None, redis=client)
+    config = load_worker_config(WORKER.name, WORKER.config)
+    return SimpleNamespace(
+        settings=settings, registry=CollectorRegistry(), emitter=None, redis=client, config=config
+    )
 
 
 def test_build_reads_the_exclusion_section(
@@ -44,4 +49,4 @@ def test_a_bad_section_fails_at_start_naming_the_field(
     config.write_text("exclusion:\n  proxy_top_k: 0\n")
     monkeypatch.setenv("RAGMON_CONFIG", str(config))
     with pytest.raises(ConfigError, match=r"exclusion\.proxy_top_k"):
-        build(context(redis_client))
+        load_worker_config(WORKER.name, WORKER.config)

@@ -1,4 +1,5 @@
-"""build(ctx): the processor the runtime gets, configured from the `faithfulness` config section."""
+"""build(ctx): the processor the runtime gets, configured from the `faithfulness` config section
+(read by the entry point, workers/runtime/config.py, and handed over as ctx.config)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from service.contracts import Topics
 from service.contracts.config import ConfigError
 from tests.workers.faithfulness.faithfulness_events import CollectingEmitter, trace
 from tests.workers.faithfulness.hhem_builder import TinyHHEM
-from workers.faithfulness.__main__ import build
+from workers.faithfulness.__main__ import WORKER, build
+from workers.runtime.config import load_worker_config
 
 
 def context() -> SimpleNamespace:
@@ -22,6 +24,7 @@ def context() -> SimpleNamespace:
         registry=CollectorRegistry(),
         emitter=CollectingEmitter(),
         redis=None,
+        config=load_worker_config(WORKER.name, WORKER.config),
     )
 
 
@@ -54,7 +57,7 @@ def test_a_bad_section_fails_at_start_naming_the_field(
 ) -> None:
     write_config(tmp_path, monkeypatch, {"sample_rate": 1.5})
     with pytest.raises(ConfigError, match=r"faithfulness\.sample_rate"):
-        build(context())
+        load_worker_config(WORKER.name, WORKER.config)
 
 
 def test_a_model_that_cannot_load_does_not_fail_the_build(

@@ -3,7 +3,6 @@ read fields break the contract still goes to the dead-letter topic with the fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -11,24 +10,11 @@ import pytest
 
 from service.contracts import TraceBody
 from tests.support.kafka import stored, trace_body
+from tests.support.records import FakeRecord
 from workers.faithfulness.processor import FaithfulnessProcessor
 from workers.faithfulness.views import FaithfulnessTrace
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.types import Event
-
-
-@dataclass
-class Record:
-    """The attributes of kafka-python's ConsumerRecord the decoder reads (plain data, not a mock)."""
-
-    value: bytes | None
-    topic: str = "p.traces"
-    partition: int = 0
-    offset: int = 3
-    key: bytes | None = b"k"
-    timestamp: int = 0
-    headers: list[tuple[str, bytes]] | None = None
-
 
 DECODER = RecordDecoder(FaithfulnessProcessor.views)
 
@@ -41,7 +27,7 @@ def test_the_processor_names_its_view_and_the_view_holds_what_the_planner_reads(
         retrieval={"documents": [{"id": "a", "text": "First."}, {"id": "b", "text": ""}]},
         answer={"text": "An answer.", "refused": False, "citations": ["a"]},
     )
-    out = DECODER.decode(Record(orjson.dumps(stored("trace", body))), "trace")
+    out = DECODER.decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event) and isinstance(out.body, FaithfulnessTrace)
     full = TraceBody.model_validate(body)
     view = out.body
@@ -60,7 +46,7 @@ def test_the_processor_names_its_view_and_the_view_holds_what_the_planner_reads(
 
 def test_defaults_match_the_contract() -> None:
     body = {"trace_id": "t", "request_id": "r", "query": {"text": "q"}}
-    out = DECODER.decode(Record(orjson.dumps(stored("trace", body))), "trace")
+    out = DECODER.decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event)
     full = TraceBody.model_validate(body)
     assert (
@@ -89,7 +75,7 @@ def test_defaults_match_the_contract() -> None:
 )
 def test_a_broken_read_field_is_a_dead_letter_naming_it(body: dict[str, Any], detail_part: str) -> None:
     value = orjson.dumps(stored("trace", body))
-    out = DECODER.decode(Record(value), "trace")
+    out = DECODER.decode(FakeRecord(value), "trace")
     assert isinstance(out, Undecodable)
     assert (out.reason, out.value) == ("invalid_body", value)
     assert detail_part in out.detail, out.detail
@@ -97,6 +83,6 @@ def test_a_broken_read_field_is_a_dead_letter_naming_it(body: dict[str, Any], de
 
 def test_a_spelling_the_contract_coerces_is_read_as_the_contract_reads_it() -> None:
     body = trace_body(1, sample_rate="0.5", answer={"text": "a", "refused": "yes"})
-    out = DECODER.decode(Record(orjson.dumps(stored("trace", body))), "trace")
+    out = DECODER.decode(FakeRecord(orjson.dumps(stored("trace", body))), "trace")
     assert isinstance(out, Event)
     assert (out.body.sample_rate, out.body.answer.refused) == (0.5, True)

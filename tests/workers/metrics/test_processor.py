@@ -204,3 +204,89 @@ def test_variant_labels_are_capped(redis_client: redis.Redis) -> None:
     for i, v in enumerate(["a", "b", "c", "d"]):
         proc.process([as_event(stored("trace", trace_body(i, variant=v)))])
     assert val(registry, "ragmon_rag_queries_total", tenant="acme", variant="other", intent="billing") == 2
+
+
+JOINED = {"tenant": "acme", "variant": "production", "release": "v1", "intent": "billing"}
+
+
+def test_thumbs_up_and_down_are_counted_apart(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    """A vote changed from up to down is two events, both counted; the trace has thumbs once."""
+    proc, reg = setup
+    proc.process([as_event(stored("trace", trace_body(1)))])
+    proc.process(
+        [
+            as_event(feedback("trace-1", value=True, reason=None)),
+            as_event(feedback("trace-1", value=-1, reason="wrong")),
+            as_event(feedback("trace-1", value=1, reason=None)),
+            as_event(feedback("trace-1", value=False, reason="incomplete")),
+            as_event(feedback("trace-1", value=1.0, reason=None)),
+        ]
+    )
+    assert val(reg, "ragmon_feedback_thumbs_total", **JOINED, direction="up") == 3
+    assert val(reg, "ragmon_feedback_thumbs_total", **JOINED, direction="down") == 2
+    assert val(reg, "ragmon_feedback_total", **JOINED, kind="thumbs", reason="none") == 3
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="thumbs") == 1
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="any") == 1
+
+
+def test_direction_dwell_and_first_of_kind_survive_waiting_for_the_trace(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
+    proc, reg = setup
+    proc.process(
+        [
+            as_event(feedback("trace-2", value=False, reason="wrong")),
+            as_event(feedback("trace-2", kind="dwell", value=12.5, reason=None)),
+            as_event(feedback("trace-2", kind="copy", value=None, reason=None)),
+            as_event(feedback("trace-2", kind="copy", value=None, reason=None)),
+        ]
+    )
+    assert val(reg, "ragmon_feedback_parked_total", tenant="acme") == 4
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="any") == 0
+    proc.process([as_event(stored("trace", trace_body(2)))])
+    proc.process([as_event(feedback("trace-2", kind="copy", value=None, reason=None))])  # after the trace
+    assert val(reg, "ragmon_feedback_thumbs_total", **JOINED, direction="down") == 1
+    assert val(reg, "ragmon_feedback_thumbs_total", **JOINED, direction="up") == 0
+    tvi = {"tenant": "acme", "variant": "production", "intent": "billing"}
+    assert val(reg, "ragmon_feedback_dwell_duration_seconds_count", **tvi) == 1
+    assert val(reg, "ragmon_feedback_dwell_duration_seconds_sum", **tvi) == 12.5
+    assert val(reg, "ragmon_feedback_total", **JOINED, kind="copy", reason="none") == 3
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="copy") == 1
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="dwell") == 1
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="any") == 1
+    assert val(reg, "ragmon_feedback_traces_total", **JOINED, kind="edit") == 0
+
+
+def test_a_retried_feedback_is_first_again_and_another_is_not(redis_client: redis.Redis) -> None:
+    """A batch retried after an outage runs the scripts again: the same event id stays the first."""
+    join = FeedbackJoin(redis_client, join_ttl_s=600, park_s=10)
+    join.trace_arrived("acme", "tr", JoinInfo("production", "v1", "billing"))
+    payload = {"kind": "edit"}
+    first = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev1", payload))
+    retried = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev1", payload))
+    other = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev2", payload))
+    copy = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev3", {"kind": "copy"}))
+    assert first is not None and retried is not None and other is not None and copy is not None
+    assert (first.first_of_kind, first.first_of_any) == (True, True)
+    assert (retried.first_of_kind, retried.first_of_any) == (True, True)
+    assert (other.first_of_kind, other.first_of_any) == (False, False)
+    assert (copy.first_of_kind, copy.first_of_any) == (True, False)
+    assert redis_client.ttl("ragmon:join:firsts:acme:tr") > 0
+
+
+def test_cited_answers_and_traffic_by_release(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    proc, reg = setup
+    proc.process(
+        [
+            as_event(stored("trace", trace_body(1, answer={"text": "", "refused": True}))),
+            as_event(stored("trace", trace_body(2, answer={"text": "x", "citations": []}))),
+            as_event(stored("trace", trace_body(3))),
+            as_event(stored("trace", trace_body(4, release="v2"))),
+            as_event(stored("trace", trace_body(5, release=None))),
+        ]
+    )
+    tv = {"tenant": "acme", "variant": "production"}
+    assert val(reg, "ragmon_rag_cited_answers_total", **tv, intent="billing") == 3
+    assert val(reg, "ragmon_rag_release_queries_total", **tv, release="v1") == 3
+    assert val(reg, "ragmon_rag_release_queries_total", **tv, release="v2") == 1
+    assert val(reg, "ragmon_rag_release_queries_total", **tv, release="none") == 1

@@ -24,6 +24,7 @@ from service.contracts.scores import (
 )
 from service.contracts.spans import encode_span_record
 from tests.support.phoenix import PhoenixServer
+from tests.support.records import FakeRecord
 from workers.runtime.records import decode_spans_record
 from workers.runtime.types import Event
 
@@ -92,23 +93,10 @@ def rag_trace(doc_ids: list[str]) -> OtlpTrace:
     return OtlpTrace(tid.hex(), root.hex(), retriever.hex(), llm.hex(), data)
 
 
-@dataclass
-class FakeRecord:
-    """The fields of a kafka-python ConsumerRecord that the runtime's decoders read."""
-
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
-    timestamp: int
-
-
 def spans_event(trace: OtlpTrace, tenant: str = "acme", offset: int = 0) -> Event:
     key, value, headers = encode_span_record(tenant, trace.trace_id, trace.data)
     decoded = decode_spans_record(
-        FakeRecord("t.spans", 0, offset, key, value, headers, int(time.time() * 1000))
+        FakeRecord(value, headers, "t.spans", 0, offset, key, int(time.time() * 1000))
     )
     assert isinstance(decoded, Event)
     return decoded
@@ -195,7 +183,7 @@ def score_event(score: FaithfulnessScoreEvent | ExclusionResultEvent, offset: in
 
     key, value, headers = score_record(score)
     decoded = decode_record(
-        FakeRecord("t.scores", 0, offset, key, value, headers, int(time.time() * 1000)), "score"
+        FakeRecord(value, headers, "t.scores", 0, offset, key, int(time.time() * 1000)), "score"
     )
     assert isinstance(decoded, Event)
     return decoded

@@ -9,8 +9,8 @@ from pydantic import SecretStr
 
 from service.contracts.config import ConfigError
 from service.contracts.scores import score_record
+from tests.support.records import FakeRecord
 from tests.workers.phoenix.phoenix_data import (
-    FakeRecord,
     exclusion_result,
     faithfulness_score,
     rag_trace,
@@ -162,16 +162,16 @@ def test_forwarder_headers_are_parsed_like_otel_exporter_headers() -> None:
 def test_score_and_span_records_decode_or_say_why_not() -> None:
     score = exclusion_result(TRACE, ["g"])
     key, value, headers = score_record(score)
-    event = decode_record(FakeRecord("t.scores", 0, 5, key, value, headers, 0), "score")
+    event = decode_record(FakeRecord(value, headers, "t.scores", 0, 5, key), "score")
     assert isinstance(event, Event) and event.body == score
     assert (event.id, event.type, event.tenant) == (str(score.event_id), "score", "acme")
     bad = decode_record(
-        FakeRecord("t.scores", 0, 6, key, value.replace(b'"labels"', b'"gut"'), headers, 0), "score"
+        FakeRecord(value.replace(b'"labels"', b'"gut"'), headers, "t.scores", 0, 6, key), "score"
     )
     assert isinstance(bad, Undecodable) and bad.reason == "invalid_score" and "gold_source" in bad.detail
     spans = spans_event(rag_trace(["d"]))
     assert spans.body.span_count == 3 and spans.type == "otlp_spans"
-    broken = decode_spans_record(FakeRecord("t.spans", 0, 1, None, b"\xff\x00garbage", spans.headers, 0))
+    broken = decode_spans_record(FakeRecord(b"\xff\x00garbage", spans.headers, "t.spans", 0, 1))
     assert isinstance(broken, Undecodable) and broken.reason == "invalid_spans"
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import orjson
 
 from service.contracts import FeedbackBody
 from service.contracts.scores import FaithfulnessScoreEvent, score_record
 from tests.support.kafka import stored, trace_body
+from tests.support.records import FakeRecord
 from tests.workers.review.helpers import faithfulness_event
 from workers.review.sampler import display_content
 from workers.review.views import VIEWS, ReviewFeedback, ReviewTrace
@@ -17,29 +16,18 @@ from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event
 
 
-@dataclass
-class Record:
-    value: bytes | None
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-    topic: str = "p.scores"
-    partition: int = 0
-    offset: int = 3
-    key: bytes | None = None
-    timestamp: int = 0
-
-
 def test_score_record_decodes_to_its_event() -> None:
     body = faithfulness_event(1, 0.3).body
     assert isinstance(body, FaithfulnessScoreEvent)
     _, value, headers = score_record(body)
-    event = decode_record(Record(value, headers), "score")
+    event = decode_record(FakeRecord(value, headers, "p.scores", offset=3), "score")
     assert not isinstance(event, Undecodable)
     assert event.body == body and event.id == str(body.event_id) and event.tenant == "acme"
 
 
 def test_invalid_score_is_dead_lettered_with_the_field() -> None:
     bad = decode_record(
-        Record(
+        FakeRecord(
             b'{"type": "faithfulness_score", "tenant": "acme"}',
             [("ragmon-event-type", b"faithfulness_score")],
         ),
@@ -56,7 +44,7 @@ def test_invalid_score_is_dead_lettered_with_the_field() -> None:
 
 
 def _view_decode(record: dict[str, object], event_type: str) -> object:
-    return RecordDecoder(VIEWS).decode(Record(orjson.dumps(record), topic=f"p.{event_type}"), event_type)
+    return RecordDecoder(VIEWS).decode(FakeRecord(orjson.dumps(record), topic=f"p.{event_type}"), event_type)
 
 
 def test_trace_decodes_into_the_review_view_with_what_the_page_shows() -> None:

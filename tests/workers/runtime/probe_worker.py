@@ -16,26 +16,26 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
-from workers.runtime.app import WorkerContext, main_for
+from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.config import NoConfig
+from workers.runtime.contract import Processor
 from workers.runtime.reasons import DeadLetterReason
-from workers.runtime.types import Event, Readiness, Rejection
+from workers.runtime.types import Event, Rejection
 
 
-class ProbeProcessor:
+class ProbeProcessor(Processor):
     name = "probe"
     event_types = ("trace", "feedback")
 
-    def __init__(self, ctx: WorkerContext) -> None:
+    def __init__(self, ctx: WorkerContext[Any]) -> None:
         self.redis = ctx.redis
         self.emitter = ctx.emitter
         self.derived_topic = ctx.settings.topics.scores
         self.delay = float(os.environ.get("PROBE_DELAY_S", "0"))
         self.pid = str(os.getpid())
         self.tick_redis = os.environ.get("PROBE_TICK_REDIS") == "1"
-
-    def readiness(self) -> Readiness:
-        return Readiness(True)
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejected = []
@@ -62,9 +62,6 @@ class ProbeProcessor:
         if self.tick_redis:
             self.redis.incr("ragmon:probe:ticks")
 
-    def close(self) -> None:
-        return None
-
 
 if __name__ == "__main__":
-    main_for("probe", ProbeProcessor)
+    main_for(WorkerSpec("probe", ProbeProcessor, NoConfig))

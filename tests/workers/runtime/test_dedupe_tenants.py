@@ -14,7 +14,7 @@ import orjson
 import redis
 
 from tests.support.kafka import stored, trace_body
-from tests.workers.runtime.test_units import FakeRecord
+from tests.support.records import FakeRecord
 from workers.runtime.decode import decode_record
 from workers.runtime.dedupe import Dedupe
 from workers.runtime.types import Event

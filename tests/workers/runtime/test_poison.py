@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from tests.support.kafka import stored, trace_body
-from tests.workers.runtime.test_units import FakeRecord
+from tests.support.records import FakeRecord
 from workers.metrics.views import VIEWS as METRICS_VIEWS
 from workers.runtime import boundedjson
 from workers.runtime.decode import RecordDecoder, Undecodable

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import orjson
 import pytest
 
 from tests.support.kafka import stored, trace_body
+from tests.support.records import FakeRecord
 from workers.exclusion.views import VIEWS as EXCLUSION_VIEWS
 from workers.metrics.views import VIEWS as METRICS_VIEWS
 from workers.metrics.views import MetricsTrace
-from workers.runtime.app import WorkerContext, run_worker
+from workers.runtime.app import WorkerContext, WorkerSpec, run_worker
+from workers.runtime.config import NoConfig
+from workers.runtime.contract import Processor
 from workers.runtime.decode import RecordDecoder, Undecodable, decode_record
 from workers.runtime.dlq import DlqLimit, DlqLimitExceeded, dlq_headers
 from workers.runtime.labels import ClosedSet, FirstSeenCap
-from workers.runtime.types import Event, Processor, SourceRecord
-
-
-@dataclass
-class FakeRecord:
-    """The attributes of kafka-python's ConsumerRecord the decoder reads (plain data, not a mock)."""
-
-    value: bytes | None
-    topic: str = "p.traces"
-    partition: int = 0
-    offset: int = 7
-    key: bytes | None = b"k"
-    timestamp: int = 0
-    headers: list[tuple[str, bytes]] | None = None
+from workers.runtime.types import Event, SourceRecord
 
 
 def test_decodes_a_valid_trace() -> None:
@@ -63,7 +51,7 @@ def test_undecodable_records_name_their_reason(
     assert isinstance(out, Undecodable)
     assert out.reason == reason
     assert detail_part in out.detail
-    assert out.source == SourceRecord("p.traces", 0, 7, b"k", 0)
+    assert out.source == SourceRecord("p.traces", 0, 0, None, 0)
 
 
 def test_a_view_decodes_only_what_the_worker_reads() -> None:
@@ -194,10 +182,10 @@ def test_a_bad_worker_setting_fails_at_start_naming_the_variable(
 ) -> None:
     monkeypatch.setenv("RAGMON_WORKER_MAX_BATCH", "0")
 
-    def never_built(_ctx: WorkerContext) -> Processor:
+    def never_built(_ctx: WorkerContext[NoConfig]) -> Processor:
         raise AssertionError("no processor is built with invalid settings")
 
-    assert run_worker("probe", never_built) == 2
+    assert run_worker(WorkerSpec("probe", never_built, NoConfig)) == 2
     assert (
         "invalid settings: RAGMON_WORKER_MAX_BATCH: Input should be greater than or equal to 1" in caplog.text
     )

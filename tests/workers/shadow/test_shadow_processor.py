@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from tests.support.decoded import _Record
+from tests.support.records import FakeRecord
 from tests.workers.shadow.shadow_events import score_event, trace_body, trace_event
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.reasons import DeadLetterReason
@@ -171,11 +171,14 @@ def _url(client: redis.Redis) -> str:
     return f"redis://{kw['host']}:{kw['port']}/{kw.get('db', 0)}"
 
 
-def test_a_redis_outage_in_tick_is_counted_not_raised(config: ShadowConfig) -> None:
+def test_a_redis_outage_in_tick_is_counted_and_raised_like_a_batchs(config: ShadowConfig) -> None:
     # nothing listens on port 1; no client-side retries (the worker's outage handling is under test)
     dead = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
     proc, registry = _processor(dead, config)
-    proc.tick(time.time())
+    with pytest.raises(
+        redis.exceptions.ConnectionError
+    ):  # the runtime retries tick (workers/runtime/outage.py)
+        proc.tick(time.time())
     assert registry.get_sample_value("ragmon_shadow_tick_errors_total", {"error": "ConnectionError"}) == 1.0
     with pytest.raises(redis.exceptions.ConnectionError):  # a batch raises: the runtime retries it
         proc.process([trace_event(trace_body("r1"))])
@@ -194,7 +197,7 @@ def _record(body: dict[str, object]) -> Any:
             "body": body,
         }
     )
-    return _Record("test.traces", 0, 0, None, 0, value, [])
+    return FakeRecord(value, [], topic="test.traces")
 
 
 def test_the_runtime_decodes_traces_into_the_shadow_view_and_dead_letters_broken_ones() -> None:
