@@ -26,6 +26,8 @@ from service.simulate.records import SimEvent
 
 DEFAULT_RETRY_AFTER_S = 1.0
 LATENCY_WINDOW = 10_000
+PACE_EVERY_S = 5.0  # scenario seconds between two points of the pace record
+PACE_POINTS = 10_000  # the latest points only: an endless run must not grow the record without bound
 ACCEPTED_STATUSES = {"accepted", "ok", "created", "duplicate"}
 
 
@@ -42,7 +44,18 @@ class HttpStats:
     bytes_sent: int = 0
     # The latest requests only: an endless run must not grow this without bound.
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=LATENCY_WINDOW))
+    # When events were really handed to the senders: (scenario seconds, Unix seconds), one point every
+    # PACE_EVERY_S of scenario time, and how late against the schedule the latest hand-out ran. A sender
+    # that falls behind (a slow API) shifts every later phase in wall time; the record says by how much.
+    pace: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=PACE_POINTS))
+    max_late_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def handed_out(self, emit_s: float, late_s: float, unix_s: float) -> None:
+        """Notes one hand-out (called by the scheduling thread only)."""
+        self.max_late_s = max(self.max_late_s, late_s)
+        if not self.pace or emit_s - self.pace[-1][0] >= PACE_EVERY_S:
+            self.pace.append((emit_s, unix_s))
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
@@ -57,12 +70,32 @@ class HttpStats:
                 "rejected_batches": self.rejected_batches,
                 "inconsistent_207": self.inconsistent_207,
                 "bytes_sent": self.bytes_sent,
+                "pace": {
+                    "max_late_s": round(self.max_late_s, 3),
+                    "points": [[round(e, 3), round(u, 3)] for e, u in self.pace],
+                },
                 "latency_ms": {
                     "p50": _quantile(lat, 0.5),
                     "p99": _quantile(lat, 0.99),
                     "max": _quantile(lat, 1.0),
                 },
             }
+
+
+def wall_time_at(points: list[list[float]], scenario_s: float) -> float:
+    """Unix time at which the sender handed out scenario second `scenario_s`, from a pace record.
+
+    Linear between the two points around it; before the first or after the last, the nearest
+    point's offset is carried (the sender's lateness there is the best guess).
+    """
+    if not points:
+        raise ValueError("an empty pace record: nothing was sent")
+    if scenario_s <= points[0][0]:
+        return points[0][1] + (scenario_s - points[0][0])
+    for (e0, u0), (e1, u1) in zip(points, points[1:], strict=False):
+        if e0 <= scenario_s <= e1:
+            return u0 + (u1 - u0) * (scenario_s - e0) / (e1 - e0) if e1 > e0 else u0
+    return points[-1][1] + (scenario_s - points[-1][0])
 
 
 def _quantile(ordered: list[float], q: float) -> float | None:

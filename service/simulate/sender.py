@@ -169,10 +169,13 @@ def send_events(
     started = time.monotonic()
     try:
         for event in events:
-            if not cfg.fast and not _wait_until(started + event.emit_s / cfg.speed, batches, stop):
+            due = None if cfg.fast else started + event.emit_s / cfg.speed
+            if due is not None and not _wait_until(due, batches, stop):
                 break
             if stop.is_set():
                 break
+            late = 0.0 if due is None else time.monotonic() - due
+            stats.handed_out(event.emit_s, late, time.time())
             ledger.handed_out(event)
             batches.add(event)
             batches.flush_due()

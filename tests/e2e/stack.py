@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,3 +130,25 @@ def wait_workers_ready(stack: UpStack, timeout_s: float = 120) -> None:
     if pending:
         details = {n: httpx.get(u + "/readyz", timeout=2).text for n, u in pending.items()}
         raise AssertionError(f"workers not ready in {timeout_s}s: {details}")
+
+
+class AlertWatcher(threading.Thread):
+    """Keeps the annotations of every alert seen firing (ALERTS series carry no annotations)."""
+
+    def __init__(self, prometheus: str) -> None:
+        super().__init__(daemon=True)
+        self.prometheus = prometheus
+        self.seen: dict[str, dict[str, str]] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            try:
+                alerts = httpx.get(self.prometheus + "/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+            except (httpx.HTTPError, ValueError, KeyError):
+                continue
+            for a in alerts:
+                if a["state"] == "firing":
+                    self.seen.setdefault(
+                        a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""), a["annotations"]
+                    )

@@ -22,19 +22,18 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
 from service.api.settings import hash_key
+from service.simulate.delivery import wall_time_at
 from service.simulate.scenario import load_scenario
-from tests.e2e.stack import UpStack, start_up, wait_workers_ready
+from tests.e2e.stack import AlertWatcher, UpStack, start_up, wait_workers_ready
 from tests.e2e.trained_hhem import build as build_hhem
 
 # The module's fixture trains a tiny HHEM, starts the whole stack and sends a 24-minute scenario at
@@ -138,28 +137,6 @@ class Run:
     annotations: dict[str, dict[str, str]]
 
 
-class AlertWatcher(threading.Thread):
-    """Keeps the annotations of every alert seen firing (ALERTS series carry no annotations)."""
-
-    def __init__(self, prometheus: str) -> None:
-        super().__init__(daemon=True)
-        self.prometheus = prometheus
-        self.seen: dict[str, dict[str, str]] = {}
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.wait(1.0):
-            try:
-                alerts = httpx.get(self.prometheus + "/api/v1/alerts", timeout=5).json()["data"]["alerts"]
-            except (httpx.HTTPError, ValueError, KeyError):
-                continue
-            for a in alerts:
-                if a["state"] == "firing":
-                    self.seen.setdefault(
-                        a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""), a["annotations"]
-                    )
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     hhem = build_hhem()
@@ -211,9 +188,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         stack.stop()
 
 
-def incident_windows(t0: float) -> dict[str, tuple[float, float]]:
+def incident_windows(run: Run) -> dict[str, tuple[float, float]]:
+    """Each incident's wall-clock window, from when the simulator really sent it.
+
+    The sender catches up when the API slows it down, so on a loaded machine later phases go out
+    later than start + scenario time / speed; its pace record says when each scenario second left.
+    """
+    points = run.manifest["http"]["pace"]["points"]
     scenario = load_scenario("incidents")
-    return {i.name: (t0 + i.start_s / SPEED, t0 + i.end_s / SPEED) for i in scenario.incidents}
+    return {
+        i.name: (wall_time_at(points, i.start_s), wall_time_at(points, i.end_s)) for i in scenario.incidents
+    }
 
 
 def firing_runs(run: Run) -> list[tuple[float, dict[str, str]]]:
@@ -253,18 +238,23 @@ def test_every_event_sent_was_accepted(run: Run) -> None:
 
 
 def test_no_guardrail_fires_in_clean_traffic(run: Run) -> None:
-    windows = incident_windows(run.t0)
+    windows = incident_windows(run)
     stray = [
         (round(ts - run.t0, 1), labels["alertname"], labels.get("tenant"))
         for ts, labels in firing_runs(run)
         if phase_of(ts, windows) == "clean"
     ]
-    assert stray == [], f"guardrail alerts started outside any incident (seconds after start): {stray}"
+    late = run.manifest["http"]["pace"]["max_late_s"]
+    assert stray == [], (
+        f"guardrail alerts started outside any incident (seconds after start): {stray}; "
+        f"windows {[(n, round(a - run.t0), round(b - run.t0)) for n, (a, b) in windows.items()]}, "
+        f"the sender ran up to {late:.1f}s behind its schedule"
+    )
 
 
 @pytest.mark.parametrize("incident", list(EXPECTED))
 def test_each_incident_fires_its_own_alert_and_no_other(run: Run, incident: str) -> None:
-    windows = incident_windows(run.t0)
+    windows = incident_windows(run)
     alertname, labels = EXPECTED[incident]
     started = [(ts, lab) for ts, lab in firing_runs(run) if phase_of(ts, windows) == incident]
     names = {lab["alertname"] for _, lab in started}
@@ -295,7 +285,7 @@ def test_every_dashboard_panel_returns_data(run: Run) -> None:
     """Evaluated while traffic still flowed (the last incident), as a person watching the demo would."""
     from dashboards.queries import all_panel_queries, input_absent_from_incidents, needs_history
 
-    at = incident_windows(run.t0)["unfaithful-answers"][1] - 2
+    at = incident_windows(run)["unfaithful-answers"][1] - 2
     empty, waiting = [], []
     for q in all_panel_queries(None, None, rate_interval="30s", range_="10m"):
         if needs_history(q):

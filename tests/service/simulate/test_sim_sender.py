@@ -18,6 +18,7 @@ import pytest
 from service.contracts import limits as L
 from service.simulate import SendConfig, run_send, send_anchor
 from service.simulate.cli import main
+from service.simulate.delivery import PACE_EVERY_S, wall_time_at
 
 KEYS = {"acme": "key-acme", "globex": "key-globex"}
 
@@ -162,6 +163,25 @@ def test_real_time_pacing_with_speed(recording_api, small):
     assert min(stamps) >= before - timedelta(seconds=scenario.duration_s + scenario.tail_s() + 1)
     assert len(recording_api.received) > 5  # paced: many small batches, not one big one
     assert manifest["run"]["speed"] == 8.0
+    # The pace record: hand-out times follow the schedule (scenario seconds / 8) within the run.
+    pace = manifest["http"]["pace"]
+    points = pace["points"]
+    assert len(points) >= 2 and points[0][0] <= 1.0
+    assert all(e1 - e0 >= PACE_EVERY_S for (e0, _), (e1, _) in zip(points, points[1:], strict=False))
+    for (e0, u0), (e1, u1) in zip(points, points[1:], strict=False):
+        assert (u1 - u0) == pytest.approx((e1 - e0) / 8.0, abs=0.5)
+    assert 0 <= pace["max_late_s"] < 2.0
+
+
+def test_wall_time_at_interpolates_the_pace_record():
+    points = [[0.0, 100.0], [10.0, 102.0], [20.0, 110.0]]  # fell 6 s behind between 10 and 20
+    assert wall_time_at(points, 0.0) == 100.0
+    assert wall_time_at(points, 5.0) == pytest.approx(101.0)
+    assert wall_time_at(points, 15.0) == pytest.approx(106.0)
+    assert wall_time_at(points, 25.0) == pytest.approx(115.0)  # past the end: the last offset carried
+    assert wall_time_at(points, -2.0) == pytest.approx(98.0)
+    with pytest.raises(ValueError, match="empty pace record"):
+        wall_time_at([], 1.0)
 
 
 def test_anchor_keeps_timestamps_inside_the_api_window(small):
