@@ -10,6 +10,8 @@ without its row, or a row for something the code does not have, fails here.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from service.contracts.topics import Topics
@@ -87,3 +89,51 @@ def test_a_worker_that_names_a_reason_is_listed_as_emitting_it(worker: str) -> N
     for member in codescan.reason_members_used(ROOT / "workers" / worker):
         reason = DeadLetterReason[member].value
         assert worker in emitted_by[reason], f"{worker} emits {reason} but the doc does not say so"
+
+
+# Who writes PostgreSQL, as the doc names them, and the code that is each of them.
+PG_WRITERS = {"review worker": "workers/review", "review page": "service/review", "API": "service/api"}
+_WRITE = re.compile(r"\b(?:INSERT INTO|UPDATE|DELETE FROM)\s+([a-z_]+)\b")
+
+
+def _tables_written(package: str) -> set[str]:
+    text = "".join(p.read_text() for p in sorted((ROOT / package).rglob("*.py")))
+    return set(_WRITE.findall(text)) - {"SET", "OF"}
+
+
+def test_the_postgresql_tables_are_the_migrations_and_their_writers() -> None:
+    created = {
+        name
+        for path in sorted((ROOT / "service" / "contracts" / "reviewdb" / "migrations").glob("*.sql"))
+        for name in re.findall(r"^CREATE TABLE ([a-z_]+)", path.read_text(), re.M)
+    }
+    assert len(created) >= 5, "the migrations were read"
+    rows = {code(r["table"]): r["written by"] for r in table(section(DOC, "Stores"), "table")}
+    assert set(rows) == created
+    for writer, package in PG_WRITERS.items():
+        written = _tables_written(package) & created
+        assert written, f"{package} writes no table: the scan is broken"
+        listed = {t for t, cell in rows.items() if writer in re.sub(r"\([^()]*\)", "", cell)}
+        assert listed == written, f"tables {package} ({writer}) writes"
+
+
+# Redis key families: `ragmon:<family>` in a package's source, and where the doc must name them.
+_FAMILY = re.compile(r"\bragmon:([a-z][a-z_-]*)")
+
+
+def _families(package: str) -> set[str]:
+    return {f for p in sorted((ROOT / package).rglob("*.py")) for f in _FAMILY.findall(p.read_text())}
+
+
+@pytest.mark.parametrize("worker", sorted(WORKERS))
+def test_a_workers_redis_keys_are_in_its_row(worker: str) -> None:
+    row = _worker_rows()[worker]
+    assert set(_FAMILY.findall(" ".join(row.values()))) == _families(f"workers/{worker}")
+
+
+def test_the_runtimes_and_the_apis_redis_keys_are_named() -> None:
+    runtime, api = _families("workers/runtime"), _families("service/api") | _families("service/contracts")
+    assert runtime and api, "the scan found no key"
+    prose = "\n".join(line for line in section(DOC, "Workers").splitlines() if not line.startswith("|"))
+    assert runtime <= set(_FAMILY.findall(prose)), "the runtime's keys, in the prose under the table"
+    assert api <= set(_FAMILY.findall(section(DOC, "Stores") + section(DOC, "Workers")))
