@@ -137,3 +137,16 @@ def test_the_runtimes_and_the_apis_redis_keys_are_named() -> None:
     prose = "\n".join(line for line in section(DOC, "Workers").splitlines() if not line.startswith("|"))
     assert runtime <= set(_FAMILY.findall(prose)), "the runtime's keys, in the prose under the table"
     assert api <= set(_FAMILY.findall(section(DOC, "Stores") + section(DOC, "Workers")))
+
+
+def test_the_layering_block_names_every_package() -> None:
+    block = section(DOC, "Layering").split("```")[1]
+    listed = set(re.findall(r"^([A-Za-z_/.]+)\s", block, re.M))
+    packages = {
+        str(p.parent.relative_to(ROOT))
+        for top in ("service", "dashboards")
+        for p in (ROOT / top).glob("*/__init__.py")
+        if p.parent.name != "boards"
+    }
+    assert len(packages) >= 7, "the packages were found"
+    assert packages | {"service/cli.py", "dashboards", "workers/runtime", "workers/NAME"} == listed
