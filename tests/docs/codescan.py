@@ -22,7 +22,7 @@ TOPIC_NAMES = tuple(registry.all_topics())
 
 
 def _trees(package: Path) -> Iterator[ast.AST]:
-    for path in sorted(package.rglob("*.py")):
+    for path in [package] if package.is_file() else sorted(package.rglob("*.py")):
         yield ast.parse(path.read_text(), str(path))
 
 
@@ -105,3 +105,30 @@ def literal_reasons() -> set[str]:
                     continue
                 found |= {a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     return found
+
+
+def _calls(package: Path, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+        for tree in _trees(package)
+        for node in ast.walk(tree)
+    )
+
+
+def reasons_emitted(package: Path) -> set[str]:
+    """The DeadLetterReason members a worker package emits: those it names, and the poison reasons
+    (those workers/runtime/poison.py names) when it dead-letters through `poison_reason(exc)`."""
+    named = reason_members_used(package)
+    if _calls(package, "poison_reason"):
+        named |= reason_members_used(ROOT / "workers" / "runtime" / "poison.py")
+    return named
+
+
+def runtime_modules_naming(member: str) -> set[str]:
+    """The file names of workers/runtime/ that name `DeadLetterReason.<member>`."""
+    runtime = ROOT / "workers" / "runtime"
+    return {p.name for p in sorted(runtime.glob("*.py")) if member in reason_members_used(p)}

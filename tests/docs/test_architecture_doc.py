@@ -80,15 +80,22 @@ def test_no_dead_letter_reason_is_a_literal_outside_the_set() -> None:
     assert codescan.literal_reasons() <= {r.value for r in DeadLetterReason}
 
 
-@pytest.mark.parametrize("worker", sorted(WORKERS))
-def test_a_worker_that_names_a_reason_is_listed_as_emitting_it(worker: str) -> None:
-    emitted_by = {
-        code(r["reason"]): words(r["emitted by"], WORKERS)
-        for r in table(section(DOC, "Dead-letter reasons"), "reason")
-    }
-    for member in codescan.reason_members_used(ROOT / "workers" / worker):
-        reason = DeadLetterReason[member].value
-        assert worker in emitted_by[reason], f"{worker} emits {reason} but the doc does not say so"
+def _emitted_by() -> dict[str, str]:
+    return {code(r["reason"]): r["emitted by"] for r in table(section(DOC, "Dead-letter reasons"), "reason")}
+
+
+@pytest.mark.parametrize("reason", list(DeadLetterReason), ids=str)
+def test_a_reasons_emitters_are_the_workers_that_emit_it(reason: DeadLetterReason) -> None:
+    emitters = {w for w in WORKERS if reason.name in codescan.reasons_emitted(ROOT / "workers" / w)}
+    assert words(_emitted_by()[reason.value], WORKERS) == emitters
+
+
+@pytest.mark.parametrize("reason", list(DeadLetterReason), ids=str)
+def test_a_reasons_runtime_modules_are_the_ones_that_name_it(reason: DeadLetterReason) -> None:
+    cell = _emitted_by()[reason.value]
+    runtime = re.search(r"\bruntime \(([^()]*)\)", cell)
+    listed = set(re.findall(r"`([a-z_]+\.py)`", runtime.group(1))) if runtime else set()
+    assert listed == codescan.runtime_modules_naming(reason.name)
 
 
 # Who writes PostgreSQL, as the doc names them, and the code that is each of them.
