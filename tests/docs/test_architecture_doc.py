@@ -10,6 +10,7 @@ without its row, or a row for something the code does not have, fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -18,6 +19,8 @@ from service.contracts.topics import Topics
 from service.local.discovery import worker_names
 from tests.docs import codescan, registry
 from tests.docs.markdown import ROOT, code, section, table, words
+from workers.runtime.app import WorkerContext
+from workers.runtime.contract import Processor
 from workers.runtime.reasons import DeadLetterReason
 
 DOC = (ROOT / "docs" / "architecture.md").read_text()
@@ -157,3 +160,18 @@ def test_the_layering_block_names_every_package() -> None:
     }
     assert len(packages) >= 7, "the packages were found"
     assert packages | {"service/cli.py", "dashboards", "workers/runtime", "workers/NAME"} == listed
+
+
+def test_the_contracts_members_are_the_processors() -> None:
+    rows = table(section(DOC, "Worker contract"), "member")
+    members = {m.group(1) for r in rows if (m := re.match(r"`(\w+)", r["member"]))}
+    public = {n for n in (*vars(Processor), *Processor.__annotations__) if not n.startswith("_")}
+    assert len(public) >= 8, "the contract was read"
+    assert members == public
+
+
+def test_how_to_add_a_worker_names_every_field_of_the_context() -> None:
+    step = section(DOC, "How to add a worker").split("\n4. ", 1)[1]
+    context = step.split("`WorkerContext`:", 1)[1].split("`ragmon worker NAME`", 1)[0]
+    named = set(re.findall(r"`(\w+)`", re.sub(r"\([^()]*\)", "", context)))  # notes in parentheses
+    assert named == {f.name for f in dataclasses.fields(WorkerContext)}
