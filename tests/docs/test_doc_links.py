@@ -73,3 +73,30 @@ def test_code_and_tests_cite_only_documents_that_exist() -> None:
     }
     assert len(cited) > 20, "the code's citations were read"
     assert sorted((where, c) for where, c in cited if not (ROOT / c).exists()) == []
+
+
+# `docs/otlp.md, "Section"` or `docs/otlp.md ("Section", "Other")`: a section cited by its heading,
+# or by the bold label a paragraph or a bullet opens with ("* **Power** (power.py) ...").
+SECTION = re.compile(r'\b(docs/[a-z_-]+\.md|README\.md),? \(?("[^"\n]+"(?:, "[^"\n]+")*)')
+
+
+def test_every_cited_section_is_a_heading_of_its_document() -> None:
+    sources = DOCUMENTS + CODE + TESTS
+    cited = {
+        (_name(path), doc, name)
+        for path in sources
+        for doc, names in SECTION.findall(path.read_text())
+        for name in re.findall(r'"([^"]+)"', names)
+        if path != Path(__file__)  # this file's examples
+    }
+    assert len(cited) > 20, "the citations were read"
+    wrong = []
+    for where, doc, name in sorted(cited):
+        text = (ROOT / doc).read_text() if (ROOT / doc).exists() else ""
+        headings = re.findall(r"^#+ (.+)$", text, re.M) + re.findall(
+            r"^(?:\* )?\*\*([^*\n]+)\*\*", text, re.M
+        )
+        # A heading may be cited by its first words ("Definitions" for "Definitions the workers compute").
+        if not any(h.startswith(name) and not h[len(name) : len(name) + 1].isalnum() for h in headings):
+            wrong.append((where, doc, name))
+    assert wrong == [], "\n".join(map(str, wrong))
