@@ -1,7 +1,10 @@
-"""What the code says about topics and dead letters, read from the source with `ast` (nothing imported).
+"""What the code says about topics and dead letters that no registry holds as data, read with `ast`.
 
-Importing every worker would pull in torch, psycopg and the Phoenix client; the
-facts the docs state are all visible in the source.
+The worker list, the topic list and each processor's `event_types` are imported
+(tests/docs/registry.py). What is only visible in the source is read here: a
+topic a worker is handed as `<...>.topics.<name>` (the spans topic its
+subscription reads, a topic its emitter writes), the topics the API names, and
+the dead-letter reasons each package names.
 """
 
 from __future__ import annotations
@@ -12,15 +15,14 @@ from pathlib import Path
 
 from service.contracts.events import BODY_MODELS
 from service.contracts.topics import Topics
-from service.local.discovery import worker_names
+from tests.docs import registry
 from tests.docs.markdown import ROOT
 
-TOPIC_NAMES = ("traces", "feedback", "releases", "labels", "dlq", "scores", "spans")
-_SUFFIX = {t: Topics("p").for_event(t).removeprefix("p.") for t in (*BODY_MODELS, "score")}
+TOPIC_NAMES = tuple(registry.all_topics())
 
 
 def _trees(package: Path) -> Iterator[ast.AST]:
-    for path in sorted(package.rglob("*.py")):
+    for path in [package] if package.is_file() else sorted(package.rglob("*.py")):
         yield ast.parse(path.read_text(), str(path))
 
 
@@ -40,43 +42,25 @@ def topics_referenced(package: Path) -> set[str]:
     }
 
 
-def event_types(package: Path) -> set[str]:
-    """The string literals of every `event_types = (...)` in the package (a processor's topics)."""
-    found: set[str] = set()
-    for tree in _trees(package):
-        for node in ast.walk(tree):
-            target = (
-                node.target
-                if isinstance(node, ast.AnnAssign)
-                else (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-            )
-            value = node.value if isinstance(node, ast.AnnAssign | ast.Assign) else None
-            if isinstance(target, ast.Name) and target.id == "event_types" and isinstance(value, ast.Tuple):
-                found |= {
-                    e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
-                }
-    return found
-
-
 def worker_topics() -> dict[str, tuple[set[str], set[str]]]:
     """worker -> (topics it consumes, topics it produces).
 
-    Consumed: its processor's `event_types`, and the spans topic when it reads
-    `topics.spans` (the assembler's own loop, the forwarder's subscription).
+    Consumed: the topics of its processor class's `event_types` (imported), and
+    the spans topic when it names `topics.spans` (the assembler's and the
+    forwarder's subscription, built from it in `__init__`).
     Produced: every other topic it names as `topics.<name>`.
     """
     result = {}
-    for name in worker_names():
-        package = ROOT / "workers" / name
-        named = topics_referenced(package)
-        consumed = {_SUFFIX[t] for t in event_types(package)} | (named & {"spans"})
-        result[name] = consumed, named - {"spans"}
+    for name in registry.specs():
+        named = topics_referenced(ROOT / "workers" / name)
+        result[name] = registry.native_topics(name) | (named & {"spans"}), named - {"spans"}
     return result
 
 
 def api_topics() -> set[str]:
     """Topics the API produces: one per native event type (`Topics.for_event`), plus those it names."""
-    return {_SUFFIX[t] for t in BODY_MODELS} | topics_referenced(ROOT / "service" / "api")
+    native = {registry.topic_suffix(Topics(registry.PREFIX).for_event(t)) for t in BODY_MODELS}
+    return native | topics_referenced(ROOT / "service" / "api")
 
 
 def reason_members_used(package: Path) -> set[str]:
@@ -121,3 +105,30 @@ def literal_reasons() -> set[str]:
                     continue
                 found |= {a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     return found
+
+
+def _calls(package: Path, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id == name)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr == name)
+        )
+        for tree in _trees(package)
+        for node in ast.walk(tree)
+    )
+
+
+def reasons_emitted(package: Path) -> set[str]:
+    """The DeadLetterReason members a worker package emits: those it names, and the poison reasons
+    (those workers/runtime/poison.py names) when it dead-letters through `poison_reason(exc)`."""
+    named = reason_members_used(package)
+    if _calls(package, "poison_reason"):
+        named |= reason_members_used(ROOT / "workers" / "runtime" / "poison.py")
+    return named
+
+
+def runtime_modules_naming(member: str) -> set[str]:
+    """The file names of workers/runtime/ that name `DeadLetterReason.<member>`."""
+    runtime = ROOT / "workers" / "runtime"
+    return {p.name for p in sorted(runtime.glob("*.py")) if member in reason_members_used(p)}
