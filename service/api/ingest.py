@@ -33,14 +33,12 @@ from service.api import wire  # module, not names: wire imports this module too
 from service.api.producer import OutgoingRecord
 from service.api.redaction import Redactor, identifier_key
 from service.contracts import BODY_MODELS, EventEnvelope
-from service.contracts import limits as L
 from service.contracts import topics as T
+from service.contracts import vocabulary as L
 from service.contracts.batchrules import EMBEDDING_DIMS_RULE, EmbeddingDimensions
 from service.contracts.errors import describe_errors
 from service.contracts.fast import (
     BODIES,
-    CANONICAL_UUID,
-    RFC3339,
     PlainEnvelope,
     check_body,
     plain_batch_decoder,
@@ -204,13 +202,13 @@ class PreparedBatch:
 
 
 _TEXT_KEYS = ("text", "note", "description")
-_SCHEMA_HEADER = (T.H_SCHEMA, b"1")
+_SCHEMA_HEADER = (T.H_SCHEMA, str(L.SCHEMA_VERSION).encode())
 
 # The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an
 # RFC 3339 timestamp. Such an envelope is read directly; pydantic's EventEnvelope, which would give
 # the same values, still judges every other form (and names what is wrong).
-_CANONICAL_UUID = re.compile(CANONICAL_UUID)
-_RFC3339 = re.compile(RFC3339)
+_CANONICAL_UUID = re.compile(L.CANONICAL_UUID)
+_RFC3339 = re.compile(L.RFC3339)
 
 
 def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, Any]] | None:
@@ -241,14 +239,8 @@ def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, A
 
 
 # CANONICAL_UUID for ids joined by line breaks; RFC3339 in parts (ASCII digits only: stricter).
-_CANONICAL_UUIDS = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    r"(?:\n[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*"
-)
-_TIMESTAMP_PARTS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?"
-    r"(Z|[+-][0-9]{2}:[0-9]{2})\Z"
-)
+_CANONICAL_UUIDS = re.compile(L.CANONICAL_UUIDS_BY_LINE)
+_TIMESTAMP_PARTS = re.compile(L.RFC3339_PARTS)
 
 
 def canonical_timestamp(text: str) -> str | None:
@@ -380,8 +372,8 @@ class BatchPreparer:
         oldest, newest = now - self.max_age, now + self.max_skew
         batch = PreparedBatch([], [])
         ids = "\n".join([env.id for env in events])
-        if len(ids) != 37 * len(events) - 1 or _CANONICAL_UUIDS.fullmatch(ids) is None:
-            return None  # an id not in the canonical form (36 characters each, so none holds a line break)
+        if len(ids) != (L.UUID_TEXT_LEN + 1) * len(events) - 1 or _CANONICAL_UUIDS.fullmatch(ids) is None:
+            return None  # an id not in the canonical form (UUID_TEXT_LEN characters each, so none holds a line break)
         # What every stored record and header list of this batch shares, built once.
         tenant_part = b'","tenant":' + orjson.dumps(tenant) + b',"timestamp":"'
         received_part = b'","received_at":"' + now.isoformat().encode() + b'","body":'

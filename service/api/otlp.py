@@ -25,7 +25,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from service.api.ingest import IngestError, decompress, redact_metadata, redact_value
 from service.api.producer import OutgoingRecord, record_bytes
 from service.api.redaction import Pseudonymizer, Redactor, identifier_key
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.spans import encode_span_record, split_by_trace
 from service.contracts.topics import Topics
 

@@ -20,7 +20,7 @@ from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, r
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState, ApiStateDep
 from service.api.telemetry import current_traceparent, extract_context
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 
 log = logging.getLogger("ragmon.api.events")
 router = APIRouter()

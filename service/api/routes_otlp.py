@@ -29,7 +29,7 @@ from service.api.producer import BrokerUnavailable
 from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 
 log = logging.getLogger("ragmon.api.otlp")
 router = APIRouter()

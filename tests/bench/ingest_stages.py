@@ -45,8 +45,8 @@ def main() -> int:
     import service.api.ingest as ingest
     from service.api.redaction import Redactor
     from service.contracts import Topics
-    from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
     from service.contracts.process import tune_gc
+    from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 
     with open(sys.argv[1]) as f:
         bodies = [b.encode() for b in json.load(f)]

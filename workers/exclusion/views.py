@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.views import DocumentMetadata, ExclusionSample, Filters, Identifier, Name, View
 
 

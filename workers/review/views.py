@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     FeedbackKind,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from service.api.ingest import BatchPreparer, IngestError, PreparedBatch, check_tenant_fields, parse_envelope
 from service.api.redaction import Pseudonymizer, Redactor
 from service.contracts import Topics
-from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
+from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
 from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
@@ -221,7 +221,7 @@ def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> Non
     """Mutated batches with nesting at any depth anywhere and embeddings of one model in several
     dimensions: the plain path never raises, and whatever it takes the full path takes alike;
     past MAX_JSON_DEPTH the full path refuses the body, and a second dimension rejects that trace."""
-    from service.contracts.limits import MAX_JSON_DEPTH
+    from service.contracts.vocabulary import MAX_JSON_DEPTH
 
     seen: Counter[str] = Counter()
 
