@@ -15,7 +15,9 @@ from opentelemetry import trace
 from redis.exceptions import RedisError
 
 from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
-from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
+from service.api.ingest import PreparedBatch
+from service.api.ingest_body import check_tenant_fields, decompress, parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState, ApiStateDep

@@ -23,7 +23,7 @@ from redis.exceptions import RedisError
 
 from service.api import wire
 from service.api.auth import AuthError, Principal
-from service.api.ingest import IngestError
+from service.api.ingest_errors import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
 from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken

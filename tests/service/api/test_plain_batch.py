@@ -17,7 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.api.ingest import BatchPreparer, IngestError, PreparedBatch, check_tenant_fields, parse_envelope
+from service.api.ingest import BatchPreparer, PreparedBatch
+from service.api.ingest_body import check_tenant_fields, parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.redaction import Pseudonymizer, Redactor
 from service.contracts import Topics
 from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
@@ -179,7 +181,7 @@ def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -
     | st.text(max_size=40)
 )
 def test_the_canonical_timestamp_is_what_isoformat_writes(text: str) -> None:
-    from service.api.ingest import canonical_timestamp
+    from service.api.ingest_envelope import canonical_timestamp
 
     got = canonical_timestamp(text)
     try:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.api.ingest import plain_envelope
+from service.api.ingest_envelope import plain_envelope
 from service.contracts import EventEnvelope
 
 BODY: dict[str, Any] = {"trace_id": "t-1"}

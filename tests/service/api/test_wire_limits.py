@@ -17,7 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.api import wire
-from service.api.ingest import BatchPreparer, IngestError, parse_envelope
+from service.api.ingest import BatchPreparer
+from service.api.ingest_body import parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.routes_otlp import _parse, rate_cost
 from service.contracts import Topics
 from service.contracts import vocabulary as L
