@@ -47,14 +47,10 @@ def redact_metadata(holder: Any, redactor: Redactor, counts: Counter[str], tenan
                 metadata[key] = redact_value(value, redactor, counts, tenant)
 
 
-def read_key(holder: Any, name: str) -> Any:
-    """A field of parsed JSON (None when absent)."""
-    return holder.get(name) if isinstance(holder, dict) else None
-
-
-def read_attribute(holder: Any, name: str) -> Any:
-    """A field of a decoded struct."""
-    return getattr(holder, name, None)
+# How the walker reads a field: of parsed JSON (a validated body: every holder it reads is an
+# object; None for a field absent), or of the fast structs (every field it reads is declared).
+read_key: Reader = dict.get
+read_attribute: Reader = getattr
 
 
 def body_redactions(
@@ -75,11 +71,15 @@ def body_redactions(
             changes.append((path, new))
 
     def metadata(path: Path, holder: Any) -> None:
+        # The hot loop (every document's and candidate's every key): only strings and lists of them
+        # can change, so nothing else is looked at further.
         found = read(holder, "metadata")
-        if isinstance(found, dict):
+        if found:
             for key, old in found.items():
-                if not identifier_key(key):
-                    value((*path, "metadata", key), old)
+                if (type(old) is str or type(old) is list) and not identifier_key(key):
+                    new = redact_value(old, redactor, counts, tenant)
+                    if new != old:
+                        changes.append(((*path, "metadata", key), new))
 
     if event_type == "trace":
         for where, limit in (("query", L.MAX_QUERY_CHARS), ("answer", L.MAX_ANSWER_CHARS)):
