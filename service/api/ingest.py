@@ -35,7 +35,7 @@ from service.contracts.batchrules import EMBEDDING_DIMS_RULE, EmbeddingDimension
 from service.contracts.errors import describe_errors
 from service.contracts.fast import BODIES, PlainEnvelope, check_body, plain_batch_decoder, rules_hold
 from service.contracts.stored import StoredBatch, record_headers, stored_value
-from service.contracts.topics import Topics, record_key
+from service.contracts.topics import Topics, key_part, record_key
 
 
 @dataclass(slots=True)
@@ -60,15 +60,6 @@ class PreparedBatch:
     @property
     def rejected(self) -> list[EventResult]:
         return [r for r in self.results if r.status == "rejected"]
-
-
-def _key_part(etype: str, body: Any) -> str:
-    """record_key's part of a body read by the fast structs."""
-    if etype == "trace":
-        return body.request_id
-    if etype in ("feedback", "label"):
-        return body.trace_id
-    return body.variant
 
 
 class BatchPreparer:
@@ -152,7 +143,7 @@ class BatchPreparer:
             id_bytes = event_id.encode()
             stored = layout.value(id_bytes, etype, timestamp, raw)
             headers = layout.headers(id_bytes, etype)
-            key = (key_prefix + _key_part(etype, body)).encode()
+            key = (key_prefix + key_part(etype, body)).encode()
             records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
             results.append(EventResult(i, event_id, etype))
         return batch

@@ -253,7 +253,7 @@ class TraceBody(Strict):
     release: Identifier | None = None
     sample_rate: Annotated[
         float, Field(gt=L.MIN_SAMPLE_RATE_EXCLUSIVE, le=L.MAX_SAMPLE_RATE, allow_inf_nan=False)
-    ] = L.MAX_SAMPLE_RATE
+    ] = L.DEFAULT_SAMPLE_RATE
     session_id: Identifier | None = None
     intent: Name | None = None
     query: Query

@@ -158,7 +158,7 @@ class FastTraceBody(View, forbid_unknown_fields=True):
     query: FastQuery
     variant: NameText = DEFAULT_VARIANT
     release: IdText | None = None
-    sample_rate: SampleRate = 1.0
+    sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
     session_id: IdText | None = None
     intent: NameText | None = None
     retrieval: FastRetrieval = msgspec.field(default_factory=FastRetrieval)

@@ -31,8 +31,10 @@ TOKEN_KINDS: tuple[str, ...] = get_args(TokenKind)
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]
 
-# The variant a trace or release names when it names none.
+# The variant a trace or release names when it names none, and a trace's sample rate when it
+# gives none (every request traced).
 DEFAULT_VARIANT = "production"
+DEFAULT_SAMPLE_RATE = 1.0
 
 # -- patterns ------------------------------------------------------------------------------------
 # pydantic matches with Rust's regex, where `$` is the end of the text; views.py and fast.py match

@@ -34,7 +34,7 @@ class ShadowRetrieval(View):
 
 class ShadowTrace(View):
     request_id: Identifier
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     intent: Name | None = None
     retrieval: ShadowRetrieval = msgspec.field(default_factory=ShadowRetrieval)
     answer: ShadowAnswer = msgspec.field(default_factory=ShadowAnswer)
