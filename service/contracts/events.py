@@ -27,7 +27,9 @@ from service.contracts import vocabulary as L
 from service.contracts.vocabulary import (
     DEFAULT_VARIANT,
     ID_PATTERN,
+    LIST_OPS,
     NAME_PATTERN,
+    ORDERING_OPS,
     STAGE_PATTERN,
     EventType,
     FeedbackKind,
@@ -157,10 +159,10 @@ class Predicate(Strict):
 
 def predicate_value_problem(op: str, v: Any) -> str | None:
     """Why `value` does not fit `op`, or None (shared with the workers' decode views)."""
-    if op in ("in", "not_in"):
+    if op in LIST_OPS:
         if not isinstance(v, list):
             return f"op '{op}' needs a list value"
-    elif op in ("gt", "gte", "lt", "lte"):
+    elif op in ORDERING_OPS:
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             return f"op '{op}' needs a number or an RFC 3339 date value"
         if isinstance(v, str) and not _is_instant(v):

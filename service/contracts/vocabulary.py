@@ -19,7 +19,11 @@ from typing import Literal, get_args
 
 EventType = Literal["trace", "feedback", "release", "label"]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
-PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"]
+ListOp = Literal["in", "not_in"]  # take a list value
+LIST_OPS: tuple[str, ...] = get_args(ListOp)
+OrderingOp = Literal["gt", "gte", "lt", "lte"]  # take a number or an RFC 3339 date
+ORDERING_OPS: tuple[str, ...] = get_args(OrderingOp)
+PredicateOp = Literal["eq", "neq", ListOp, OrderingOp, "exists"]  # nested Literals flatten, in order
 PREDICATE_OPS: tuple[str, ...] = get_args(PredicateOp)
 FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
 FEEDBACK_KINDS: tuple[str, ...] = get_args(FeedbackKind)
