@@ -41,6 +41,13 @@ def stored_document(
     }
 
 
+def stored_from_envelope(envelope: dict[str, Any], tenant: str, received_at: str) -> dict[str, Any]:
+    """The record value as a document, for an event as a client sends it (type, id, timestamp, body)."""
+    return stored_document(
+        envelope["id"], envelope["type"], tenant, envelope["timestamp"], received_at, envelope["body"]
+    )
+
+
 def stored_value(
     event_id: str, event_type: str, tenant: str, timestamp: str, received_at: str, body: Any
 ) -> bytes:

@@ -11,7 +11,13 @@ import pytest
 
 from service.contracts import StoredEvent
 from service.contracts import topics as T
-from service.contracts.stored import StoredBatch, record_headers, stored_document, stored_value
+from service.contracts.stored import (
+    StoredBatch,
+    record_headers,
+    stored_document,
+    stored_from_envelope,
+    stored_value,
+)
 from service.contracts.vocabulary import EVENT_TYPES
 
 BODIES = {
@@ -51,3 +57,15 @@ def test_the_headers_name_the_event_and_the_schema() -> None:
         T.H_TENANT: b"acme",
         T.H_SCHEMA: b"1",
     }
+
+
+def test_an_envelope_becomes_the_document_of_its_record() -> None:
+    envelope = {
+        "type": "release",
+        "id": "e-1",
+        "timestamp": "2026-01-01T00:00:00+00:00",
+        "body": BODIES["release"],
+    }
+    assert stored_from_envelope(envelope, "acme", "2026-01-01T00:00:01+00:00") == stored_document(
+        "e-1", "release", "acme", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:01+00:00", BODIES["release"]
+    )
