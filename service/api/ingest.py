@@ -1,7 +1,8 @@
 """The ingestion pipeline of POST /v1/events, free of HTTP and Kafka.
 
-Body bytes -> decompress (capped) -> JSON -> envelope checks -> per-event
-validation, time window, duplicate ids -> PII redaction -> Kafka records.
+Body bytes -> decompress (capped) -> JSON -> envelope checks (ingest_body.py) -> per-event
+validation (ingest_envelope.py, the contract's structs and models), time window, duplicate ids ->
+PII redaction (ingest_redact.py) -> Kafka records (service/contracts/stored.py's layout).
 Every refusal names the field and the rule. A body is checked first by the
 contract's msgspec structs (service/contracts/fast.py) and validated by the
 pydantic models only when they refuse it, so every error still comes from
@@ -17,166 +18,24 @@ written it gives up and the full path above judges the whole batch.
 
 from __future__ import annotations
 
-import json
-import re
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
-import orjson
 from pydantic import ValidationError
 
-from service.api import wire  # module, not names: wire imports this module too
+from service.api.ingest_envelope import all_canonical, canonical_timestamp, plain_envelope
+from service.api.ingest_redact import redact_body, redacted_bytes
 from service.api.producer import OutgoingRecord
-from service.api.redaction import Redactor, identifier_key
+from service.api.redaction import Redactor
 from service.contracts import BODY_MODELS, EventEnvelope
-from service.contracts import limits as L
-from service.contracts import topics as T
 from service.contracts.batchrules import EMBEDDING_DIMS_RULE, EmbeddingDimensions
 from service.contracts.errors import describe_errors
-from service.contracts.fast import (
-    BODIES,
-    CANONICAL_UUID,
-    RFC3339,
-    PlainEnvelope,
-    check_body,
-    plain_batch_decoder,
-    rules_hold,
-)
-from service.contracts.topics import Topics, record_key
-
-
-class IngestError(Exception):
-    """A whole-request refusal: status plus a message naming the field and the rule."""
-
-    def __init__(
-        self, status: int, message: str, *, field: str | None = None, rule: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.field = field
-        self.rule = rule
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.message}
-        if self.field:
-            out["field"] = self.field
-        if self.rule:
-            out["rule"] = self.rule
-        return out
-
-
-def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
-    """Undo Content-Encoding gzip, never inflating more than `limit` bytes (gzip bombs)."""
-    enc = (encoding or "identity").strip().lower()
-    if enc in ("identity", ""):
-        return raw
-    if enc != "gzip":
-        raise IngestError(
-            415,
-            f"Content-Encoding '{enc}' is not supported; send gzip or no encoding",
-            field="Content-Encoding",
-            rule="gzip_or_identity",
-        )
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        raise IngestError(400, f"body is not valid gzip: {exc}", field="body", rule="gzip") from exc
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise IngestError(
-            413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes"
-        )
-    if not inflater.eof:
-        raise IngestError(400, "gzip body is truncated", field="body", rule="gzip")
-    return out
-
-
-def _nan_tolerant_loads(data: bytes) -> Any:
-    # orjson rejects NaN/Infinity as invalid JSON; parse them here so the
-    # error can name the field holding them instead of a byte offset.
-    return json.loads(data, parse_constant=lambda c: float(c.replace("Infinity", "inf")))
-
-
-def check_shape(data: bytes, max_events: int) -> None:
-    """Depth and event count from the bytes, before the parser builds anything (a body of
-    millions of `{}` or nested arrays is refused in milliseconds instead of built)."""
-    shape = wire.json_shape(data, (2,))
-    if shape.max_depth > L.MAX_JSON_DEPTH:
-        raise IngestError(
-            400,
-            f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
-            field="body",
-            rule="max_json_depth",
-        )
-    if shape.items[2] > max_events:
-        raise IngestError(
-            413,
-            f"{shape.items[2]} events in one batch; at most {max_events}",
-            field="events",
-            rule="max_length",
-        )
-
-
-def parse_envelope(data: bytes, max_events: int) -> list[Any]:
-    check_shape(data, max_events)
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        try:
-            doc = _nan_tolerant_loads(data)
-            # The fallback must not admit what orjson refused for another reason and cannot
-            # write back to Kafka or into an error body: lone surrogates, integers over 64 bits.
-            orjson.dumps(doc)
-        except (ValueError, RecursionError, TypeError):
-            raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
-    if not isinstance(doc, dict):
-        raise IngestError(
-            400, "body must be a JSON object with an 'events' list", field="body", rule="object"
-        )
-    extra = sorted(set(doc) - {"events"})
-    if extra:
-        raise IngestError(
-            400,
-            f"unknown top-level field '{extra[0]}'; only 'events' is allowed",
-            field=extra[0],
-            rule="extra_forbidden",
-        )
-    events = doc.get("events")
-    if not isinstance(events, list):
-        raise IngestError(400, "'events' must be a list of events", field="events", rule="list")
-    if not events:
-        raise IngestError(
-            400, "'events' is empty; send at least one event", field="events", rule="min_length"
-        )
-    if len(events) > max_events:
-        raise IngestError(
-            413, f"{len(events)} events in one batch; at most {max_events}", field="events", rule="max_length"
-        )
-    return events
-
-
-def check_tenant_fields(events: list[Any], tenant: str) -> None:
-    """The tenant comes from the key: a body naming another tenant is refused outright."""
-    for i, ev in enumerate(events):
-        if not isinstance(ev, dict):
-            continue
-        for where, holder in (("", ev), (".body", ev.get("body"))):
-            if isinstance(holder, dict) and "tenant" in holder:
-                named = holder["tenant"]
-                if named != tenant:
-                    raise IngestError(
-                        403,
-                        f"events[{i}]{where}.tenant names tenant {named!r} but the API key belongs to "
-                        f"{tenant!r}; the tenant is taken from the key",
-                        field=f"events[{i}]{where}.tenant",
-                        rule="tenant_from_key",
-                    )
-                del holder["tenant"]
+from service.contracts.fast import BODIES, PlainEnvelope, check_body, plain_batch_decoder, rules_hold
+from service.contracts.stored import StoredBatch, record_headers, stored_value
+from service.contracts.topics import Topics, key_part, record_key
 
 
 @dataclass(slots=True)
@@ -203,134 +62,6 @@ class PreparedBatch:
         return [r for r in self.results if r.status == "rejected"]
 
 
-_TEXT_KEYS = ("text", "note", "description")
-_SCHEMA_HEADER = (T.H_SCHEMA, b"1")
-
-# The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an
-# RFC 3339 timestamp. Such an envelope is read directly; pydantic's EventEnvelope, which would give
-# the same values, still judges every other form (and names what is wrong).
-_CANONICAL_UUID = re.compile(CANONICAL_UUID)
-_RFC3339 = re.compile(RFC3339)
-
-
-def plain_envelope(raw: dict[str, Any]) -> tuple[str, str, datetime, dict[str, Any]] | None:
-    """(type, id, timestamp, body) of an envelope in the plain form, exactly as EventEnvelope would
-    validate it; None for anything else, which then goes through EventEnvelope.
-
-    tests/service/api/test_plain_envelope.py holds it to EventEnvelope's values on valid forms and
-    checks it declines every form EventEnvelope refuses.
-    """
-    if len(raw) != 4:
-        return None
-    etype, event_id, ts, body = raw.get("type"), raw.get("id"), raw.get("timestamp"), raw.get("body")
-    if (
-        type(etype) is not str
-        or etype not in BODY_MODELS
-        or type(event_id) is not str
-        or type(ts) is not str
-        or type(body) is not dict
-        or not _CANONICAL_UUID.match(event_id)
-        or not _RFC3339.match(ts)
-    ):
-        return None
-    try:
-        when = datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return etype, event_id, when, body
-
-
-# CANONICAL_UUID for ids joined by line breaks; RFC3339 in parts (ASCII digits only: stricter).
-_CANONICAL_UUIDS = re.compile(
-    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-    r"(?:\n[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})*"
-)
-_TIMESTAMP_PARTS = re.compile(
-    r"([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]{1,6}))?"
-    r"(Z|[+-][0-9]{2}:[0-9]{2})\Z"
-)
-
-
-def canonical_timestamp(text: str) -> str | None:
-    """`datetime.fromisoformat(text).isoformat()` for an RFC 3339 timestamp, from its text (about a
-    quarter of the time); None for any other form. A text fromisoformat refuses (month 13) gets a
-    value here: the caller parses it too."""
-    m = _TIMESTAMP_PARTS.match(text)
-    if m is None:
-        return None
-    head, fraction, offset = m.groups()
-    if fraction and fraction.strip("0"):
-        head = f"{head}.{fraction.ljust(6, '0')}"
-    return head + ("+00:00" if offset in ("Z", "-00:00") else offset)
-
-
-def _key_part(etype: str, body: Any) -> str:
-    """record_key's part of a body read by the fast structs."""
-    if etype == "trace":
-        return body.request_id
-    if etype in ("feedback", "label"):
-        return body.trace_id
-    return body.variant
-
-
-def _capped(text: str, limit: int) -> str:
-    # A mark is longer than what it replaces: a text at its field's limit must still fit it once
-    # redacted, or the workers' views would refuse the stored record (accepted, then lost).
-    return text if len(text) <= limit else text[:limit]
-
-
-def redact_value(value: Any, redactor: Redactor, counts: Counter[str], tenant: str) -> Any:
-    """A metadata or predicate value with keyed marks in its strings (also inside a list)."""
-    if isinstance(value, str):
-        return _capped(redactor.redact_value(value, counts, tenant), L.MAX_METADATA_STR_LEN)
-    if isinstance(value, list):
-        return [redact_value(v, redactor, counts, tenant) if isinstance(v, str) else v for v in value]
-    return value
-
-
-def redact_metadata(holder: Any, redactor: Redactor, counts: Counter[str], tenant: str) -> None:
-    metadata = holder.get("metadata") if isinstance(holder, dict) else None
-    if isinstance(metadata, dict):
-        for key, value in metadata.items():
-            if not identifier_key(key):
-                metadata[key] = redact_value(value, redactor, counts, tenant)
-
-
-def redact_body(
-    event_type: str, body: dict[str, Any], redactor: Redactor, counts: Counter[str], tenant: str
-) -> None:
-    """Redact a validated body in place: its free texts, metadata and predicate values, session id.
-    _redacted (the plain path) changes the same fields in the same way."""
-    if event_type == "trace":
-        for holder, limit in (
-            (body.get("query"), L.MAX_QUERY_CHARS),
-            (body.get("answer"), L.MAX_ANSWER_CHARS),
-        ):
-            if isinstance(holder, dict) and isinstance(holder.get("text"), str):
-                holder["text"] = _capped(redactor.redact(holder["text"], counts), limit)
-        retrieval = body.get("retrieval") or {}
-        for doc in retrieval.get("documents") or []:
-            if isinstance(doc, dict) and isinstance(doc.get("text"), str):
-                doc["text"] = _capped(redactor.redact_document(doc["text"], counts), L.MAX_DOCUMENT_CHARS)
-            redact_metadata(doc, redactor, counts, tenant)
-        for side in ("entitlement", "relevance"):
-            for predicate in (retrieval.get("filters") or {}).get(side) or []:
-                if (
-                    isinstance(predicate, dict)
-                    and "value" in predicate
-                    and not identifier_key(predicate["field"])
-                ):
-                    predicate["value"] = redact_value(predicate["value"], redactor, counts, tenant)
-        for candidate in (retrieval.get("exclusion_sample") or {}).get("candidates") or []:
-            redact_metadata(candidate, redactor, counts, tenant)
-        if isinstance(body.get("session_id"), str):
-            body["session_id"] = redactor.pseudonyms.identifier(tenant, body["session_id"])
-    elif event_type in ("label", "release"):
-        for k in _TEXT_KEYS:
-            if isinstance(body.get(k), str):
-                body[k] = _capped(redactor.redact(body[k], counts), L.MAX_NOTE_CHARS)
-
-
 class BatchPreparer:
     def __init__(
         self,
@@ -347,9 +78,6 @@ class BatchPreparer:
         self.max_skew = timedelta(seconds=max_skew_s)
         self._plain_batch = plain_batch_decoder(max_events)
         self._body_decoders = {etype: msgspec.json.Decoder(view) for etype, view in BODIES.items()}
-        # Header tuples are shared between records: kafka-python only reads them.
-        self._type_header = {etype: (T.H_EVENT_TYPE, etype.encode()) for etype in BODY_MODELS}
-        self._type_part = {etype: b'","type":"' + etype.encode() for etype in BODY_MODELS}
 
     def decode_plain(self, data: bytes) -> list[PlainEnvelope] | None:
         """The events of a batch in the plain form (only `events`, 1 to max_events envelopes of
@@ -379,15 +107,10 @@ class BatchPreparer:
         now = now or datetime.now(UTC)
         oldest, newest = now - self.max_age, now + self.max_skew
         batch = PreparedBatch([], [])
-        ids = "\n".join([env.id for env in events])
-        if len(ids) != 37 * len(events) - 1 or _CANONICAL_UUIDS.fullmatch(ids) is None:
-            return None  # an id not in the canonical form (36 characters each, so none holds a line break)
+        if not all_canonical([env.id for env in events]):
+            return None
         # What every stored record and header list of this batch shares, built once.
-        tenant_part = b'","tenant":' + orjson.dumps(tenant) + b',"timestamp":"'
-        received_part = b'","received_at":"' + now.isoformat().encode() + b'","body":'
-        shared_headers = [(T.H_TENANT, tenant.encode()), _SCHEMA_HEADER]
-        if traceparent:
-            shared_headers.append(("traceparent", traceparent))
+        layout = StoredBatch(tenant, now.isoformat(), traceparent)
         key_prefix = tenant + "/"
         records, results, counts = batch.records, batch.results, batch.redactions
         seen: set[str] = set()
@@ -413,84 +136,20 @@ class BatchPreparer:
                     return None
                 dims.accept(i, query.embedding_model, query.embedding)
             raw = (
-                self._redacted(etype, body, env.body, counts, tenant)
+                redacted_bytes(etype, body, env.body, self.redactor, counts, tenant)
                 if self.redactor is not None
                 else env.body
             )
             id_bytes = event_id.encode()
-            stored = b"".join(
-                (
-                    b'{"schema_version":1,"id":"',
-                    id_bytes,
-                    self._type_part[etype],
-                    tenant_part,
-                    timestamp.encode(),
-                    received_part,
-                    raw,
-                    b"}",
-                )
-            )
-            headers = [(T.H_EVENT_ID, id_bytes), self._type_header[etype], *shared_headers]
-            key = (key_prefix + _key_part(etype, body)).encode()
+            stored = layout.value(id_bytes, etype, timestamp, raw)
+            headers = layout.headers(id_bytes, etype)
+            key = (key_prefix + key_part(etype, body)).encode()
             records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
             results.append(EventResult(i, event_id, etype))
         return batch
 
     def _decode_body(self, etype: str, raw: msgspec.Raw) -> Any:
         return self._body_decoders[etype].decode(raw)
-
-    def _redacted(self, etype: str, body: Any, raw: msgspec.Raw, counts: Counter[str], tenant: str) -> Any:
-        """The body's bytes redacted as redact_body redacts them: the client's bytes when nothing changed."""
-        redactor = self.redactor
-        assert redactor is not None
-        changed: list[tuple[tuple[Any, ...], Any]] = []
-
-        def value(path: tuple[Any, ...], old: Any) -> None:
-            new = redact_value(old, redactor, counts, tenant)
-            if new != old:
-                changed.append((path, new))
-
-        if etype == "trace":
-            for where, holder, limit in (
-                ("query", body.query, L.MAX_QUERY_CHARS),
-                ("answer", body.answer, L.MAX_ANSWER_CHARS),
-            ):
-                text = _capped(redactor.redact(holder.text, counts), limit)
-                if text != holder.text:
-                    changed.append(((where, "text"), text))
-            retrieval = body.retrieval
-            for j, doc in enumerate(retrieval.documents):
-                text = _capped(redactor.redact_document(doc.text, counts), L.MAX_DOCUMENT_CHARS)
-                if text != doc.text:
-                    changed.append((("retrieval", "documents", j, "text"), text))
-                for key, old in doc.metadata.items():
-                    if not identifier_key(key):
-                        value(("retrieval", "documents", j, "metadata", key), old)
-            for side in ("entitlement", "relevance"):
-                for k, predicate in enumerate(getattr(retrieval.filters, side)):
-                    if not identifier_key(predicate.field):
-                        value(("retrieval", "filters", side, k, "value"), predicate.value)
-            if retrieval.exclusion_sample is not None:
-                for c, candidate in enumerate(retrieval.exclusion_sample.candidates):
-                    for key, old in candidate.metadata.items():
-                        if not identifier_key(key):
-                            value(("retrieval", "exclusion_sample", "candidates", c, "metadata", key), old)
-            if body.session_id is not None:
-                changed.append((("session_id",), redactor.pseudonyms.identifier(tenant, body.session_id)))
-        elif etype in ("label", "release"):
-            key = "note" if etype == "label" else "description"
-            old = getattr(body, key)
-            if old is not None and (text := _capped(redactor.redact(old, counts), L.MAX_NOTE_CHARS)) != old:
-                changed.append(((key,), text))
-        if not changed:
-            return raw
-        doc = orjson.loads(memoryview(raw))
-        for path, new in changed:
-            holder = doc
-            for step in path[:-1]:
-                holder = holder[step]
-            holder[path[-1]] = new
-        return orjson.dumps(doc)
 
     def prepare(
         self, events: list[Any], tenant: str, traceparent: bytes | None, now: datetime | None = None
@@ -574,24 +233,7 @@ class BatchPreparer:
         seen[event_id] = i
         if self.redactor is not None:
             redact_body(etype, body, self.redactor, redactions, tenant)
-        stored = {
-            "schema_version": 1,
-            "id": event_id,
-            "type": etype,
-            "tenant": tenant,
-            "timestamp": ts.isoformat(),
-            "received_at": received_at,
-            "body": body,
-        }
-        headers = [
-            (T.H_EVENT_ID, event_id.encode()),
-            (T.H_EVENT_TYPE, etype.encode()),
-            (T.H_TENANT, tenant.encode()),
-            (T.H_SCHEMA, b"1"),
-        ]
-        if traceparent:
-            headers.append(("traceparent", traceparent))
-        record = OutgoingRecord(
-            self._topic[etype], record_key(etype, tenant, body), orjson.dumps(stored), headers
-        )
+        stored = stored_value(event_id, etype, tenant, ts.isoformat(), received_at, body)
+        headers = record_headers(event_id, etype, tenant, traceparent)
+        record = OutgoingRecord(self._topic[etype], record_key(etype, tenant, body), stored, headers)
         return EventResult(i, event_id, etype), record

@@ -22,10 +22,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
-from service.api.ingest import IngestError, decompress, redact_metadata, redact_value
+from service.api.ingest_body import decompress
+from service.api.ingest_errors import IngestError
+from service.api.ingest_redact import redact_metadata, redact_value
 from service.api.producer import OutgoingRecord, record_bytes
 from service.api.redaction import Pseudonymizer, Redactor, identifier_key
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.spans import encode_span_record, split_by_trace
 from service.contracts.topics import Topics
 

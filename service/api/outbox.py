@@ -19,7 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from service.api.metrics import ApiMetrics
 from service.api.producer import BrokerUnavailable, EventProducer, OutgoingRecord
-from service.contracts import topics as T
+from service.contracts.stored import record_headers
 from service.contracts.topics import Topics, record_key
 
 log = logging.getLogger("ragmon.api.outbox")
@@ -61,12 +61,7 @@ class LabelRelay:
             conn.execute(f"UPDATE label_outbox SET {column} WHERE id = ANY(%s)", (ids,))  # noqa: S608 - fixed text
 
     def _record(self, event_id: Any, tenant: str, event: dict[str, Any]) -> OutgoingRecord:
-        headers = [
-            (T.H_EVENT_ID, str(event_id).encode()),
-            (T.H_EVENT_TYPE, b"label"),
-            (T.H_TENANT, tenant.encode()),
-            (T.H_SCHEMA, b"1"),
-        ]
+        headers = record_headers(str(event_id), "label", tenant)
         return OutgoingRecord(
             self.topics.labels, record_key("label", tenant, event["body"]), orjson.dumps(event), headers
         )

@@ -31,7 +31,7 @@ from kafka import errors as kafka_errors
 from kafka.errors import KafkaError
 
 from service.api.kafka_private import append_records, drop_pending, on_completion, partitions_known
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 

@@ -14,13 +14,16 @@ from fastapi.responses import JSONResponse
 from opentelemetry import trace
 from redis.exceptions import RedisError
 
+from service.api import admission
 from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
-from service.api.ingest import IngestError, PreparedBatch, check_tenant_fields, decompress, parse_envelope
+from service.api.ingest import PreparedBatch
+from service.api.ingest_body import check_tenant_fields, decompress, parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
 from service.api.state import ApiState, ApiStateDep
 from service.api.telemetry import current_traceparent, extract_context
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 
 log = logging.getLogger("ragmon.api.events")
 router = APIRouter()
@@ -160,10 +163,7 @@ def _check_content_type(request: Request) -> None:
 
 def _bucket(state: ApiState, principal: Principal) -> tuple[float, int]:
     """The tenant's rate and burst (a full batch always fits in the bucket)."""
-    s = state.settings
-    return principal.rate_limit_eps or s.rate_limit_eps, max(
-        principal.burst or s.rate_limit_burst, s.max_events_per_batch
-    )
+    return admission.bucket(state, principal, state.settings.max_events_per_batch)
 
 
 async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
@@ -181,29 +181,10 @@ async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> No
 async def _rate_limit(
     state: ApiState, principal: Principal, events: int, debit: bool = False
 ) -> JSONResponse | None:
-    rate, burst = _bucket(state, principal)
-    if events <= 0:
+    over = await admission.take(state, principal, events, state.settings.max_events_per_batch, log, debit)
+    if over is None:
         return None
-    try:
-        # A cost over the bucket (a big body's bytes) takes a full bucket: it can pass, not often.
-        decision = await state.limiter.take(principal.tenant, min(events, burst), rate, burst, debit)
-    except (RedisError, OSError) as exc:
-        # Fail open: losing the limiter must not lose the tenant's data; /readyz reports Redis down.
-        log.warning("rate limiter unavailable, admitting: %s", exc)
-        state.metrics.redis_up.set(0)
-        return None
-    if decision.allowed:
-        return None
-    state.metrics.rate_limited.labels(principal.tenant).inc()
-    return _error(
-        429,
-        {
-            "error": f"tenant '{principal.tenant}' is over its rate of {rate:g} events/s "
-            f"(burst {burst}); retry after {decision.retry_after_s}s",
-            "rule": "rate_limit",
-        },
-        {"Retry-After": str(decision.retry_after_s)},
-    )
+    return _error(429, {"error": over.message("events"), "rule": "rate_limit"}, over.headers)
 
 
 def refuse_records(
@@ -333,9 +314,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             )
             refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
-            # RFC 9110: a 401 names the scheme that would be accepted.
-            challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
-            return _error(exc.status, {"error": exc.message, "rule": "api_key"}, challenge)
+            return _error(exc.status, {"error": exc.message, "rule": "api_key"}, admission.challenge(exc))
         except IngestError as exc:
             return _error(exc.status, exc.body())
         limited = await _rate_limit(state, principal, len(events) - paid)

@@ -19,17 +19,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from redis.exceptions import RedisError
 
-from service.api import wire
+from service.api import admission, wire
 from service.api.auth import AuthError, Principal
-from service.api.ingest import IngestError
+from service.api.ingest_errors import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
 from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken
 from service.api.state import STATE_KEY, ApiState
 from service.api.telemetry import current_traceparent, extract_context
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 
 log = logging.getLogger("ragmon.api.otlp")
 router = APIRouter()
@@ -139,29 +138,12 @@ def rate_cost(counts: wire.ExportCounts, decompressed_bytes: int) -> int:
 async def _rate_limit(
     state: ApiState, principal: Principal, cost: int, encoding: str, debit: bool = False
 ) -> Response | None:
-    s = state.settings
-    rate = principal.rate_limit_eps or s.rate_limit_eps
     # A request of the largest allowed span count must fit in the bucket, or it could never pass;
     # one that costs more than the bucket (its entries and bytes on top) takes a full bucket.
-    burst = max(principal.burst or s.rate_limit_burst, s.otlp_max_spans_per_request)
-    if cost <= 0:
+    over = await admission.take(state, principal, cost, state.settings.otlp_max_spans_per_request, log, debit)
+    if over is None:
         return None
-    try:
-        decision = await state.limiter.take(principal.tenant, min(cost, burst), rate, burst, debit)
-    except (RedisError, OSError) as exc:
-        log.warning("rate limiter unavailable, admitting: %s", exc)  # fail open, as /v1/events
-        state.metrics.redis_up.set(0)
-        return None
-    if decision.allowed:
-        return None
-    state.metrics.rate_limited.labels(principal.tenant).inc()
-    return _refuse(
-        429,
-        f"tenant '{principal.tenant}' is over its rate of {rate:g} spans/s (burst {burst}); "
-        f"retry after {decision.retry_after_s}s",
-        encoding,
-        {"Retry-After": str(decision.retry_after_s)},
-    )
+    return _refuse(429, over.message("spans"), encoding, over.headers)
 
 
 async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response | None:
@@ -243,8 +225,7 @@ async def export_traces(request: Request) -> Response:
         try:
             principal, encoding, export, cost, size = await _decode(request, state)
         except AuthError as exc:
-            challenge = {"WWW-Authenticate": 'Bearer realm="ragmon"'} if exc.status == 401 else None
-            return _refuse(exc.status, exc.message, encoding, challenge)
+            return _refuse(exc.status, exc.message, encoding, admission.challenge(exc))
         except _Limited as limited_early:
             return limited_early.response
         except IngestError as exc:

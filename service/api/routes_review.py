@@ -31,7 +31,7 @@ from service.api.review_auth import (
 )
 from service.api.review_state import STATIC, LoginThrottled, ReviewService, SessionStoreDown
 from service.api.state import STATE_KEY, ApiState
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.review.reports import all_reports, store_reports
 from service.review.store import ForeignItem, LabelInput, NotAssigned
 

@@ -10,7 +10,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.errors import describe_errors
 from service.contracts.settings import CommonSettings
 

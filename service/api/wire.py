@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from service.api import ingest  # module, not name: ingest imports this module too
+from service.api.ingest_errors import IngestError
 
 _ESCAPE = re.compile(rb"\\.", re.S)  # a backslash and what it escapes: neither is structure
 _CHUNK = 1 << 20  # bytes per vectorised pass: its temporary arrays stay a few times 8 bytes a byte
@@ -124,7 +124,7 @@ def _fields(data: bytes, pos: int, end: int, budget: _Budget) -> Iterator[tuple[
     while pos < end:
         budget.left -= 1
         if budget.left < 0:
-            raise ingest.IngestError(
+            raise IngestError(
                 413,
                 "the export holds more fields than its entries and spans allow",
                 field="resourceSpans",
@@ -181,7 +181,7 @@ def count_export(data: bytes, max_resources: int, max_scopes: int, max_spans: in
                         if counts.spans > max_spans:
                             raise _over("spans", counts.spans, max_spans, "otlp_max_spans_per_request")
     except _Malformed:
-        raise ingest.IngestError(
+        raise IngestError(
             400,
             "body is not a valid ExportTraceServiceRequest protobuf: its fields do not frame",
             field="body",
@@ -190,8 +190,8 @@ def count_export(data: bytes, max_resources: int, max_scopes: int, max_spans: in
     return counts
 
 
-def _over(what: str, seen: int, limit: int, rule: str) -> ingest.IngestError:
-    return ingest.IngestError(
+def _over(what: str, seen: int, limit: int, rule: str) -> IngestError:
+    return IngestError(
         413,
         f"at least {seen} {what} in one export; at most {limit}: lower the exporter's batch size",
         field="resourceSpans",

@@ -2,11 +2,6 @@
 
 from service.contracts.events import (
     BODY_MODELS,
-    EVENT_TYPES,
-    FEEDBACK_KINDS,
-    FEEDBACK_REASONS,
-    PREDICATE_OPS,
-    TOKEN_KINDS,
     Answer,
     Candidate,
     Document,
@@ -26,6 +21,13 @@ from service.contracts.events import (
     parse_instant,
 )
 from service.contracts.topics import Topics, record_key
+from service.contracts.vocabulary import (
+    EVENT_TYPES,
+    FEEDBACK_KINDS,
+    FEEDBACK_REASONS,
+    PREDICATE_OPS,
+    TOKEN_KINDS,
+)
 
 __all__ = [
     "BODY_MODELS",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import (
@@ -23,16 +23,22 @@ from pydantic import (
     model_validator,
 )
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
+from service.contracts.vocabulary import (
+    DEFAULT_VARIANT,
+    ID_PATTERN,
+    LIST_OPS,
+    NAME_PATTERN,
+    ORDERING_OPS,
+    STAGE_PATTERN,
+    EventType,
+    FeedbackKind,
+    FeedbackReason,
+    PredicateOp,
+    SchemaVersion,
+    TokenKind,
+)
 
-EventType = Literal["trace", "feedback", "release", "label"]
-EVENT_TYPES: tuple[str, ...] = ("trace", "feedback", "release", "label")
-
-# Identifiers travel into Redis keys and Kafka keys: printable, no whitespace.
-ID_PATTERN = r"^[A-Za-z0-9._:/@#+=-]+$"
-# Names become Prometheus label values (after the closed-set mapping): lower-case slugs.
-NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]*$"
-STAGE_PATTERN = r"^[a-z][a-z0-9_]*$"
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN, pattern=ID_PATTERN)]
 Name = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=NAME_PATTERN)]
 StageName = Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_NAME_LEN, pattern=STAGE_PATTERN)]
@@ -112,15 +118,6 @@ _METADATA_SCHEMA = {
 }
 Metadata = Annotated[dict[str, Any], PlainValidator(_check_metadata), WithJsonSchema(_METADATA_SCHEMA)]
 
-PREDICATE_OPS = ("eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists")
-PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"]
-FEEDBACK_KINDS = ("thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit")
-FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
-FEEDBACK_REASONS = ("wrong", "incomplete", "off_topic", "harmful", "slow", "other")
-FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", "other"]
-TOKEN_KINDS = ("prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank")
-TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
-
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False, str_strip_whitespace=False)
@@ -162,10 +159,10 @@ class Predicate(Strict):
 
 def predicate_value_problem(op: str, v: Any) -> str | None:
     """Why `value` does not fit `op`, or None (shared with the workers' decode views)."""
-    if op in ("in", "not_in"):
+    if op in LIST_OPS:
         if not isinstance(v, list):
             return f"op '{op}' needs a list value"
-    elif op in ("gt", "gte", "lt", "lte"):
+    elif op in ORDERING_OPS:
         if isinstance(v, bool) or not isinstance(v, int | float | str):
             return f"op '{op}' needs a number or an RFC 3339 date value"
         if isinstance(v, str) and not _is_instant(v):
@@ -254,9 +251,11 @@ class Usage(Strict):
 class TraceBody(Strict):
     trace_id: Identifier
     request_id: Identifier
-    variant: Name = "production"
+    variant: Name = DEFAULT_VARIANT
     release: Identifier | None = None
-    sample_rate: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = 1.0
+    sample_rate: Annotated[
+        float, Field(gt=L.MIN_SAMPLE_RATE_EXCLUSIVE, le=L.MAX_SAMPLE_RATE, allow_inf_nan=False)
+    ] = L.DEFAULT_SAMPLE_RATE
     session_id: Identifier | None = None
     intent: Name | None = None
     query: Query
@@ -307,7 +306,7 @@ def feedback_value_problem(kind: str, v: Any) -> str | None:
 
 class ReleaseBody(Strict):
     release: Identifier
-    variant: Name = "production"
+    variant: Name = DEFAULT_VARIANT
     description: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
 
 
@@ -372,7 +371,7 @@ class StoredEvent(Strict):
     `tenant` comes from the API key, `received_at` from the API's clock.
     """
 
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = L.SCHEMA_VERSION
     id: UUID
     type: EventType
     tenant: Name

@@ -20,15 +20,14 @@ the plain path against the full one.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.events import (
     LABEL_NEEDS_A_JUDGEMENT,
-    NAME_PATTERN,
     feedback_value_problem,
     predicate_value_problem,
 )
@@ -36,29 +35,43 @@ from service.contracts.views import (
     AnswerOutcome,
     Candidate,
     ExclusionSample,
-    FeedbackKind,
-    FeedbackReason,
     FeedbackValue,
     FiniteFloat,
     MetaKey,
     MetaString,
-    ModelName,
-    PredicateOp,
     QueryEmbedding,
     SampleRate,
     StageMillis,
-    TokenKind,
     Usage,
     View,
+)
+from service.contracts.vocabulary import (
+    CANONICAL_UUID,
+    DEFAULT_VARIANT,
+    NAME_PATTERN,
+    NOT_ID_CHAR,
+    RFC3339,
+    STAGE_NAMES_BY_LINE,
+    EventType,
+    FeedbackKind,
+    FeedbackReason,
+    PredicateOp,
     whole_pattern,
 )
 
 __all__ = [
     "BODIES",
-    "Candidate",
-    "ExclusionSample",
+    "CANONICAL_UUID",
+    "RFC3339",
+    "FastAnswer",
+    "FastDocument",
+    "FastFeedbackBody",
+    "FastLabelBody",
+    "FastQuery",
+    "FastReleaseBody",
+    "FastRetrieval",
+    "FastTraceBody",
     "PlainEnvelope",
-    "Usage",
     "body_ids",
     "check_body",
     "plain_batch_decoder",
@@ -83,7 +96,7 @@ FastTimings = Annotated[dict[StageText, StageMillis], Meta(max_length=L.MAX_TIMI
 # Metadata integers within int64: orjson, which reads a body on the full path, reads an integer
 # past 64 bits as a float, so a body holding one is not stored as the client wrote it (the full
 # path stores what orjson read). Workers' views take any integer (records written before).
-FastInt = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+FastInt = Annotated[int, Meta(ge=L.MIN_FAST_INT, le=L.MAX_FAST_INT)]
 FastScalar = bool | FastInt | FiniteFloat | MetaString
 FastValue = FastScalar | Annotated[list[FastScalar], Meta(max_length=L.MAX_METADATA_LIST_LEN)] | None
 FastMetadata = Annotated[dict[MetaKey, FastValue], Meta(max_length=L.MAX_METADATA_KEYS)]
@@ -117,44 +130,44 @@ class FastExclusionSample(ExclusionSample, forbid_unknown_fields=True):
     gold_ids: Ids | None = None
 
 
-class Document(View, forbid_unknown_fields=True):
+class FastDocument(View, forbid_unknown_fields=True):
     id: IdText
     text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
     score: FiniteFloat | None = None
     metadata: FastMetadata = {}
 
 
-class Retrieval(View, forbid_unknown_fields=True):
-    documents: Annotated[list[Document], Meta(max_length=L.MAX_DOCUMENTS)] = []
+class FastRetrieval(View, forbid_unknown_fields=True):
+    documents: Annotated[list[FastDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
     filters: FastFilters = msgspec.field(default_factory=FastFilters)
     exclusion_sample: FastExclusionSample | None = None
 
 
-class Query(QueryEmbedding, forbid_unknown_fields=True):
+class FastQuery(QueryEmbedding, forbid_unknown_fields=True):
     pass
 
 
-class Answer(AnswerOutcome, forbid_unknown_fields=True):
+class FastAnswer(AnswerOutcome, forbid_unknown_fields=True):
     text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
     citations: Annotated[list[IdText], Meta(max_length=L.MAX_CITATIONS)] = []
 
 
-class TraceBody(View, forbid_unknown_fields=True):
+class FastTraceBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     request_id: IdText
-    query: Query
-    variant: NameText = "production"
+    query: FastQuery
+    variant: NameText = DEFAULT_VARIANT
     release: IdText | None = None
-    sample_rate: SampleRate = 1.0
+    sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
     session_id: IdText | None = None
     intent: NameText | None = None
-    retrieval: Retrieval = msgspec.field(default_factory=Retrieval)
-    answer: Answer = msgspec.field(default_factory=Answer)
+    retrieval: FastRetrieval = msgspec.field(default_factory=FastRetrieval)
+    answer: FastAnswer = msgspec.field(default_factory=FastAnswer)
     timings: FastTimings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
 
 
-class FeedbackBody(View, forbid_unknown_fields=True):
+class FastFeedbackBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     kind: FeedbackKind
     value: FeedbackValue = None
@@ -167,13 +180,13 @@ class FeedbackBody(View, forbid_unknown_fields=True):
             raise ValueError(problem)
 
 
-class ReleaseBody(View, forbid_unknown_fields=True):
+class FastReleaseBody(View, forbid_unknown_fields=True):
     release: IdText
-    variant: NameText = "production"
+    variant: NameText = DEFAULT_VARIANT
     description: Note | None = None
 
 
-class LabelBody(View, forbid_unknown_fields=True):
+class FastLabelBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     gold_ids: Ids | None = None
     faithful: bool | None = None
@@ -187,17 +200,16 @@ class LabelBody(View, forbid_unknown_fields=True):
 
 
 BODIES: dict[str, type[View]] = {
-    "trace": TraceBody,
-    "feedback": FeedbackBody,
-    "release": ReleaseBody,
-    "label": LabelBody,
+    "trace": FastTraceBody,
+    "feedback": FastFeedbackBody,
+    "release": FastReleaseBody,
+    "label": FastLabelBody,
 }
-_ = (ModelName, TokenKind)  # the Usage and Query structs reuse them: every rule lives in views.py
 
-# ID_PATTERN's characters; any other character (a line break included) in an identifier breaks it.
-_NOT_ID = re.compile(r"[^A-Za-z0-9._:/@#+=-]")
+# Any character ID_PATTERN does not allow (a line break included) in an identifier breaks it.
+_NOT_ID = re.compile(NOT_ID_CHAR)
 # STAGE_PATTERN, for names joined by line breaks (a name holding one is caught by the count).
-_STAGES = re.compile(r"[a-z][a-z0-9_]*(?:\n[a-z][a-z0-9_]*)*")
+_STAGES = re.compile(STAGE_NAMES_BY_LINE)
 _NAME = re.compile(whole_pattern(NAME_PATTERN))
 
 
@@ -264,19 +276,13 @@ def check_body(event_type: str, body: Any) -> bool:
     return rules_hold(event_type, read)
 
 
-# The envelope as nearly every client writes it: a canonical (lower-case, hyphenated) UUID and an
-# RFC 3339 timestamp (service/api/ingest.py reads the timestamp; EventEnvelope judges every other form).
-CANONICAL_UUID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z"
-RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)\Z"
-
-
 class PlainEnvelope(msgspec.Struct, gc=False, forbid_unknown_fields=True):
     """One event of a batch in the plain form; its body kept as the client's bytes, checked apart.
 
     The id's and the timestamp's forms (CANONICAL_UUID, RFC3339) are the reader's to check, all of
     a batch's ids at once (a pattern here would cost one call into Python's re per string)."""
 
-    type: Literal["trace", "feedback", "release", "label"]
+    type: EventType
     id: str
     timestamp: str
     body: msgspec.Raw

@@ -8,7 +8,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.settings import CommonSettings
 
 # max.message.bytes of every ragmon topic: one record of MAX_RECORD_BYTES (the API refuses bigger

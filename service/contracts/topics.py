@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.contracts.vocabulary import DEFAULT_VARIANT
+
 # Record headers. Everything a consumer needs to route or dead-letter a record
 # without decoding its value travels here.
 H_EVENT_ID = "ragmon-event-id"
@@ -76,10 +78,20 @@ def record_key(event_type: str, tenant: str, body: dict[str, Any]) -> bytes:
     Redis and does not depend on co-partitioning). Releases are keyed by
     variant so markers of one variant stay ordered.
     """
+    return f"{tenant}/{key_part(event_type, body)}".encode()
+
+
+def key_part(event_type: str, body: Any) -> str:
+    """record_key's part after the tenant, of a body as parsed JSON or as a struct decoded from it
+    (the API's fast structs), whose fields are attributes."""
+    if isinstance(body, dict):
+        if event_type == "trace":
+            return body["request_id"]
+        if event_type in ("feedback", "label"):
+            return body["trace_id"]
+        return body.get("variant", DEFAULT_VARIANT)
     if event_type == "trace":
-        part = body["request_id"]
-    elif event_type in ("feedback", "label"):
-        part = body["trace_id"]
-    else:
-        part = body.get("variant", "production")
-    return f"{tenant}/{part}".encode()
+        return body.request_id
+    if event_type in ("feedback", "label"):
+        return body.trace_id
+    return body.variant

@@ -17,36 +17,35 @@ except where they declare all of an object's fields (Candidate, Predicate).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 from uuid import UUID
 
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
-from service.contracts.events import (
-    EMBEDDING_NEEDS_MODEL,
+from service.contracts import vocabulary as L
+from service.contracts.events import EMBEDDING_NEEDS_MODEL, predicate_value_problem
+from service.contracts.vocabulary import (
     ID_PATTERN,
     NAME_PATTERN,
     STAGE_PATTERN,
-    predicate_value_problem,
+    SchemaVersion,
+    whole_pattern,
 )
 
-
-def whole_pattern(pattern: str) -> str:
-    # pydantic matches with Rust's regex, where `$` is the end of the text; in
-    # Python's re `$` also matches before a final newline, `\Z` does not.
-    return pattern.removesuffix("$") + r"\Z"
-
-
-_LARGEST = 1.7976931348623157e308  # JSON numbers beyond it decode as inf: rejected by the bounds
+# The closed sets as the workers' views import them (from here, with the building blocks).
+from service.contracts.vocabulary import EventType as EventType
+from service.contracts.vocabulary import FeedbackKind as FeedbackKind
+from service.contracts.vocabulary import FeedbackReason as FeedbackReason
+from service.contracts.vocabulary import PredicateOp as PredicateOp
+from service.contracts.vocabulary import TokenKind as TokenKind
 
 Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=whole_pattern(ID_PATTERN))]
 Name = Annotated[str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(NAME_PATTERN))]
 StageName = Annotated[
     str, Meta(min_length=1, max_length=L.MAX_NAME_LEN, pattern=whole_pattern(STAGE_PATTERN))
 ]
-FiniteFloat = Annotated[float, Meta(ge=-_LARGEST, le=_LARGEST)]
+FiniteFloat = Annotated[float, Meta(ge=-L.MAX_FINITE_FLOAT, le=L.MAX_FINITE_FLOAT)]
 AwareDatetime = Annotated[datetime, Meta(tz=True)]
 ModelName = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN)]
 
@@ -56,12 +55,7 @@ MetaScalar = bool | int | FiniteFloat | MetaString
 MetaValue = MetaScalar | Annotated[list[MetaScalar], Meta(max_length=L.MAX_METADATA_LIST_LEN)] | None
 Metadata = Annotated[dict[MetaKey, MetaValue], Meta(max_length=L.MAX_METADATA_KEYS)]
 
-PredicateOp = Literal["eq", "neq", "in", "not_in", "gt", "gte", "lt", "lte", "exists"]
-TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
-FeedbackKind = Literal["thumbs", "regenerate", "citation_click", "copy", "dwell", "followup", "edit"]
-FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", "other"]
 FeedbackValue = bool | Annotated[float, Meta(ge=-L.MAX_FEEDBACK_VALUE, le=L.MAX_FEEDBACK_VALUE)] | None
-EventType = Literal["trace", "feedback", "release", "label"]
 
 
 class View(msgspec.Struct, gc=False):
@@ -133,7 +127,7 @@ class Usage(View, forbid_unknown_fields=True):
     cost_usd: Annotated[float, Meta(ge=0, le=L.MAX_COST_USD)] | None = None
 
 
-SampleRate = Annotated[float, Meta(gt=0, le=1)]
+SampleRate = Annotated[float, Meta(gt=L.MIN_SAMPLE_RATE_EXCLUSIVE, le=L.MAX_SAMPLE_RATE)]
 
 B = TypeVar("B")
 
@@ -147,7 +141,7 @@ class Record(msgspec.Struct, Generic[B], gc=False, forbid_unknown_fields=True):
     timestamp: AwareDatetime
     received_at: AwareDatetime
     body: B
-    schema_version: Literal[1] = 1
+    schema_version: SchemaVersion = L.SCHEMA_VERSION
 
 
 def record_decoder(view: type[Any]) -> msgspec.json.Decoder[Any]:

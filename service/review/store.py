@@ -13,6 +13,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from service.contracts.stored import stored_document
+
 # Items offered to a reviewer stay theirs this long; after that another reviewer may take them.
 DEFAULT_LEASE_S = 1800
 
@@ -88,15 +90,7 @@ def label_event(
     if label.note:
         body["note"] = label.note
     ts = at.isoformat()
-    return {
-        "schema_version": 1,
-        "id": str(event_id),
-        "type": "label",
-        "tenant": tenant,
-        "timestamp": ts,
-        "received_at": ts,
-        "body": body,
-    }
+    return stored_document(str(event_id), "label", tenant, ts, ts, body)
 
 
 class ReviewStore:

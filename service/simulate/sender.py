@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.simulate.delivery import Deliverer, DeliveryConfig, HttpStats
 from service.simulate.ledger import FAILED, Ledger
 from service.simulate.records import SimEvent

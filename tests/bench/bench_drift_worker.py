@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 
 from service.contracts import record_key
+from service.contracts.stored import stored_document
 from tests.bench import e2e
 from tests.bench.common import write_report
 
@@ -54,17 +55,7 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
             },
             "answer": {"text": "an answer"},
         }
-        value = orjson.dumps(
-            {
-                "schema_version": 1,
-                "id": str(uuid.uuid4()),
-                "type": "trace",
-                "tenant": "acme",
-                "timestamp": now,
-                "received_at": now,
-                "body": body,
-            }
-        )
+        value = orjson.dumps(stored_document(str(uuid.uuid4()), "trace", "acme", now, now, body))
         out.append(("trace", record_key("trace", "acme", body), value))
     return out
 

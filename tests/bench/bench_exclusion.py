@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from service.contracts import parse_instant, record_key
+from service.contracts.stored import stored_document
 from tests.bench import e2e
 from tests.bench.common import write_report
 from tests.support.decoded import decoded_event
@@ -121,17 +122,7 @@ def stored_records(samples: int) -> list[tuple[str, bytes | None, bytes]]:
     out: list[tuple[str, bytes | None, bytes]] = []
     for i in range(samples):
         body = sample_body(rng, i)
-        value = orjson.dumps(
-            {
-                "schema_version": 1,
-                "id": str(uuid.uuid4()),
-                "type": "trace",
-                "tenant": "acme",
-                "timestamp": now,
-                "received_at": now,
-                "body": body,
-            }
-        )
+        value = orjson.dumps(stored_document(str(uuid.uuid4()), "trace", "acme", now, now, body))
         out.append(("trace", record_key("trace", "acme", body), value))
     return out
 

@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from service.contracts.stored import stored_from_envelope  # noqa: E402
 from tests.bench import e2e  # noqa: E402
 from tests.bench.common import machine_line, median, peak_rss_mb  # noqa: E402
 
@@ -174,9 +175,7 @@ def stored_traces(count: int) -> list[tuple[str, bytes | None, bytes]]:
     out: list[tuple[str, bytes | None, bytes]] = []
     for sim in generate_events(load_scenario("demo"), anchor):
         if sim.type == "trace":
-            value = orjson.dumps(
-                {"schema_version": 1, "tenant": sim.tenant, "received_at": now, **sim.envelope(anchor)}
-            )
+            value = orjson.dumps(stored_from_envelope(sim.envelope(anchor), sim.tenant, now))
             out.append(("trace", record_key("trace", sim.tenant, sim.body), value))
             if len(out) == count:
                 return out

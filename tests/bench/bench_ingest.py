@@ -26,6 +26,7 @@ from kafka import KafkaProducer
 
 from service.api.kafka_private import append_records
 from service.contracts import topics as T
+from service.contracts.stored import stored_from_envelope
 from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
@@ -168,10 +169,7 @@ def main() -> int:
 
     envelopes = trace_envelopes(5000)
     bodies = [orjson.dumps({"events": envelopes[i : i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
-    stored = [
-        orjson.dumps({"schema_version": 1, "tenant": "bench", "received_at": e["timestamp"], **e})
-        for e in envelopes
-    ]
+    stored = [orjson.dumps(stored_from_envelope(e, "bench", e["timestamp"])) for e in envelopes]
     avg_event = sum(len(orjson.dumps(e)) for e in envelopes) / len(envelopes)
     trees = {"change": ROOT} | ({"reference": reference_tree(args.reference)} if args.reference else {})
     load_before = os.getloadavg()[0]

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 
 from service.contracts import record_key
+from service.contracts.stored import stored_from_envelope
 from service.local.embedded import free_port, start_broker, start_redis, wait_for_port
 from service.simulate.run import run_send
 from service.simulate.scenario import load_scenario
@@ -47,9 +48,7 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
         if ev.type not in ("trace", "feedback", "release"):
             continue
         env = ev.envelope(anchor)
-        value = orjson.dumps(
-            {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **env, "id": str(uuid.uuid4())}
-        )
+        value = orjson.dumps(stored_from_envelope({**env, "id": str(uuid.uuid4())}, ev.tenant, now))
         out.append((ev.type, record_key(ev.type, ev.tenant, ev.body), value))
         if len(out) == n:
             return out

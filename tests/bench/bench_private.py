@@ -38,6 +38,7 @@ from kafka import KafkaProducer
 
 from service.api.kafka_private import append_records, on_completion, partitions_known
 from service.api.processes import _deal_connections
+from service.contracts.stored import stored_from_envelope
 from service.local.embedded import ChildProcess, free_port, start_broker, start_redis
 from tests.bench.bench_ingest import BATCH, KEY, RAW_HEADERS, api_cpu_s, start_api, trace_envelopes
 from tests.bench.common import ROOT, build_request, median, percentile, run_load, spawn, write_report
@@ -221,10 +222,7 @@ def main() -> int:
 
     envelopes = trace_envelopes(2000)
     bodies = [orjson.dumps({"events": envelopes[i : i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
-    stored = [
-        orjson.dumps({"schema_version": 1, "tenant": "bench", "received_at": e["timestamp"], **e})
-        for e in envelopes
-    ]
+    stored = [orjson.dumps(stored_from_envelope(e, "bench", e["timestamp"])) for e in envelopes]
     records = (stored * (args.records // len(stored) + 1))[: args.records]
     keys = [f"bench/req-{i % 64}".encode() for i in range(len(records))]
     load_before = os.getloadavg()[0]

@@ -35,6 +35,7 @@ import orjson  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from service.contracts import record_key  # noqa: E402
+from service.contracts.stored import stored_from_envelope  # noqa: E402
 from service.simulate import generate_events, load_scenario  # noqa: E402
 from tests.bench import e2e  # noqa: E402
 from tests.bench.common import median, write_report  # noqa: E402
@@ -139,9 +140,7 @@ def stored_records(limit: int) -> list[tuple[str, bytes | None, bytes]]:
     for ev in generate_events(scenario, anchor):
         if ev.type != "trace":
             continue
-        value = orjson.dumps(
-            {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)}
-        )
+        value = orjson.dumps(stored_from_envelope(ev.envelope(anchor), ev.tenant, now))
         out.append(("trace", record_key("trace", ev.tenant, ev.body), value))
         if len(out) >= limit:
             break

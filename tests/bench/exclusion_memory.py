@@ -26,6 +26,7 @@ import orjson
 import redis
 from prometheus_client import CollectorRegistry
 
+from service.contracts.stored import stored_from_envelope
 from service.local.embedded import start_redis
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
@@ -56,9 +57,7 @@ def _pool(decoder: RecordDecoder) -> list[tuple[Any, str]]:
     pool = []
     for ev in generate_events(load_scenario("clean").with_overrides(duration_s=None), anchor):
         if ev.type in ("trace", "label"):
-            value = orjson.dumps(
-                {"schema_version": 1, "tenant": ev.tenant, "received_at": now, **ev.envelope(anchor)}
-            )
+            value = orjson.dumps(stored_from_envelope(ev.envelope(anchor), ev.tenant, now))
             pool.append(
                 (decoder.decode(FakeRecord(value, topic="traces", key=b"k"), ev.type), ev.body["trace_id"])
             )

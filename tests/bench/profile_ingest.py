@@ -56,7 +56,7 @@ HANDLER_STAGES = [
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "plain_envelope ("),
     ("envelope (pydantic `EventEnvelope` / `plain_envelope`)", "BaseModel.model_validate ("),
     ("redaction (`redact_body`)", "redact_body ("),
-    ("redaction (`redact_body`)", "BatchPreparer._redacted ("),
+    ("redaction (`redact_body`)", "redacted_bytes ("),
     ("rest of prepare (time window, record JSON, key, headers)", "BatchPreparer.prepare ("),
     ("rest of prepare (time window, record JSON, key, headers)", "BatchPreparer.prepare_plain ("),
     ("producer on the event loop (records into kafka-python's accumulator)", "EventProducer.produce ("),

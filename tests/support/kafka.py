@@ -13,6 +13,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
 from service.contracts import Topics, record_key
 from service.contracts import topics as T
+from service.contracts.stored import stored_document
 
 
 def stored(
@@ -23,15 +24,14 @@ def stored(
     when: datetime | None = None,
 ) -> dict[str, Any]:
     when = when or datetime.now(UTC)
-    return {
-        "schema_version": 1,
-        "id": event_id or str(uuid.uuid4()),
-        "type": event_type,
-        "tenant": tenant,
-        "timestamp": when.isoformat(),
-        "received_at": datetime.now(UTC).isoformat(),
-        "body": body,
-    }
+    return stored_document(
+        event_id or str(uuid.uuid4()),
+        event_type,
+        tenant,
+        when.isoformat(),
+        datetime.now(UTC).isoformat(),
+        body,
+    )
 
 
 def trace_body(i: int, **overrides: Any) -> dict[str, Any]:

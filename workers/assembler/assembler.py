@@ -23,8 +23,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from service.contracts import StoredEvent, record_key
-from service.contracts import topics as T
 from service.contracts.spans import SpanRecord, encode_span_record, trace_event_id
+from service.contracts.stored import record_headers, stored_document
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events
@@ -72,15 +72,7 @@ _MAX_VALID_ENVELOPES = 10_000
 
 def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dict[str, Any]) -> bytes:
     """A record value exactly as the API writes one for /v1/events, validated by the same contract model."""
-    doc = {
-        "schema_version": 1,
-        "id": event_id,
-        "type": etype,
-        "tenant": tenant,
-        "timestamp": at.isoformat(),
-        "received_at": datetime.now(UTC).isoformat(),
-        "body": _EMPTY,
-    }
+    doc = stored_document(event_id, etype, tenant, at.isoformat(), datetime.now(UTC).isoformat(), _EMPTY)
     if (etype, tenant) not in _VALID_ENVELOPES:
         StoredEvent.model_validate(
             doc
@@ -93,12 +85,7 @@ def stored_event(event_id: str, etype: str, tenant: str, at: datetime, body: dic
 
 
 def event_headers(event_id: str, etype: str, tenant: str) -> list[tuple[str, bytes]]:
-    return [
-        (T.H_EVENT_ID, event_id.encode()),
-        (T.H_EVENT_TYPE, etype.encode()),
-        (T.H_TENANT, tenant.encode()),
-        (T.H_SCHEMA, b"1"),
-    ]
+    return record_headers(event_id, etype, tenant)
 
 
 _KIND_KEY = "openinference.span.kind"

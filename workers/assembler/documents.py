@@ -15,7 +15,7 @@ import re
 from itertools import islice
 from typing import Any
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from workers.assembler.view import SpanView, json_object
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9._:/@#+=-]+$")

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from service.contracts import TraceBody
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.fast import check_body
 from workers.assembler.documents import context_documents, identifier
 from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage

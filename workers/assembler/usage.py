@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from workers.assembler.view import SpanView, json_object
 
 # OpenInference span kind -> the contract's stage name (metrics worker's default stages).

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from service.contracts import vocabulary as L
 from service.contracts.views import Name, QueryEmbedding, View
 
 
 class DriftTrace(View):
     query: QueryEmbedding
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     intent: Name | None = None
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.config import load_section
 
 IntentName = Annotated[

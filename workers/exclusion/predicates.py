@@ -36,10 +36,10 @@ from functools import lru_cache
 from typing import Any
 
 from service.contracts import PREDICATE_OPS, parse_instant
+from service.contracts.vocabulary import ORDERING_OPS
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import InvalidEvent
 
-ORDERING_OPS = ("gt", "gte", "lt", "lte")
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     "gt": operator.gt,
     "gte": operator.ge,

@@ -7,7 +7,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.views import DocumentMetadata, ExclusionSample, Filters, Identifier, Name, View
 
 
@@ -20,7 +20,7 @@ class ExclusionRetrieval(View):
 class ExclusionTrace(View):
     trace_id: Identifier
     request_id: Identifier  # the exclusion result event is keyed like its trace (shadow pairing)
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     release: Identifier | None = None
     intent: Name | None = None
     retrieval: ExclusionRetrieval = msgspec.field(default_factory=ExclusionRetrieval)

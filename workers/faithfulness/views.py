@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.views import Identifier, Name, SampleRate, View
 
 
@@ -33,10 +33,10 @@ class FaithfulnessAnswer(View):
 class FaithfulnessTrace(View):
     trace_id: Identifier
     request_id: Identifier  # the sample is decided by request id (shadow twins together)
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     release: Identifier | None = None
     intent: Name | None = None
-    sample_rate: SampleRate = 1.0
+    sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
     retrieval: FaithfulnessRetrieval = msgspec.field(default_factory=FaithfulnessRetrieval)
     answer: FaithfulnessAnswer = msgspec.field(default_factory=FaithfulnessAnswer)
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     FeedbackKind,
@@ -63,9 +63,9 @@ class ReviewTrace(View):
     trace_id: Identifier
     request_id: Identifier
     query: ReviewQuery
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     release: Identifier | None = None
-    sample_rate: SampleRate = 1.0
+    sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
     intent: Name | None = None
     retrieval: ReviewRetrieval = msgspec.field(default_factory=ReviewRetrieval)
     answer: ReviewAnswer = msgspec.field(default_factory=ReviewAnswer)

@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 from msgspec import Meta
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.views import Identifier, Name, Predicates, Timings, Usage, View
 
 
@@ -34,7 +34,7 @@ class ShadowRetrieval(View):
 
 class ShadowTrace(View):
     request_id: Identifier
-    variant: Name = "production"
+    variant: Name = L.DEFAULT_VARIANT
     intent: Name | None = None
     retrieval: ShadowRetrieval = msgspec.field(default_factory=ShadowRetrieval)
     answer: ShadowAnswer = msgspec.field(default_factory=ShadowAnswer)

@@ -12,7 +12,7 @@ import time
 import orjson
 import pytest
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from tests.e2e.hostile.victim import Tenant, VictimTraffic, assert_unharmed
 from tests.e2e.stack import UpStack
 from tests.service.api.api_events import trace_event

@@ -21,7 +21,7 @@ from kafka import errors as kafka_errors
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from service.api.producer import EventProducer, OutgoingRecord
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, trace_event
 from tests.service.api.api_harness import KafkaReader, RunningApi
 from tests.service.api.otlp_builders import export_of, new_trace_id, span, span_records

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from tests.service.api.api_events import (
     ACME_KEY,
     GLOBEX_KEY,

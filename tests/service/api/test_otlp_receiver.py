@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from service.api.otlp import pseudonymous_user
 from service.api.redaction import Pseudonymizer
 from service.contracts import topics as T
-from service.contracts.limits import MAX_RECORD_BYTES
 from service.contracts.spans import H_SPAN_COUNT, SPANS_EVENT_TYPE
+from service.contracts.vocabulary import MAX_RECORD_BYTES
 from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, READONLY_KEY
 from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi
 from tests.service.api.otlp_builders import (

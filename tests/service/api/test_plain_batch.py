@@ -17,10 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from service.api.ingest import BatchPreparer, IngestError, PreparedBatch, check_tenant_fields, parse_envelope
+from service.api.ingest import BatchPreparer, PreparedBatch
+from service.api.ingest_body import check_tenant_fields, parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.redaction import Pseudonymizer, Redactor
 from service.contracts import Topics
-from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
+from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import feedback_event, label_event, now_iso, release_event, trace_event
 from tests.service.api.mutation import any_text, json_values, set_path, value_paths
 
@@ -179,7 +181,7 @@ def test_mutated_batches_are_declined_or_stored_as_the_full_path_stores_them() -
     | st.text(max_size=40)
 )
 def test_the_canonical_timestamp_is_what_isoformat_writes(text: str) -> None:
-    from service.api.ingest import canonical_timestamp
+    from service.api.ingest_envelope import canonical_timestamp
 
     got = canonical_timestamp(text)
     try:
@@ -221,7 +223,7 @@ def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> Non
     """Mutated batches with nesting at any depth anywhere and embeddings of one model in several
     dimensions: the plain path never raises, and whatever it takes the full path takes alike;
     past MAX_JSON_DEPTH the full path refuses the body, and a second dimension rejects that trace."""
-    from service.contracts.limits import MAX_JSON_DEPTH
+    from service.contracts.vocabulary import MAX_JSON_DEPTH
 
     seen: Counter[str] = Counter()
 

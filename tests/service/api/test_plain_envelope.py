@@ -1,6 +1,6 @@
 """The plain-envelope shortcut of the ingest pipeline gives exactly what EventEnvelope gives, or declines.
 
-service/api/ingest.py reads an envelope in the plain form (canonical UUID, RFC 3339 timestamp,
+service/api/ingest_envelope.py reads an envelope in the plain form (canonical UUID, RFC 3339 timestamp,
 the four fields) without pydantic; every other form goes through EventEnvelope. Here the
 shortcut is held to the model: on the forms it takes it must produce the model's values, and
 it must decline every envelope the model refuses (so refusals keep the model's messages).
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from service.api.ingest import plain_envelope
+from service.api.ingest_envelope import plain_envelope
 from service.contracts import EventEnvelope
 
 BODY: dict[str, Any] = {"trace_id": "t-1"}

@@ -19,10 +19,10 @@ from service.api.ingest import BatchPreparer
 from service.api.otlp import SpanPreparer
 from service.api.redaction import REPLACEMENT, Pseudonymizer, Redactor
 from service.contracts import Topics
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.contracts.events import TraceBody
-from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from service.contracts.spans import decode_span_record
+from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.api_events import label_event, trace_event
 from tests.service.api.otlp_builders import export_of, new_trace_id, span
 from tests.service.api.test_plain_batch import PSEUDONYM_KEY, TENANT, _agree, _batch, _plain

@@ -76,7 +76,7 @@ def test_redaction_time_grows_linearly(name: str) -> None:
 
 
 def test_the_shapes_are_long_runs_of_one_document() -> None:
-    from service.contracts.limits import MAX_DOCUMENT_CHARS
+    from service.contracts.vocabulary import MAX_DOCUMENT_CHARS
 
     # 2N is the document limit: the shapes are what one document may hold.
     assert 2 * N == MAX_DOCUMENT_CHARS

@@ -17,11 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from service.api import wire
-from service.api.ingest import BatchPreparer, IngestError, parse_envelope
+from service.api.ingest import BatchPreparer
+from service.api.ingest_body import parse_envelope
+from service.api.ingest_errors import IngestError
 from service.api.routes_otlp import _parse, rate_cost
 from service.contracts import Topics
-from service.contracts import limits as L
-from service.contracts.limits import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
+from service.contracts import vocabulary as L
+from service.contracts.vocabulary import MAX_CLOCK_SKEW_S, MAX_EVENT_AGE_S
 from tests.service.api.otlp_builders import export_of, new_trace_id, span
 
 PB, JS = "application/x-protobuf", "application/json"

@@ -26,7 +26,7 @@ from service.contracts import (
     TraceBody,
     record_key,
 )
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 
 
 def trace(**overrides: Any) -> dict[str, Any]:

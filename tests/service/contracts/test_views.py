@@ -15,6 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from service.contracts import BODY_MODELS, StoredEvent
+from service.contracts.stored import stored_document
 from service.contracts.views import View, record_decoder
 from service.simulate.scenario import load_scenario
 from service.simulate.stream import generate_events
@@ -50,13 +51,16 @@ def _simulated(count: int) -> list[dict[str, Any]]:
     anchor = datetime.now(UTC) - timedelta(hours=1)
     out = []
     for ev in itertools.islice(generate_events(scenario, anchor), count):
+        env = ev.envelope(anchor)
         out.append(
-            {
-                "schema_version": 1,
-                "tenant": ev.tenant,
-                "received_at": datetime.now(UTC).isoformat(),
-                **ev.envelope(anchor),
-            }
+            stored_document(
+                env["id"],
+                env["type"],
+                ev.tenant,
+                env["timestamp"],
+                datetime.now(UTC).isoformat(),
+                env["body"],
+            )
         )
     return out
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.simulate import SendConfig, run_send, send_anchor
 from service.simulate.cli import main
 from service.simulate.delivery import PACE_EVERY_S, wall_time_at

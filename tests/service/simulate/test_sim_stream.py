@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from service.contracts import BODY_MODELS, EventEnvelope, IngestBatch
-from service.contracts import limits as L
+from service.contracts import vocabulary as L
 from service.simulate import run_generate
 
 EVERYTHING = {

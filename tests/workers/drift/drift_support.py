@@ -11,6 +11,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 
 from service.contracts import StoredEvent
+from service.contracts.stored import stored_document
 from service.simulate.records import SimEvent
 from tests.support.decoded import decoded_event
 from workers.drift.config import DriftConfig
@@ -68,15 +69,14 @@ def make_event(
 
 def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, object]:
     """The Kafka record the API would write for a simulated event."""
-    return {
-        "schema_version": 1,
-        "id": sim.id,
-        "type": sim.type,
-        "tenant": sim.tenant,
-        "body": sim.body,
-        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(),
-        "received_at": datetime.now(UTC).isoformat(),
-    }
+    return stored_document(
+        sim.id,
+        sim.type,
+        sim.tenant,
+        (anchor + timedelta(seconds=sim.at_s)).isoformat(),
+        datetime.now(UTC).isoformat(),
+        sim.body,
+    )
 
 
 def app_config(**overrides: object) -> DriftConfig:
