@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 from service.rules.cli import rendered_text
@@ -21,6 +22,7 @@ FALSE_ALERTS_PER_DAY_BUDGET = 0.03
 SERIES = '{tenant="acme",variant="production"}'
 
 
+@pytest.mark.slow
 def test_the_simulation_counts_what_promtool_counts(tmp_path: Path) -> None:
     """One simulated tenant's votes through the real rules: votes, downs and their baselines agree."""
     band = Band.from_config(ThumbsDownRule())
