@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import count
 
 import numpy as np
 
@@ -180,40 +179,6 @@ def _discounts(depth: int) -> np.ndarray:
     return 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
 
 
-def _stage(
-    lists: Sequence[Sequence[str] | None],
-    golds: Sequence[Mapping[str, float]],
-    depth: int,
-) -> tuple[np.ndarray, np.ndarray, list[dict[str, int]]]:
-    """Gains at ranks 1..depth (rows: traces), reciprocal ranks, and each list's id -> rank - 1."""
-    m = len(lists)
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-    rr = np.zeros(m)
-    positions: list[dict[str, int]] = []
-    for i in range(m):
-        ids = lists[i]
-        # dict.fromkeys keeps each id's first place; zip with a counter numbers the places (both in C).
-        position = dict(zip(dict.fromkeys(ids or ()), count(), strict=False))
-        positions.append(position)
-        first = depth + len(position)
-        for doc_id, grade in golds[i].items():
-            j = position.get(doc_id)
-            if j is None:
-                continue
-            first = min(first, j)
-            if j < depth:
-                rows.append(i)
-                cols.append(j)
-                vals.append(grade)
-        if first < depth + len(position):
-            rr[i] = 1.0 / (first + 1)
-    gains = np.zeros((m, depth))
-    gains[rows, cols] = vals
-    return gains, rr, positions
-
-
 def batch_metrics(traces: Sequence[Judged], ks: Sequence[int] = DEFAULT_KS) -> dict[str, np.ndarray]:
     """Every column of `column_names(ks)` for many traces at once, NaN where there is no data.
 
@@ -221,60 +186,88 @@ def batch_metrics(traces: Sequence[Judged], ks: Sequence[int] = DEFAULT_KS) -> d
     NaN when its list was not reported; `dropped` (gold among the candidates,
     not in the context: 1.0) needs both lists and `missed` (no gold among the
     candidates: 1.0) the candidates.
+
+    One pass in Python finds each gold id's rank (gold is short, so
+    `list.index` per gold id, after removing repeats only where there are
+    some); everything after is numpy over (traces x max k) matrices.
     """
     ks = tuple(ks)
     depth = max(ks)
     n = len(traces)
-    golds = [t.gold.grades for t in traces]
-    has_gold = np.fromiter((bool(g) for g in golds), bool, n)
-    n_gold = np.fromiter((len(g) for g in golds), np.float64, n)
+    n_gold = np.zeros(n)
+    present = np.zeros((len(STAGES), n), bool)
+    rr = np.zeros((len(STAGES), n))
+    dropped = np.full(n, np.nan)
+    missed = np.full(n, np.nan)
+    # sparse (stage, trace, rank - 1, grade) of gold found in the first `depth`, and the ideal gains
+    g_stage: list[int] = []
+    g_row: list[int] = []
+    g_col: list[int] = []
+    g_val: list[float] = []
+    i_row: list[int] = []
+    i_col: list[int] = []
+    i_val: list[float] = []
+    for i, trace in enumerate(traces):
+        gold = trace.gold.grades
+        if not gold:
+            continue
+        n_gold[i] = len(gold)
+        top = sorted(gold.values(), reverse=True)[:depth]
+        i_row += [i] * len(top)
+        i_col += range(len(top))
+        i_val += top
+        for s, ids in enumerate((trace.retrieved, trace.context)):
+            if ids is None:
+                continue
+            present[s, i] = True
+            if len(set(ids)) != len(ids):
+                ids = list(dict.fromkeys(ids))  # a repeated id counts at its first place
+            first = -1
+            for doc_id, grade in gold.items():
+                if doc_id in ids:
+                    j = ids.index(doc_id)
+                    if first < 0 or j < first:
+                        first = j
+                    if j < depth:
+                        g_stage.append(s)
+                        g_row.append(i)
+                        g_col.append(j)
+                        g_val.append(grade)
+            if first >= 0:
+                rr[s, i] = 1.0 / (first + 1)
+        if trace.retrieved is not None:
+            among = [doc_id for doc_id in gold if doc_id in trace.retrieved]
+            missed[i] = 0.0 if among else 1.0
+            if trace.context is not None:
+                shown = trace.context
+                dropped[i] = 1.0 if any(doc_id not in shown for doc_id in among) else 0.0
     disc = _discounts(depth)
-    # The ideal DCG depends on the gold only: grades in decreasing order, cut at depth.
     ideal = np.zeros((n, depth))
-    i_rows: list[int] = []
-    i_cols: list[int] = []
-    i_vals: list[float] = []
-    for i, g in enumerate(golds):
-        top = sorted(g.values(), reverse=True)[:depth]
-        i_rows += [i] * len(top)
-        i_cols += range(len(top))
-        i_vals += top
-    ideal[i_rows, i_cols] = i_vals
+    ideal[i_row, i_col] = i_val
     ideal_dcg = np.cumsum(ideal * disc, axis=1)
+    gains = np.zeros((len(STAGES), n, depth))
+    gains[g_stage, g_row, g_col] = g_val
     out: dict[str, np.ndarray] = {}
-    positions: dict[str, list[dict[str, int]]] = {}
-    present: dict[str, np.ndarray] = {}
     with np.errstate(invalid="ignore", divide="ignore"):
-        for stage in STAGES:
-            lists = [t.retrieved if stage == "retrieved" else t.context for t in traces]
-            present[stage] = has_gold & np.fromiter((ids is not None for ids in lists), bool, n)
-            gains, rr, positions[stage] = _stage(lists, golds, depth)
-            found = np.cumsum(gains > 0, axis=1)
-            dcg = np.cumsum(gains * disc, axis=1)
-            missing = ~present[stage]
-            for k in ks:
-                at_k = found[:, k - 1]
-                columns = {
-                    "hit": (at_k > 0).astype(np.float64),
-                    "recall": at_k / n_gold,
-                    "precision": at_k / k,
-                    "ndcg": dcg[:, k - 1] / ideal_dcg[:, k - 1],
-                }
-                for metric, values in columns.items():
+        for s, stage in enumerate(STAGES):
+            found = np.cumsum(gains[s] > 0, axis=1)
+            dcg = np.cumsum(gains[s] * disc, axis=1)
+            missing = ~present[s]
+            at = {k: found[:, k - 1] for k in ks}
+            columns = {
+                "hit": {k: (at[k] > 0).astype(np.float64) for k in ks},
+                "recall": {k: at[k] / n_gold for k in ks},
+                "precision": {k: at[k] / k for k in ks},
+                "ndcg": {k: dcg[:, k - 1] / ideal_dcg[:, k - 1] for k in ks},
+            }
+            for metric in RANK_METRICS:
+                for k in ks:
+                    values = columns[metric][k]
                     values[missing] = np.nan
                     out[f"{stage}.{metric}@{k}"] = values
-            rr[missing] = np.nan
-            out[f"{stage}.mrr"] = rr
-        out = {name: out[name] for name in column_names(ks)[: -len(TRACE_METRICS)]}
-        both = present["retrieved"] & present["context"]
-        dropped = np.full(n, np.nan)
-        missed = np.full(n, np.nan)
-        for row in np.flatnonzero(present["retrieved"]):
-            candidates, shown = positions["retrieved"][row], positions["context"][row]
-            among = [g for g in golds[row] if g in candidates]
-            missed[row] = 0.0 if among else 1.0
-            if both[row]:
-                dropped[row] = 1.0 if any(g not in shown for g in among) else 0.0
-        out["dropped"] = dropped
-        out["missed"] = missed
+            stage_rr = rr[s]
+            stage_rr[missing] = np.nan
+            out[f"{stage}.mrr"] = stage_rr
+    out["dropped"] = dropped
+    out["missed"] = missed
     return out
