@@ -87,14 +87,16 @@ def bootstrap_means(
     has = ~np.isnan(values)
     data = np.where(has, values, 0.0).astype(np.float32)
     # Columns with the same missing pattern share a denominator: [data | masks] in one product.
-    masks, which = np.unique(has.T, axis=0, return_inverse=True)
-    stacked = np.concatenate([data, masks.T.astype(np.float32)], axis=1)
+    patterns: dict[bytes, int] = {}
+    which = np.array([patterns.setdefault(np.packbits(has[:, j]).tobytes(), len(patterns)) for j in range(m)])
+    first = [int(np.flatnonzero(which == p)[0]) for p in range(len(patterns))]
+    stacked = np.concatenate([data, has[:, first].astype(np.float32)], axis=1)
     out = np.empty((resamples, m))
     for start in range(0, resamples, _CHUNK):
         b = min(_CHUNK, resamples - start)
         sums = (resample_counts(rng, n, b) @ stacked).astype(np.float64)
         with np.errstate(invalid="ignore", divide="ignore"):
-            out[start : start + b] = sums[:, :m] / sums[:, m:][:, which.ravel()]
+            out[start : start + b] = sums[:, :m] / sums[:, m:][:, which]
     return out
 
 
