@@ -179,3 +179,20 @@ def test_bad_input_names_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[
         read_traces([json.dumps({"tenant": "acme", "gold_ids": ["a"]})], "acme")
     with pytest.raises(SystemExit):
         main(["retrieval", "report", "--input", str(path), "--tenant", "acme", "--k", "0"])
+
+
+def test_no_labelled_trace_is_no_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path / "l.jsonl", [{"tenant": "acme", "retrieved_ids": ["a"], "gold_ids": []}] * 3)
+    assert main(["retrieval", "report", "--input", str(path), "--tenant", "acme"]) == 0
+    out = capsys.readouterr().out
+    assert "3 traces, 0 with gold, 3 without (not counted)" in out
+    assert "| Recall@1 | no data | 0 | no data | 0 |" in out
+    assert main(["retrieval", "report", "--input", str(path), "--tenant", "acme", "--format", "json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert group["stages"]["retrieved"]["mrr"] == {
+        "mean": None,
+        "low": None,
+        "high": None,
+        "n": 0,
+        "status": "no data",
+    }
