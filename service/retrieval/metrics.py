@@ -38,9 +38,18 @@ the app did return still occupies its rank as a non-gold document: the
 generator saw it in that slot (a leak, which is counted elsewhere).
 
 Two stages per trace: the retrieved candidates and the context given to the
-generator. Gold among the candidates but not in the context was dropped by a
-reranker or packer (`dropped`); gold absent from the candidates is a
-retriever miss (`missed`).
+generator, each ranked and scored as above. Two indicators per trace tell
+where gold was lost:
+
+- `dropped` = 1 when at least one gold id is among the candidates but not in
+  the context: a reranker or packer drop (needs both lists);
+- `missed` = 1 when no gold id is among the candidates at all: a retriever
+  miss (needs the candidates).
+
+They exclude each other; averaged over traces they are the share of traces
+with a drop and with a miss. Gold that reaches the context without being
+among the candidates (a document the app added itself) scores in the
+context stage and leaves `missed` at 1.
 """
 
 from __future__ import annotations
@@ -90,6 +99,8 @@ class GoldSet:
 
 def gold_set(gold: Iterable[str] | Mapping[str, float], not_entitled: Iterable[str] = ()) -> GoldSet:
     """Normalise gold: ids (grade 1) or id -> grade; grades <= 0 dropped; non-entitled ids left out."""
+    if isinstance(gold, str):
+        raise TypeError("gold is a collection of ids (or id -> grade), not one string")
     items = gold.items() if isinstance(gold, Mapping) else ((doc_id, 1.0) for doc_id in gold)
     barred = set(not_entitled)
     grades: dict[str, float] = {}
@@ -101,7 +112,7 @@ def gold_set(gold: Iterable[str] | Mapping[str, float], not_entitled: Iterable[s
         if doc_id in barred:
             left_out.add(doc_id)
         else:
-            grades[doc_id] = max(g, grades.get(doc_id, g))  # a repeated id keeps its highest grade
+            grades[doc_id] = max(g, grades.get(doc_id, g))  # an id given twice is one gold document
     return GoldSet(grades, len(left_out))
 
 
@@ -192,6 +203,8 @@ def batch_metrics(traces: Sequence[Judged], ks: Sequence[int] = DEFAULT_KS) -> d
     some); everything after is numpy over (traces x max k) matrices.
     """
     ks = tuple(ks)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"cut-offs must be positive: {ks}")
     depth = max(ks)
     n = len(traces)
     n_gold = np.zeros(n)

@@ -146,6 +146,17 @@ def test_parse_ks() -> None:
         with pytest.raises(ValueError):
             parse_ks(bad)
     assert metric_names((2,)) == ["hit@2", "recall@2", "precision@2", "ndcg@2", "mrr"]
+    with pytest.raises(ValueError):
+        batch_metrics([], (0, 3))
+    with pytest.raises(TypeError):
+        gold_set("abc")
+
+
+def test_gold_in_the_context_but_not_among_the_candidates() -> None:
+    s = trace_metrics(["x"], ["g"], gold_set(["g"]))
+    assert s is not None and s.context is not None and s.retrieved is not None
+    assert s.context["hit@1"] == 1 and s.retrieved["hit@10"] == 0
+    assert s.missed is True and s.dropped is False
 
 
 MEASURES = {"P.1,3,5,10", "recall.1,3,5,10", "ndcg_cut.1,3,5,10", "recip_rank", "success.1,3,5,10"}
@@ -187,3 +198,28 @@ def test_equal_to_trec_eval_on_random_runs() -> None:
             assert cols[f"retrieved.{name}"][i] == mine[name]
             worst = max(worst, abs(mine[name] - ref))
     assert worst < 1e-12
+
+
+def test_context_stage_equals_trec_eval_and_the_batch_equals_one_trace_at_a_time() -> None:
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    rnd = random.Random(11)
+    runs = _random_runs(12, 300)
+    contexts = [rnd.sample(ranking(r), min(len(ranking(r)), rnd.randint(1, 5))) + ["extra"] for r, _ in runs]
+    qrel = {f"q{i}": gold for i, (_, gold) in enumerate(runs)}
+    run = {f"q{i}": {d: float(100 - j) for j, d in enumerate(c)} for i, c in enumerate(contexts)}
+    theirs = pytrec_eval.RelevanceEvaluator(qrel, MEASURES).evaluate(run)
+    judged = [Judged(r, c, gold_set(g)) for (r, g), c in zip(runs, contexts, strict=True)]
+    cols = batch_metrics(judged)
+    drops = 0
+    for i, j in enumerate(judged):
+        one = trace_metrics(j.retrieved, j.context, j.gold)
+        assert one is not None and one.context is not None
+        for name in metric_names():
+            metric, _, k = name.partition("@")
+            ref = theirs[f"q{i}"]["recip_rank" if metric == "mrr" else f"{TREC_NAME[metric]}_{k}"]
+            assert one.context[name] == pytest.approx(ref, abs=1e-12)
+            assert cols[f"context.{name}"][i] == one.context[name]
+        assert cols["dropped"][i] == float(bool(one.dropped))
+        assert cols["missed"][i] == float(bool(one.missed))
+        drops += bool(one.dropped)
+    assert 0 < drops < len(judged)  # both cases occur
