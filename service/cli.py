@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | calibrate | golden."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | calibrate | golden."""
 
 from __future__ import annotations
 
@@ -127,6 +127,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return rules_main(args.rest)
 
 
+def _cmd_retrieval(args: argparse.Namespace) -> int:
+    from service.retrieval.cli import main as retrieval_main
+
+    return retrieval_main(args.rest)
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     from service.models.fetch import main as models_main
 
@@ -209,6 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
     rules.set_defaults(func=_cmd_rules)
+    retrieval = sub.add_parser(
+        "retrieval", help="retrieval quality from labelled traces: report FILE", add_help=False
+    )
+    retrieval.add_argument("rest", nargs=argparse.REMAINDER)
+    retrieval.set_defaults(func=_cmd_retrieval)
     models = sub.add_parser(
         "models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads", add_help=False
     )
