@@ -31,6 +31,7 @@ BENCHES = {
     "redaction": "tests.bench.bench_redaction",
     "fairness": "tests.bench.bench_fairness",
     "private": "tests.bench.bench_private",
+    "retrieval": "tests.bench.bench_retrieval",
 }
 
 END_TO_END = (

@@ -26,7 +26,9 @@ ATTACKER_RATE_EPS = 2_000.0
 CONFIG = {"assembler": {"quiet_period_s": 1.0}}
 
 
-@pytest.fixture(scope="session")
+# One stack for the package's modules, stopped when the package ends: the tests after it (the
+# guardrails e2e among them) must not share two cores with an idle second stack.
+@pytest.fixture(scope="package")
 def hostile_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     root: Path = tmp_path_factory.mktemp("hostile")
     config = root / "ragmon.yaml"
