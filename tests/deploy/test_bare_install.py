@@ -112,10 +112,11 @@ class Up:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
+    def wait_for(self, pattern: str, timeout_s: float, after: int = 0) -> re.Match[str]:
+        """The first match of `pattern` in the log from offset `after` on."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            found = re.search(pattern, self.text(), re.M)
+            found = re.compile(pattern, re.M).search(self.text(), after)
             if found:
                 return found
             assert self.proc.poll() is None, (
@@ -177,10 +178,11 @@ def test_a_bare_install_runs_every_base_worker_and_says_what_is_off(venv: Path, 
         5,
     )
     up_bare.wait_for(r"^Drift: reduced .*pip install 'ragmon\[ml\]'$", 5)
-    up_bare.wait_for(
+    exited = up_bare.wait_for(
         rf"^worker-faithfulness exited with {EXIT_EXTRA_MISSING}, not a crash, not restarted: ", 60
     )
-    status = up_bare.wait_for(r"^\d\d:\d\d:\d\d accepted=.*$", 30)[0]
+    # a status line printed after the exit (one printed before it cannot say so yet)
+    status = up_bare.wait_for(r"^\d\d:\d\d:\d\d accepted=.*$", 30, after=exited.end())[0]
     assert "| faithfulness off: the 'ml' extra is not installed" in status and "| drift reduced" in status
     for name in BASE_READY:
         assert f" {name}=" in status, status
