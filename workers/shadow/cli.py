@@ -1,6 +1,7 @@
 """`ragmon shadow ...` (python -m workers.shadow.cli): the statistics outside the worker.
 
-compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives
+compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives, and the
+                 release gate: exit 1 when a metric fails it (--fail-on, --budget), 2 on bad input
 report           the live comparison of one tenant's candidate, from Redis
 calibrate        false verdicts of an equal candidate, checked after every batch; power on a known effect
 """
@@ -8,12 +9,15 @@ calibrate        false verdicts of an equal candidate, checked after every batch
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from workers.shadow.bootstrap import BootstrapSettings
 from workers.shadow.calibrate import null_calibration, power_on_known_effect, render_table
 from workers.shadow.compare import CompareSettings, compare
+from workers.shadow.gate import GateError, evaluate, parse_budgets, parse_fail_on
+from workers.shadow.gate import render_markdown as render_gate
 from workers.shadow.offline import OfflineDataError, read_pairs
 from workers.shadow.report import render
 
@@ -37,10 +41,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except OfflineDataError as exc:
         print(f"ragmon shadow compare: {path}: {exc}", file=sys.stderr)
         return 2
-    comparison = compare(table, _settings(args))
+    try:
+        fail_on = parse_fail_on(args.fail_on)
+        budgets = parse_budgets(args.budget)
+        comparison = compare(table, _settings(args))
+        gate = evaluate(comparison, fail_on, budgets)
+    except GateError as exc:
+        print(f"ragmon shadow compare: {exc}", file=sys.stderr)
+        return 2
     comparison.context["source"] = path.name
-    print(render(comparison, args.format))
-    return 0
+    if args.format == "json":
+        print(json.dumps(comparison.to_dict() | {"gate": gate.to_dict()}, indent=2, sort_keys=True))
+    else:
+        print(render(comparison, args.format) + "\n\n" + render_gate(gate))
+    for check in gate.failures():
+        print(f"ragmon shadow compare: gate FAIL: {check.metric}: {check.why}", file=sys.stderr)
+    return 0 if gate.passed else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -75,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compare", help="compare offline A/B data (JSON lines)")
     c.add_argument("file")
     _common(c)
+    c.add_argument(
+        "--fail-on",
+        default="worse",
+        help="verdicts that fail the gate (exit 1), a comma list of worse, inconclusive, not_enough_data "
+        "(default: worse)",
+    )
+    c.add_argument(
+        "--budget",
+        action="append",
+        default=[],
+        metavar="METRIC=DELTA",
+        help="the largest regression allowed for METRIC, in its units; fails when surely exceeded "
+        "(repeatable)",
+    )
     c.set_defaults(func=cmd_compare)
     r = sub.add_parser("report", help="the live comparison of a candidate (from Redis)")
     r.add_argument("--tenant", required=True)
