@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from service.retrieval.metrics import (
+from service.retrieval.ranking import (
     Judged,
     batch_metrics,
     column_names,
