@@ -46,17 +46,22 @@ def _nan_tolerant_loads(data: bytes) -> Any:
     return json.loads(data, parse_constant=lambda c: float(c.replace("Infinity", "inf")))
 
 
+def refuse_deep(depth: int) -> None:
+    """A 400 naming max_json_depth for a body nested deeper than the contract allows (both endpoints)."""
+    if depth > L.MAX_JSON_DEPTH:
+        raise IngestError(
+            400,
+            f"body nests {depth} levels deep; at most {L.MAX_JSON_DEPTH}",
+            field="body",
+            rule="max_json_depth",
+        )
+
+
 def check_shape(data: bytes, max_events: int) -> None:
     """Depth and event count from the bytes, before the parser builds anything (a body of
     millions of `{}` or nested arrays is refused in milliseconds instead of built)."""
     shape = wire.json_shape(data, (2,))
-    if shape.max_depth > L.MAX_JSON_DEPTH:
-        raise IngestError(
-            400,
-            f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
-            field="body",
-            rule="max_json_depth",
-        )
+    refuse_deep(shape.max_depth)
     if shape.items[2] > max_events:
         raise IngestError(
             413,

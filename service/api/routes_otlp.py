@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from service.api import admission, wire
 from service.api.auth import AuthError, Principal
+from service.api.ingest_body import refuse_deep
 from service.api.ingest_errors import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
 from service.api.producer import BrokerUnavailable
@@ -89,13 +90,7 @@ def _check_json_shape(data: bytes, max_resources: int, max_scopes: int) -> None:
     resourceSpans' entries are the values at depth 2; at depth 4 sit the scopeSpans entries and
     the few members of each entry's resource object (at most 4 counted per entry)."""
     shape = wire.json_shape(data, (2, 4))
-    if shape.max_depth > L.MAX_JSON_DEPTH:
-        raise IngestError(
-            400,
-            f"body nests {shape.max_depth} levels deep; at most {L.MAX_JSON_DEPTH}",
-            field="body",
-            rule="max_json_depth",
-        )
+    refuse_deep(shape.max_depth)
     if shape.items[2] > max_resources:
         raise IngestError(
             413,
