@@ -99,6 +99,19 @@ class ThumbsDownRule(BandRule):
     )
 
 
+class RefusalRule(BandRule):
+    """Refusals of queries per (tenant, intent): a refusal rate that creeps up on one intent is how a stale
+    corpus or a filter that hides that intent's documents shows itself. Per intent the counts are thinner
+    than the tenant's, so the band is wider (3.5 sigma) and the minimums are per intent
+    (docs/refusal-band.md has the measured false-alarm rates and power)."""
+
+    min_n: int = Field(50, ge=1, description="minimum queries of the intent in the current window")
+    min_baseline_n: int = Field(
+        500, ge=1, description="no alert before the intent's baseline window holds this many queries"
+    )
+    sigmas: float = Field(3.5, gt=0)
+
+
 class CostRule(Strict):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
     window: Duration = "30m"
@@ -179,6 +192,7 @@ class GuardrailsConfig(Strict):
     false_exclusion: ExclusionRule = Field(default_factory=ExclusionRule)
     regeneration: RegenerationRule = Field(default_factory=RegenerationRule)
     thumbs_down: ThumbsDownRule = Field(default_factory=ThumbsDownRule)
+    refusal: RefusalRule = Field(default_factory=RefusalRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
     shadow: ShadowRule = Field(default_factory=ShadowRule)

@@ -96,6 +96,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         },
         *regeneration_rules(cfg),
         *feedback_rules(cfg),
+        *refusal_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
             "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
@@ -134,6 +135,8 @@ class BandSignal:
     # An events counter that may have no series while trials do (a window of thumbs up only): read 0,
     # and a window without trials is no data, never 0%.
     absent_events_are_zero: bool = False
+    # the band's grouping: a per-intent band compares each intent with its own baseline
+    by: str = "tenant, variant"
 
 
 REGENERATION = BandSignal(
@@ -151,6 +154,15 @@ THUMBS_DOWN = BandSignal(
     "votes",
     absent_events_are_zero=True,
 )
+REFUSAL = BandSignal(
+    "ragmon:refusal:",
+    "ragmon_rag_refusals_total",
+    "ragmon_rag_queries_total",
+    "refusals",
+    "queries",
+    absent_events_are_zero=True,
+    by="tenant, variant, intent",
+)
 
 
 def band_rules(rule: BandRule, s: BandSignal) -> list[dict[str, Any]]:
@@ -162,7 +174,7 @@ def band_rules(rule: BandRule, s: BandSignal) -> list[dict[str, Any]]:
     series' first events (promql.window_count). docs/regeneration-band.md and
     docs/thumbs-down-band.md have the measured false-alarm rates and power.
     """
-    tv, r, ev, tr = "tenant, variant", s.prefix, s.events_name, s.trials_name
+    tv, r, ev, tr = s.by, s.prefix, s.events_name, s.trials_name
     w, bw, bo = rule.window, rule.baseline_window, rule.baseline_offset
     ws, bws, bos = seconds(w), seconds(bw), seconds(bo)
     zero = (lambda trials: f"\nor {trials} * 0") if s.absent_events_are_zero else (lambda trials: "")
@@ -191,6 +203,10 @@ def band_rules(rule: BandRule, s: BandSignal) -> list[dict[str, Any]]:
 
 def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     return band_rules(cfg.regeneration, REGENERATION)
+
+
+def refusal_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    return band_rules(cfg.refusal, REFUSAL)
 
 
 def share_rules(record: str, events: str, trials: str, window: str, by: str) -> list[dict[str, Any]]:
@@ -242,6 +258,7 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _exclusion_no_data(cfg),
         _regeneration(cfg),
         _thumbs_down(cfg),
+        _refusal(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -355,8 +372,8 @@ def _band_condition(rule: BandRule, s: BandSignal) -> str:
     return (
         f'abs({r}rate{{variant="production"}} - {r}baseline_rate)'
         f"\n> {r}band_half_width"
-        f'\nand on (tenant, variant) ({r}{tr}{{variant="production"}} >= {rule.min_n})'
-        f'\nand on (tenant, variant) ({r}baseline_{tr}{{variant="production"}}'
+        f'\nand on ({s.by}) ({r}{tr}{{variant="production"}} >= {rule.min_n})'
+        f'\nand on ({s.by}) ({r}baseline_{tr}{{variant="production"}}'
         f" >= {rule.min_baseline_n})"
     )
 
@@ -410,6 +427,25 @@ def _thumbs_down(cfg: GuardrailsConfig) -> dict[str, Any]:
         + " Dashboard Feedback: thumbs-down rate by intent and release.",
         triage_within=_band_triage_window(cfg, r),
         guardrail="thumbs_down",
+    )
+
+
+def _refusal(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.refusal
+    return _alert(
+        cfg,
+        "RagmonRefusalRateOutOfBand",
+        _band_condition(r, REFUSAL),
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Refusal rate of {{ $labels.tenant }} on intent {{ $labels.intent }} left its control band",
+        f'The share of queries of this intent the app refused over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
+        + _band_text(r, " queries of the intent")
+        + " A rise on one intent is the usual sign of a stale corpus or of a filter hiding that intent's"
+        " documents; a fall, of answers given without support. Dashboard Quality: refusals by intent.",
+        triage_within=_band_triage_window(cfg, r),
+        guardrail="refusal",
     )
 
 

@@ -262,7 +262,7 @@ class RagApp:
             req.active.unfaithful_share(variant), candidate.unfaithful_for(req.intent) if candidate else 0.0
         )
         unfaithful = rng.random() < unfaithful_rate
-        refuse = self._refuses(rng, req, got.context, candidate)
+        refuse = self._refuses(rng, req, got.context, candidate, variant)
         answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful)
         model = self._model(rng, candidate)
         usage = token_usage(
@@ -296,7 +296,12 @@ class RagApp:
         return sampled, gold_in_sample
 
     def _refuses(
-        self, rng: random.Random, req: Request, context: list[Scored], candidate: CandidateConfig | None
+        self,
+        rng: random.Random,
+        req: Request,
+        context: list[Scored],
+        candidate: CandidateConfig | None,
+        variant: str,
     ) -> bool:
         if not context:
             p = 0.9
@@ -306,7 +311,12 @@ class RagApp:
             p = 0.5  # the right document was filtered out: the model often says it does not know
         else:
             p = candidate.refusal_for(req.intent) if candidate else self.scenario.sampling.refusal_rate
-        return rng.random() < p
+        if rng.random() < p:
+            return True
+        # A stale corpus: this intent's documents went missing, so the app refuses answerable queries too.
+        # The extra draw only while one is active, so scenarios without it replay the same stream.
+        stale = req.active.stale_share(variant, req.intent)
+        return stale > 0 and rng.random() < stale
 
     def _model(self, rng: random.Random, candidate: CandidateConfig | None) -> ModelConfig:
         if candidate and candidate.model:

@@ -169,6 +169,17 @@ class Dissatisfaction(IncidentBase):
     share: Share = 0.5
 
 
+class StaleCorpus(IncidentBase):
+    """The documents one intent needs went stale or missing (an index rebuilt without a source, an
+    expired sync): the app refuses a share of that intent's otherwise answerable queries, so the refusal
+    rate rises on that intent while the others and the tenant's faithfulness look unchanged. None: every
+    intent."""
+
+    kind: Literal["stale_corpus"]
+    intent: Name | None = None
+    share: Share = 0.3
+
+
 Incident = Annotated[
     FilterRegression
     | SlowStage
@@ -177,7 +188,8 @@ Incident = Annotated[
     | CostSpike
     | EntitlementLeak
     | EmbeddingModelChange
-    | Dissatisfaction,
+    | Dissatisfaction
+    | StaleCorpus,
     Field(discriminator="kind"),
 ]
 
@@ -190,6 +202,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "entitlement_leak",
     "embedding_model_change",
     "dissatisfaction",
+    "stale_corpus",
 )
 
 
@@ -233,6 +246,10 @@ class Active:
 
     def dissatisfied_share(self, variant: str, intent: str) -> float:
         found = [i.share for i in self._for(Dissatisfaction, variant) if i.intent in (None, intent)]
+        return max(found, default=0.0)
+
+    def stale_share(self, variant: str, intent: str) -> float:
+        found = [i.share for i in self._for(StaleCorpus, variant) if i.intent in (None, intent)]
         return max(found, default=0.0)
 
     def embedding_change(self) -> EmbeddingModelChange | None:

@@ -152,3 +152,24 @@ class AlertWatcher(threading.Thread):
                     self.seen.setdefault(
                         a["labels"]["alertname"] + "/" + a["labels"].get("tenant", ""), a["annotations"]
                     )
+
+
+def firing_starts(
+    stack: UpStack, start: float, end: float, category: str = "guardrail"
+) -> list[tuple[float, str, dict[str, str]]]:
+    """(start time, alertname, labels) of every contiguous firing run of an alert of `category`."""
+    result = stack.prom(
+        "/api/v1/query_range",
+        query=f'ALERTS{{alertstate="firing", category="{category}"}}',
+        start=start,
+        end=end,
+        step="1s",
+    )["result"]
+    starts = []
+    for series in result:
+        previous = None
+        for ts, _ in series["values"]:
+            if previous is None or float(ts) - previous > 1.5:
+                starts.append((float(ts), series["metric"]["alertname"], series["metric"]))
+            previous = float(ts)
+    return sorted(starts, key=lambda s: (s[0], s[1]))

@@ -21,7 +21,7 @@ import yaml
 
 from service.api.settings import hash_key
 from service.simulate.delivery import wall_time_at
-from tests.e2e.stack import AlertWatcher, UpStack, start_up, wait_workers_ready
+from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait_workers_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SPEED = 3
@@ -65,25 +65,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
         up.stop()
 
 
-def firing_starts(stack: UpStack, start: float, end: float) -> list[tuple[float, str, str | None]]:
-    """(start time, alertname, tenant) of every contiguous firing run of a guardrail alert."""
-    result = stack.prom(
-        "/api/v1/query_range",
-        query='ALERTS{alertstate="firing", category="guardrail"}',
-        start=start,
-        end=end,
-        step="1s",
-    )["result"]
-    starts = []
-    for series in result:
-        previous = None
-        for ts, _ in series["values"]:
-            if previous is None or float(ts) - previous > 1.5:
-                starts.append((float(ts), series["metric"]["alertname"], series["metric"].get("tenant")))
-            previous = float(ts)
-    return sorted(starts)
-
-
 def test_rising_thumbs_down_fires_its_alert_for_that_tenant_only(stack: UpStack, tmp_path: Path) -> None:
     watcher = AlertWatcher(stack.prometheus)
     watcher.start()
@@ -116,7 +97,7 @@ def test_rising_thumbs_down_fires_its_alert_for_that_tenant_only(stack: UpStack,
     }
     context = json.dumps(
         {
-            "starts_after_release_s": [(round(ts - release_at), n, t) for ts, n, t in starts],
+            "starts_after_release_s": [(round(ts - release_at), n, m.get("tenant")) for ts, n, m in starts],
             "sender_max_late_s": pace["max_late_s"],
             "band": {
                 name: {r["metric"].get("tenant"): [round(float(v), 3) for _, v in r["values"]] for r in rows}
@@ -125,7 +106,7 @@ def test_rising_thumbs_down_fires_its_alert_for_that_tenant_only(stack: UpStack,
         }
     )
     # Only acme's thumbs-down alert fires: no other guardrail, not the clean tenant, not before v2.
-    assert {(n, t) for _, n, t in starts} == {("RagmonThumbsDownOutOfBand", "acme")}, context
+    assert {(n, m.get("tenant")) for _, n, m in starts} == {("RagmonThumbsDownOutOfBand", "acme")}, context
     assert min(ts for ts, _, _ in starts) >= release_at, context
     triage = watcher.seen.get("RagmonThumbsDownOutOfBand/acme", {}).get("triage", "")
     assert "Release v2" in triage, (triage, context)

@@ -233,3 +233,18 @@ def test_dissatisfaction_raises_thumbs_down_on_its_intent_only(small, events_of,
 
     assert down_rate(True, True) > down_rate(True, False) + 0.3
     assert abs(down_rate(False, True) - down_rate(False, False)) < 0.15
+
+
+def test_stale_corpus_raises_refusals_on_its_intent_only(small, events_of, start):
+    events, manifest = run(
+        small, events_of, start, {"kind": "stale_corpus", "intent": "billing", "share": 0.5}, rate=60
+    )
+
+    def refusal_rate(billing: bool, during: bool) -> float:
+        traces = [t for t in production(events, during) if (t.get("intent") == "billing") == billing]
+        assert len(traces) >= 30
+        return sum(t["answer"]["refused"] for t in traces) / len(traces)
+
+    assert refusal_rate(True, True) > refusal_rate(True, False) + 0.3
+    assert abs(refusal_rate(False, True) - refusal_rate(False, False)) < 0.1
+    assert manifest["incidents"][0]["kind"] == "stale_corpus"

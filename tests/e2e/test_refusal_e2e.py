@@ -1,0 +1,111 @@
+"""End to end: refusals rising on one intent after a release (a stale corpus) fire
+RagmonRefusalRateOutOfBand for that tenant and intent, with the release named in its triage; the tenant's
+other intents, the clean tenant and the clean phase fire no guardrail.
+
+`ragmon up` with the metrics worker and Prometheus (1 s scrape and evaluation, rules rendered from this
+test's config: the refusal band in seconds instead of hours) receives the simulator's refusals scenario
+at 3x: acme ships v2 at 300 s (100 s of wall time) and the app refuses 40% of its billing queries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from service.api.settings import hash_key
+from service.simulate.delivery import wall_time_at
+from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait_workers_ready
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+SPEED = 3
+RELEASE_S = 300  # the scenario second at which acme ships v2 and the stale corpus starts
+KEYS = {"acme": "e2e-refusal-acme-key", "globex": "e2e-refusal-globex-key"}
+CONFIG = {
+    "guardrails": {
+        "release_window": "10m",
+        "refusal": {
+            "window": "30s",
+            "baseline_window": "2m",
+            "baseline_offset": "30s",
+            "min_n": 100,
+            "min_baseline_n": 300,
+            "for": "20s",
+        },
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
+    root = tmp_path_factory.mktemp("refusal-e2e")
+    config = root / "ragmon.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    keys = json.dumps(
+        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
+    )
+    up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics"))
+    try:
+        wait_workers_ready(up)
+        yield up
+    finally:
+        up.stop()
+
+
+def test_a_stale_corpus_fires_the_refusal_alert_for_that_intent_only(stack: UpStack, tmp_path: Path) -> None:
+    watcher = AlertWatcher(stack.prometheus)
+    watcher.start()
+    started = time.time()
+    manifest_path = tmp_path / "manifest.json"
+    env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
+    sim = subprocess.run(
+        [sys.executable, "-m", "service.cli", "simulate", "send", "refusals", "--api", stack.api]
+        + ["--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    time.sleep(3)  # the last evaluation lands
+    watcher.stop.set()
+    assert sim.returncode == 0, sim.stdout[-2000:] + sim.stderr[-2000:]
+    pace = json.loads(manifest_path.read_text())["http"]["pace"]
+    release_at = wall_time_at(pace["points"], RELEASE_S)
+    starts = firing_starts(stack, started, time.time())
+    band = {
+        name: stack.prom(
+            "/api/v1/query_range", query=name, start=release_at - 30, end=time.time(), step="10s"
+        )["result"]
+        for name in ("ragmon:refusal:rate", "ragmon:refusal:baseline_rate", "ragmon:refusal:band_half_width")
+    }
+    context = json.dumps(
+        {
+            "starts_after_release_s": [
+                (round(ts - release_at), n, m.get("tenant"), m.get("intent")) for ts, n, m in starts
+            ],
+            "sender_max_late_s": pace["max_late_s"],
+            "band": {
+                name: {
+                    f"{r['metric'].get('tenant')}/{r['metric'].get('intent')}": [
+                        round(float(v), 3) for _, v in r["values"]
+                    ]
+                    for r in rows
+                    if r["metric"].get("variant") == "production"
+                }
+                for name, rows in band.items()
+            },
+        }
+    )
+    # Only acme's billing refusal alert fires: no other guardrail, intent or tenant, not before v2.
+    fired = {(n, m.get("tenant"), m.get("intent")) for _, n, m in starts}
+    assert fired == {("RagmonRefusalRateOutOfBand", "acme", "billing")}, context
+    assert min(ts for ts, _, _ in starts) >= release_at, context
+    triage = watcher.seen.get("RagmonRefusalRateOutOfBand/acme", {}).get("triage", "")
+    assert "Release v2" in triage, (triage, context)
