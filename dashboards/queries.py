@@ -22,6 +22,8 @@ HISTORY_SERIES = (
     "ragmon:regeneration:band_half_width",
     "ragmon:thumbs_down:baseline_rate",
     "ragmon:thumbs_down:band_half_width",
+    "ragmon:refusal:baseline_rate",
+    "ragmon:refusal:band_half_width",
 )
 _MACRO = re.compile(r"\$(?:\{__(\w+)\}|__(rate_interval|interval_ms|interval|range_ms|range_s|range)\b)")
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")

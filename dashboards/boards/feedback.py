@@ -2,64 +2,34 @@
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
-from dashboards.model import Override, Panel, Row, Target
+from dashboards.common import Board, Limits, band_panel
+from dashboards.model import Panel, Row, Target
 from dashboards.promql import TENANT, TV, per_second, quantile, sel, share, zero_when_absent
 
 UID = "ragmon-feedback"
 FEEDBACK = "ragmon_feedback_total"
 REGENERATE = 'kind="regenerate"'
 SERIES = "{{tenant}} / {{variant}}"
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}), ("custom.fillOpacity", 0))
 
 
 def _band(limits: Limits) -> Panel:
-    reg = limits.guardrails.regeneration
-    rate, base, half = (
-        sel(f"ragmon:regeneration:{name}", TV) for name in ("rate", "baseline_rate", "band_half_width")
-    )
-    return Panel(
-        f"Regeneration rate and its control band ({reg.window})",
-        "timeseries",
-        [
-            Target(rate, "rate " + SERIES),
-            Target(base, "baseline " + SERIES),
-            Target(f"{base} + {half}", "upper " + SERIES),
-            Target(f"clamp_min({base} - {half}, 0)", "lower " + SERIES),
-        ],
-        description=f"Share of answers regenerated over {reg.window} against p̄ ± {reg.sigmas:g}·√(p̄(1−p̄)/n), p̄ "
-        f"from the {reg.baseline_window} ending {reg.baseline_offset} ago and n the current window's "
-        f"traffic (alert with n ≥ {reg.min_n}). The band needs that much history.",
-        unit="percentunit",
-        minimum=0,
-        overrides=(Override("^(upper|lower|baseline) .*", DASHED),),
-        width=24,
-        height=9,
+    return band_panel(
+        "Regeneration rate",
+        "ragmon:regeneration:",
+        limits.guardrails.regeneration,
+        "Share of answers regenerated",
+        SERIES,
     )
 
 
 def _thumbs_band(limits: Limits) -> Panel:
-    td = limits.guardrails.thumbs_down
-    rate, base, half = (
-        sel(f"ragmon:thumbs_down:{name}", TV) for name in ("rate", "baseline_rate", "band_half_width")
-    )
-    return Panel(
-        f"Thumbs-down rate and its control band ({td.window})",
-        "timeseries",
-        [
-            Target(rate, "rate " + SERIES),
-            Target(base, "baseline " + SERIES),
-            Target(f"{base} + {half}", "upper " + SERIES),
-            Target(f"clamp_min({base} - {half}, 0)", "lower " + SERIES),
-        ],
-        description=f"Down votes over thumbs votes over {td.window} against p̄ ± {td.sigmas:g}·√(p̄(1−p̄)"
-        f"(1/n + 1/n_b)), p̄ pooled with the {td.baseline_window} ending {td.baseline_offset} ago (alert with "
-        f"n ≥ {td.min_n} votes, n_b ≥ {td.min_baseline_n}). No votes: no data, not 0%.",
-        unit="percentunit",
-        minimum=0,
-        overrides=(Override("^(upper|lower|baseline) .*", DASHED),),
-        width=24,
-        height=9,
+    return band_panel(
+        "Thumbs-down rate",
+        "ragmon:thumbs_down:",
+        limits.guardrails.thumbs_down,
+        "Down votes over thumbs votes",
+        SERIES,
+        " votes",
     )
 
 

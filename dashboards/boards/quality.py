@@ -1,8 +1,9 @@
-"""Answer quality: faithfulness (HHEM) with its coverage, and metadata-filter false exclusion with attribution."""
+"""Answer quality: faithfulness (HHEM) with its coverage, metadata-filter false exclusion with attribution, and
+refusals per intent against their control band."""
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, band_panel
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
 from dashboards.promql import TENANT, TV, per_second, quantile, ratio, sel, share, zero_when_absent
 
@@ -257,15 +258,41 @@ def _exclusion_evidence() -> list[Panel]:
     ]
 
 
+def _refusals(limits: Limits) -> list[Panel]:
+    """The refusal band per intent, with each intent's queries beside it (a rate from 3 queries reads as such)."""
+    per_intent = "{{tenant}} / {{intent}}"
+    return [
+        band_panel(
+            "Refusals by intent",
+            "ragmon:refusal:",
+            limits.guardrails.refusal,
+            "Refused answers over queries, per intent,",
+            per_intent,
+            " queries of the intent",
+        ),
+        Panel(
+            "Queries by intent (the refusal band's n)",
+            "timeseries",
+            [Target(sel("ragmon:refusal:queries", TV), per_intent)],
+            description="The queries of each intent in the band's window: under the minimum the band is blind "
+            "for that intent (no alert), not clean.",
+            unit="short",
+            minimum=0,
+            width=24,
+        ),
+    ]
+
+
 def build(limits: Limits) -> Board:
     return Board(
         UID,
         "ragmon / Quality",
         "Faithfulness of answers to their context (HHEM-2.1-Open) with its coverage, and relevance filters that "
-        "falsely exclude the right documents, with the predicate to blame.",
+        "falsely exclude the right documents, with the predicate to blame; refusals per intent against their band.",
         [
             Row("Faithfulness", [*_faithfulness(limits), *_faithfulness_coverage(), *_faithfulness_detail()]),
             Row("Filter false exclusion", [*_exclusion(limits), *_exclusion_evidence()]),
+            Row("Refusals by intent", _refusals(limits)),
         ],
         tags=("quality",),
     )
