@@ -1,4 +1,4 @@
-"""`ragmon calibrate faithfulness|exclusion|reviewers|rate --tenant T` and `ragmon golden export --tenant T`."""
+"""`ragmon calibrate faithfulness|exclusion|reviewers|rate|refusals --tenant T` and `ragmon golden export --tenant T`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from service.contracts import reviewdb
+from service.review.refusals import DEFAULT_MAX_FALSE_ANSWERS, DEFAULT_MIN_LABELS
 from service.review.reports import (
     exclusion_proxy_report,
     faithful_rate_report,
     faithfulness_report,
     proxy_threshold_from_config,
+    refusals_report,
     reviewers_report,
     store_reports,
 )
@@ -63,7 +65,40 @@ def print_threshold_report(r: dict[str, Any]) -> None:
     print(f"  {r['message']}")
 
 
+def _rate_text(r: dict[str, Any] | None) -> str:
+    if r is None or r["value"] is None:
+        return "no data"
+    pop = r.get("population")
+    population = "" if not pop else f", population (1/π) {pop['value']:.3f}{_interval(pop['interval'])}"
+    return f"{r['value']:.3f}{_interval(r['interval'])} ({r['count']}/{r['n']}{population})"
+
+
+def print_refusal_report(r: dict[str, Any]) -> None:
+    print(
+        f"refusals: n={r['n']} ({r['answerable']} answerable, {r['not_answerable']} not answerable; "
+        f"{r['with_confidence']} with a retrieval score)"
+    )
+    print(f"  app's refusals   false refusals {_rate_text(r['app']['false_refusals'])}")
+    print(f"  {'':<16} false answers  {_rate_text(r['app']['false_answers'])}")
+    if r["tradeoff"]:
+        print("  refuse when the best retrieval score < t (all labelled items):")
+        for row in r["tradeoff"]:
+            print(
+                f"    t={row['threshold']:.3f}  false refusals {_fmt(row['false_refusals']['value'])}"
+                f"  false answers {_fmt(row['false_answers']['value'])}"
+            )
+    print(f"  {r['message']}")
+
+
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.what == "refusals":
+        with reviewdb.connect(_url()) as conn:
+            report = refusals_report(conn, args.tenant, args.max_false_answers, args.min_labels)
+        if args.json:
+            print(json.dumps(report, default=str))
+        else:
+            print_refusal_report(report)
+        return 0
     with reviewdb.connect(_url()) as conn:
         if args.what == "faithfulness":
             report = faithfulness_report(conn, args.tenant, args.max_width)
@@ -107,9 +142,19 @@ def _golden(args: argparse.Namespace) -> int:
     return 0
 
 
+def _share_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a share in [0, 1]")
+    return value
+
+
 def add_commands(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="judges against human labels (review store)")
-    cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate"])
+    cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate", "refusals"])
     cal.add_argument("--tenant", required=True)
     cal.add_argument(
         "--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest"
@@ -122,6 +167,18 @@ def add_commands(sub: Any) -> None:
         "of RAGMON_CONFIG)",
     )
     cal.add_argument("--days", type=int, default=30, help="window of the faithful-rate estimate")
+    cal.add_argument(
+        "--max-false-answers",
+        type=_share_arg,
+        default=DEFAULT_MAX_FALSE_ANSWERS,
+        help="refusals: the ceiling on answers given to unanswerable questions the threshold must meet",
+    )
+    cal.add_argument(
+        "--min-labels",
+        type=int,
+        default=DEFAULT_MIN_LABELS,
+        help="refusals: labels each class (answerable, not) needs before a verdict",
+    )
     cal.add_argument("--json", action="store_true")
     cal.set_defaults(func=_calibrate)
     golden = sub.add_parser("golden", help="the golden set grown from reviews")

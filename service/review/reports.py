@@ -15,6 +15,12 @@ from psycopg.types.json import Jsonb
 
 from service.contracts.config import ConfigError, load_config_file
 from service.review.calibrate import DEFAULT_MAX_INTERVAL_WIDTH, Scored, calibrate
+from service.review.refusals import (
+    DEFAULT_MAX_FALSE_ANSWERS,
+    DEFAULT_MIN_LABELS,
+    RefusalItem,
+    refusal_report,
+)
 from service.review.stats import (
     Confusion,
     cohen_kappa,
@@ -170,6 +176,44 @@ def reweighted_rate(conn: psycopg.Connection, tenant: str, days: int) -> dict[st
         "unweighted_rate": positive / len(rows) if rows else None,
         "unweighted_interval": asdict(plain) if plain else None,
     }
+
+
+_ANSWERABLE_LABELS = f"""
+SELECT DISTINCT ON (l.item_id) i.trace_id, i.stratum, l.answerable, i.content, {_PI}
+FROM review_label l JOIN review_item i ON i.id = l.item_id
+LEFT JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
+WHERE l.tenant = %s AND l.answerable IS NOT NULL ORDER BY l.item_id, l.labelled_at, l.id
+"""
+
+
+def _confidence(content: dict[str, Any]) -> float | None:
+    """The best retrieval score among the documents the generator was given (None without scores)."""
+    scores = [d.get("score") for d in content.get("documents") or [] if isinstance(d, dict)]
+    numbers = [float(s) for s in scores if isinstance(s, int | float) and not isinstance(s, bool)]
+    return max(numbers) if numbers else None
+
+
+def refusals_report(
+    conn: psycopg.Connection,
+    tenant: str,
+    max_false_answers: float = DEFAULT_MAX_FALSE_ANSWERS,
+    min_labels: int = DEFAULT_MIN_LABELS,
+) -> dict[str, Any]:
+    """The app's refusals against the first reviewer's `answerable` label of each item (service/review/refusals.py)."""
+    items = [
+        RefusalItem(
+            trace_id,
+            bool(content.get("refused")),
+            bool(answerable),
+            _confidence(content),
+            _weight(pi),
+            stratum,
+        )
+        for trace_id, stratum, answerable, content, pi in conn.execute(
+            _ANSWERABLE_LABELS, (tenant,)
+        ).fetchall()
+    ]
+    return refusal_report(items, max_false_answers, min_labels)
 
 
 def all_reports(
