@@ -31,9 +31,11 @@ from service.contracts.vocabulary import (
     NAME_PATTERN,
     ORDERING_OPS,
     STAGE_PATTERN,
+    ErrorType,
     EventType,
     FeedbackKind,
     FeedbackReason,
+    FinishReason,
     PredicateOp,
     SchemaVersion,
     TokenKind,
@@ -235,6 +237,18 @@ class Answer(Strict):
     text: Annotated[str, StringConstraints(max_length=L.MAX_ANSWER_CHARS)] = ""
     refused: bool = False
     citations: Annotated[list[Identifier], Field(max_length=L.MAX_CITATIONS)] = Field(default_factory=list)
+    # Why the generation stopped: `length` is a truncated answer (the token limit cut it).
+    finish_reason: FinishReason | None = None
+
+
+class TraceError(Strict):
+    """The request failed (a provider outage, a rate limit, a timeout): counted as an error, kept out of
+    every quality signal (docs/errors.md)."""
+
+    type: ErrorType
+    stage: StageName = "generation"  # where it failed: a stage name, as in timings
+    retryable: bool = False
+    provider_request_id: Identifier | None = None  # the provider's id of the failed call, for its support
 
 
 # Constraints, not a Python validator: this runs on every trace in every worker.
@@ -263,6 +277,7 @@ class TraceBody(Strict):
     answer: Answer = Field(default_factory=Answer)
     timings: Timings = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
+    error: TraceError | None = None
 
 
 class FeedbackBody(Strict):

@@ -52,6 +52,7 @@ from service.contracts.vocabulary import (
     NOT_ID_CHAR,
     RFC3339,
     STAGE_NAMES_BY_LINE,
+    ErrorType,
     EventType,
     FeedbackKind,
     FeedbackReason,
@@ -71,6 +72,7 @@ __all__ = [
     "FastReleaseBody",
     "FastRetrieval",
     "FastTraceBody",
+    "FastTraceError",
     "PlainEnvelope",
     "body_ids",
     "check_body",
@@ -152,6 +154,13 @@ class FastAnswer(AnswerOutcome, forbid_unknown_fields=True):
     citations: Annotated[list[IdText], Meta(max_length=L.MAX_CITATIONS)] = []
 
 
+class FastTraceError(View, forbid_unknown_fields=True):
+    type: ErrorType
+    stage: StageText = "generation"
+    retryable: bool = False
+    provider_request_id: IdText | None = None
+
+
 class FastTraceBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     request_id: IdText
@@ -165,6 +174,7 @@ class FastTraceBody(View, forbid_unknown_fields=True):
     answer: FastAnswer = msgspec.field(default_factory=FastAnswer)
     timings: FastTimings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
+    error: FastTraceError | None = None
 
 
 class FastFeedbackBody(View, forbid_unknown_fields=True):
@@ -222,7 +232,8 @@ def body_ids(event_type: str, body: Any) -> list[str]:
             *(d.id for d in body.retrieval.documents),
             *body.answer.citations,
         ]
-        for optional in (body.release, body.session_id):
+        error = body.error
+        for optional in (body.release, body.session_id, None if error is None else error.provider_request_id):
             if optional is not None:
                 ids.append(optional)
         sample = body.retrieval.exclusion_sample
@@ -261,10 +272,11 @@ def rules_hold(event_type: str, body: Any) -> bool:
     filters = body.retrieval.filters
     if not (predicates_fit(filters.entitlement) and predicates_fit(filters.relevance)):
         return False
-    if not body.timings:
+    names = [*body.timings, *(() if body.error is None else (body.error.stage,))]
+    if not names:
         return True
-    stages = "\n".join(body.timings)
-    return _STAGES.fullmatch(stages) is not None and stages.count("\n") == len(body.timings) - 1
+    stages = "\n".join(names)
+    return _STAGES.fullmatch(stages) is not None and stages.count("\n") == len(names) - 1
 
 
 def check_body(event_type: str, body: Any) -> bool:

@@ -34,9 +34,11 @@ from service.contracts.vocabulary import (
 )
 
 # The closed sets as the workers' views import them (from here, with the building blocks).
+from service.contracts.vocabulary import ErrorType as ErrorType
 from service.contracts.vocabulary import EventType as EventType
 from service.contracts.vocabulary import FeedbackKind as FeedbackKind
 from service.contracts.vocabulary import FeedbackReason as FeedbackReason
+from service.contracts.vocabulary import FinishReason as FinishReason
 from service.contracts.vocabulary import PredicateOp as PredicateOp
 from service.contracts.vocabulary import TokenKind as TokenKind
 
@@ -115,6 +117,16 @@ class QueryEmbedding(View):
 class AnswerOutcome(View):
     refused: bool = False
     citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
+    finish_reason: FinishReason | None = None
+
+
+class TraceError(View, forbid_unknown_fields=True):
+    """events.TraceError: the request failed; every worker that scores quality skips the trace."""
+
+    type: ErrorType
+    stage: StageName = "generation"
+    retryable: bool = False
+    provider_request_id: Identifier | None = None
 
 
 StageMillis = Annotated[float, Meta(ge=0, le=L.MAX_TIMING_MS)]

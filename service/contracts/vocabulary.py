@@ -31,6 +31,12 @@ FeedbackReason = Literal["wrong", "incomplete", "off_topic", "harmful", "slow", 
 FEEDBACK_REASONS: tuple[str, ...] = get_args(FeedbackReason)
 TokenKind = Literal["prompt", "completion", "cached_prompt", "reasoning", "embedding", "rerank"]
 TOKEN_KINDS: tuple[str, ...] = get_args(TokenKind)
+# A trace's error (the request failed: not a quality problem, docs/errors.md) and the generation's
+# finish reason. Both become Prometheus label values.
+ErrorType = Literal["timeout", "rate_limit", "provider_error", "content_filter", "context_length", "other"]
+ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
+FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "other"]
+FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
 # The stored record's layout version (StoredEvent.schema_version, the schema header).
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]

@@ -51,7 +51,10 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
     retrieval = body.retrieval
     entitlement = compile_predicates(retrieval.filters.entitlement, "body.retrieval.filters.entitlement")
     leaks, unverified = count_verdicts([d.metadata for d in retrieval.documents], entitlement)
-    sample = retrieval.exclusion_sample
+    # A failed request is no evidence about the filters' quality: its sample is not evaluated (never a false
+    # exclusion, nor an eligible query). Its context's entitlement is still checked: a leaked document
+    # reached the provider whether or not the call then failed.
+    sample = retrieval.exclusion_sample if body.error is None else None
     prepared: PreparedSample | None = None
     if sample is not None:
         # Relevance predicates only matter to the sample; without one they are not read.

@@ -8,7 +8,15 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import DocumentMetadata, ExclusionSample, Filters, Identifier, Name, View
+from service.contracts.views import (
+    DocumentMetadata,
+    ExclusionSample,
+    Filters,
+    Identifier,
+    Name,
+    TraceError,
+    View,
+)
 
 
 class ExclusionRetrieval(View):
@@ -24,6 +32,7 @@ class ExclusionTrace(View):
     release: Identifier | None = None
     intent: Name | None = None
     retrieval: ExclusionRetrieval = msgspec.field(default_factory=ExclusionRetrieval)
+    error: TraceError | None = None  # a failed request: its sample is not evaluated (docs/errors.md)
 
 
 class ExclusionLabel(View):

@@ -37,6 +37,10 @@ class FaithfulnessMetrics:
         self.eligible = counter(
             "ragmon_faithfulness_eligible_total", "Traces with claims (a non-empty, non-refused answer)"
         )
+        self.errored = counter(
+            "ragmon_faithfulness_errored_traces_total",
+            "Traces whose request failed (the trace's error): neither scored nor eligible, never unfaithful",
+        )
         self.no_claims = counter(
             "ragmon_faithfulness_no_claims_total",
             "Refused or empty answers: counted, never scored",
@@ -142,6 +146,7 @@ class FaithfulnessMetrics:
         self._touched.add((tenant, variant))
         for counter in (
             self.traces,
+            self.errored,
             self.eligible,
             self.scored,
             self.below_threshold,

@@ -1,9 +1,11 @@
 """What happens to one trace, decided before any model time is spent.
 
 Each trace ends in exactly one bucket, so the counters add up:
-traces = no_claims + eligible, eligible = scored + skipped (by reason).
+traces = errored + no_claims + eligible, eligible = scored + skipped (by reason).
 Checks run cheapest first and the first one that applies wins:
 
+0. errored    - the request failed (the trace's error): not an answer to judge, so neither scored
+                nor eligible (a provider outage must not read as unfaithful answers or lost coverage);
 1. no_claims  - refused, or an answer without a letter or digit (never scored);
 2. no_context - no document with text: nothing to be faithful to;
 3. sampled_out - the request id falls outside the tenant's sample rate;
@@ -36,6 +38,7 @@ class TracePlan:
     variant_label: str
     sample_rate: float
     sampled: bool = False
+    errored: bool = False
     no_claims: Literal["refused", "empty"] | None = None
     skipped: str | None = None  # one of metrics.SKIP_REASONS
     premise: str = ""
@@ -44,7 +47,7 @@ class TracePlan:
 
     @property
     def to_score(self) -> bool:
-        return self.no_claims is None and self.skipped is None
+        return not self.errored and self.no_claims is None and self.skipped is None
 
     @property
     def emits(self) -> bool:
@@ -61,6 +64,9 @@ class Planner:
     def plan(self, plan: TracePlan, now: float) -> TracePlan:
         body, tenant = plan.body, plan.event.tenant
         plan.sampled = sampled(tenant, body.request_id, plan.sample_rate)
+        if body.error is not None:
+            plan.errored = True
+            return plan
         if body.answer.refused:
             plan.no_claims = "refused"
             return plan

@@ -203,6 +203,9 @@ class FaithfulnessProcessor(Processor):
     def _record(self, plan: TracePlan, scores: list[PairScore], model: LoadedModel) -> None:
         m, labels = self._metrics, (plan.tenant_label, plan.variant_label)
         m.traces.labels(*labels).inc()
+        if plan.errored:
+            m.errored.labels(*labels).inc()
+            return
         if plan.no_claims is not None:
             m.no_claims.labels(*labels, plan.no_claims).inc()
             if plan.emits:

@@ -14,7 +14,7 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import Identifier, Name, SampleRate, View
+from service.contracts.views import Identifier, Name, SampleRate, TraceError, View
 
 
 class DocumentText(View):
@@ -39,6 +39,7 @@ class FaithfulnessTrace(View):
     sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
     retrieval: FaithfulnessRetrieval = msgspec.field(default_factory=FaithfulnessRetrieval)
     answer: FaithfulnessAnswer = msgspec.field(default_factory=FaithfulnessAnswer)
+    error: TraceError | None = None  # a failed request: never scored (docs/errors.md)
 
 
 VIEWS: dict[str, type[View]] = {"trace": FaithfulnessTrace}

@@ -88,6 +88,7 @@ class JoinInfo:
     variant: str
     release: str | None
     intent: str | None
+    errored: bool = False  # the trace's request failed: its feedback stays out of the quality rates
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,10 @@ class FeedbackJoin:
 
     def queue_trace(self, client: Any, tenant: str, trace_id: str, info: JoinInfo) -> Any:
         """Run (or queue on a pipeline) the trace side; parked_from() reads its result."""
-        payload = orjson.dumps({"variant": info.variant, "release": info.release, "intent": info.intent})
+        fields: dict[str, object] = {"variant": info.variant, "release": info.release, "intent": info.intent}
+        if info.errored:  # only when set: entries written before the field read as not errored
+            fields["errored"] = True
+        payload = orjson.dumps(fields)
         return self._trace_script(
             keys=self._keys(tenant, trace_id),
             args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)],
@@ -198,7 +202,8 @@ class FeedbackJoin:
         if not found:
             return None
         d = json.loads(found[0])
-        return Joined(JoinInfo(d["variant"], d.get("release"), d.get("intent")), found[1] == 1, found[2] == 1)
+        info = JoinInfo(d["variant"], d.get("release"), d.get("intent"), d.get("errored") is True)
+        return Joined(info, found[1] == 1, found[2] == 1)
 
     def claim_expired(self, now: float | None = None, limit: int = 1000) -> list[tuple[str, ParkedFeedback]]:
         """Feedback whose trace did not arrive in time, as (tenant, parked); each is returned once overall."""

@@ -87,6 +87,25 @@ class MetricsWorkerMetrics:
             [*TV, "intent"],
             registry=r,
         )
+        self.errors = Counter(
+            "ragmon_rag_errors_total",
+            "Traces whose request failed (the trace's error), by the failing stage and the error type; such a "
+            "trace counts here and in tokens and spend, in no quality or latency signal",
+            [*TV, "intent", "stage", "type"],
+            registry=r,
+        )
+        self.finish_reasons = Counter(
+            "ragmon_rag_finish_reasons_total",
+            "Answers by the generation's finish reason (length: truncated by the token limit)",
+            [*TV, "intent", "reason"],
+            registry=r,
+        )
+        self.feedback_on_errors = Counter(
+            "ragmon_feedback_on_errored_traces_total",
+            "Feedback on a trace whose request failed: kept out of the feedback quality rates",
+            [*TV, "kind"],
+            registry=r,
+        )
         self.release_queries = Counter(
             "ragmon_rag_release_queries_total",
             "Traces observed (sampled), by release (the per-release feedback rates' denominator)",

@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 
+from service.contracts.views import TraceError
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
@@ -96,6 +97,10 @@ class MetricsProcessor(Processor):
         intent = self.intent(t.intent)
         tv = (tenant, variant)
         weight = 1.0 / t.sample_rate
+        release = self.releases.label(tenant, t.release, now) if t.release else None
+        if t.error is not None:
+            info = JoinInfo(variant, release, intent, errored=True)
+            return self._errored(pipe, tenant, t, t.error, info, weight)
         for stage, seconds in cap_stages(t.timings, self.stages):
             c(m.stage_seconds, *tv, stage).observe(seconds)
         c(m.queries, *tv, intent).inc()
@@ -106,21 +111,35 @@ class MetricsProcessor(Processor):
             c(m.uncited, *tv, intent).inc()
         else:
             c(m.cited, *tv, intent).inc()
+        if t.answer.finish_reason is not None:
+            c(m.finish_reasons, *tv, intent, t.answer.finish_reason).inc()
         self._cost(tv, t, weight)
-        release = self.releases.label(tenant, t.release, now) if t.release else None
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
-    def _cost(self, tv: tuple[str, str], t: MetricsTrace, weight: float) -> None:
+    def _errored(
+        self, pipe: Any, tenant: str, t: MetricsTrace, error: TraceError, info: JoinInfo, weight: float
+    ) -> JoinInfo:
+        """A failed request: an error of its stage and type, its tokens and spend; no query, latency, cost per
+        query or answer count, so it never moves a quality or latency signal or their denominators."""
+        stage = error.stage if error.stage in self.stages else OTHER
+        self.child(self.m.errors, tenant, info.variant, info.intent or NONE, stage, error.type).inc()
+        self._cost((tenant, info.variant), t, weight, per_query=False)
+        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        return info
+
+    def _cost(self, tv: tuple[str, str], t: MetricsTrace, weight: float, per_query: bool = True) -> None:
         c, m = self.child, self.m
         tokens: dict[str, int] = dict(t.usage.tokens.items())
         model = t.usage.model or NONE
         cost, source = self.prices.cost(t.usage.model, tokens, t.usage.cost_usd)
-        c(m.cost_queries, *tv, source).inc()
+        if per_query:
+            c(m.cost_queries, *tv, source).inc()
         if cost is not None and source != UNKNOWN:
-            c(m.cost_per_query, *tv, source).observe(cost)
+            if per_query:
+                c(m.cost_per_query, *tv, source).observe(cost)
             c(m.cost_estimated_usd, *tv, source).inc(cost * weight)
         model_label = model if self.prices.knows(model) or model == NONE else "other"
         for kind, n in tokens.items():
@@ -143,8 +162,11 @@ class MetricsProcessor(Processor):
         self, tenant: str, info: JoinInfo, payload: dict[str, Any], first_of_kind: bool, first_of_any: bool
     ) -> None:
         c, m = self.child, self.m
-        joined = (tenant, info.variant, info.release or NONE, info.intent or NONE)
         kind = payload["kind"]
+        if info.errored:  # a retry after a failed request says nothing about an answer's quality
+            c(m.feedback_on_errors, tenant, info.variant, kind).inc()
+            return
+        joined = (tenant, info.variant, info.release or NONE, info.intent or NONE)
         c(m.feedback, *joined, kind, payload.get("reason") or NONE).inc()
         up = payload.get("up")
         if kind == "thumbs" and isinstance(up, bool):  # parked before directions were kept: no direction

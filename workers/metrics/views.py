@@ -14,6 +14,7 @@ from service.contracts.views import (
     Name,
     SampleRate,
     Timings,
+    TraceError,
     Usage,
     View,
 )
@@ -28,6 +29,7 @@ class MetricsTrace(View):
     answer: AnswerOutcome = msgspec.field(default_factory=AnswerOutcome)
     timings: Timings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
+    error: TraceError | None = None
 
 
 class MetricsFeedback(View):

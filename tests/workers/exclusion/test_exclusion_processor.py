@@ -10,7 +10,7 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts import Predicate
-from tests.workers.exclusion.exclusion_events import candidate, label, make_event, trace
+from tests.workers.exclusion.exclusion_events import candidate, label, make_event, trace, trace_body
 from workers.exclusion.processor import ExclusionProcessor, RecentKeys
 from workers.exclusion.state import evaluated_key, labelled_key, sample_key
 
@@ -279,3 +279,16 @@ def test_recent_keys_forget_the_oldest_first() -> None:
     for key in ("a", "b", "c"):
         keys.add(key)
     assert "a" not in keys and "b" in keys and "c" in keys
+
+
+def test_an_errored_trace_is_no_exclusion_evidence_but_its_context_is_checked(
+    make_processor: MakeProcessor, registry: CollectorRegistry
+) -> None:
+    """A failed request (the trace's error) is no evidence about the filters: its sample is not evaluated
+    (never a false exclusion nor an eligible query); a leaked document in its context still counts."""
+    leaked_doc = {"id": "c9", "text": "globex pricing", "metadata": {"tenant": "globex"}}
+    body = trace_body("t1", candidates=BROKEN, documents=[leaked_doc])
+    body["error"] = {"type": "provider_error"}
+    make_processor().process([make_event("trace", body)])
+    assert query_counts(registry, "proxy") == (None,) * 5
+    assert metric(registry, "leaks_total", tenant="acme", kind="context") == 1

@@ -308,3 +308,14 @@ def test_a_corrupt_checkpoint_is_reported_not_raised(
     reason = h.processor.readiness().reason
     assert f"loading {str(directory)!r} failed" in reason and "Fix: re-download the checkpoint" in reason
     assert json.loads((directory / "config.json").read_text())["foundation"]  # only the weights were damaged
+
+
+def test_an_errored_trace_is_neither_scored_nor_eligible(harness: Callable[..., Harness]) -> None:
+    """A failed request (a provider outage) must not read as an unfaithful answer or as lost coverage."""
+    h = harness()
+    h.processor.process([trace("t-9", ANSWER, DOCS, error={"type": "timeout", "retryable": True})])
+    labels = {"tenant": "acme", "variant": "production"}
+    assert h.value("traces_total", **labels) == 1 and h.value("errored_traces_total", **labels) == 1
+    assert h.value("eligible_total", **labels) == 0 and h.value("scored_total", **labels) == 0
+    assert sum(h.value("no_claims_total", reason=r, **labels) for r in ("refused", "empty")) == 0
+    assert h.value("pairs_total", source="model") == 0 and h.events() == []

@@ -1,0 +1,85 @@
+"""Errored traces in the metrics worker (real Redis): an error of its stage and type, its tokens and spend,
+and nothing else (no query, latency, cost per query, refusal or feedback rate moves); finish reasons."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tests.support.kafka import stored, trace_body
+from tests.workers.metrics.test_processor import as_event, feedback, setup, val  # noqa: F401 - fixture
+from workers.metrics.processor import MetricsProcessor
+
+TV = {"tenant": "acme", "variant": "production"}
+
+
+def _errored(i: int, **error: object) -> dict:  # type: ignore[type-arg]
+    return stored(
+        "trace",
+        trace_body(
+            i,
+            answer={"text": ""},
+            error={"type": "provider_error", **error},
+            timings={"retrieval": 20.0, "generation": 30000.0, "total": 30050.0},
+            usage={"model": "gpt-x", "tokens": {"prompt": 1000}},
+        ),
+    )
+
+
+def test_an_errored_trace_counts_as_an_error_only(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    proc, reg = setup
+    proc.process([as_event(_errored(1)), as_event(_errored(2, type="timeout", stage="retrieval"))])
+    assert (
+        val(reg, "ragmon_rag_errors_total", **TV, intent="billing", stage="generation", type="provider_error")
+        == 1
+    )
+    assert val(reg, "ragmon_rag_errors_total", **TV, intent="billing", stage="retrieval", type="timeout") == 1
+    # out of every quality and latency signal and their denominators
+    assert val(reg, "ragmon_rag_queries_total", **TV, intent="billing") == 0
+    assert val(reg, "ragmon_rag_uncited_answers_total", **TV, intent="billing") == 0
+    assert val(reg, "ragmon_rag_stage_duration_seconds_count", **TV, stage="generation") == 0
+    assert val(reg, "ragmon_rag_cost_queries_total", **TV, source="estimated") == 0
+    assert val(reg, "ragmon_rag_release_queries_total", **TV, release="v1") == 0
+    # the money was spent: tokens and estimated spend count
+    assert val(reg, "ragmon_rag_tokens_total", **TV, kind="prompt", model="gpt-x") == 2000
+    assert val(reg, "ragmon_rag_cost_estimated_usd_total", **TV, source="estimated") == pytest.approx(0.002)
+
+
+def test_an_unknown_error_stage_is_capped(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    proc, reg = setup
+    proc.process([as_event(_errored(3, stage="my_custom_guard_step"))])
+    assert (
+        val(reg, "ragmon_rag_errors_total", **TV, intent="billing", stage="other", type="provider_error") == 1
+    )
+
+
+def test_feedback_on_an_errored_trace_stays_out_of_the_quality_rates(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
+    proc, reg = setup
+    proc.process(
+        [as_event(feedback("trace-4", kind="regenerate", value=None, reason=None))]
+    )  # before its trace
+    proc.process([as_event(_errored(4))])
+    proc.process([as_event(feedback("trace-4", kind="thumbs", value=-1))])  # after it
+    assert val(reg, "ragmon_feedback_on_errored_traces_total", **TV, kind="regenerate") == 1
+    assert val(reg, "ragmon_feedback_on_errored_traces_total", **TV, kind="thumbs") == 1
+    joined = {**TV, "release": "v1", "intent": "billing"}
+    assert val(reg, "ragmon_feedback_total", **joined, kind="regenerate", reason="none") == 0
+    assert val(reg, "ragmon_feedback_thumbs_total", **joined, direction="down") == 0
+    assert val(reg, "ragmon_feedback_traces_total", **joined, kind="any") == 0
+
+
+def test_finish_reasons_are_counted_per_intent(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
+    proc, reg = setup
+    proc.process(
+        [
+            as_event(stored("trace", trace_body(5, answer={"text": "a", "finish_reason": "length"}))),
+            as_event(stored("trace", trace_body(6, answer={"text": "b", "finish_reason": "stop"}))),
+            as_event(stored("trace", trace_body(7, answer={"text": "c"}))),  # none given: not counted
+        ]
+    )
+    tvi = {**TV, "intent": "billing"}
+    assert val(reg, "ragmon_rag_finish_reasons_total", **tvi, reason="length") == 1
+    assert val(reg, "ragmon_rag_finish_reasons_total", **tvi, reason="stop") == 1
+    assert val(reg, "ragmon_rag_queries_total", **tvi) == 3
