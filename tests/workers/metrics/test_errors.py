@@ -4,13 +4,23 @@ and nothing else (no query, latency, cost per query, refusal or feedback rate mo
 from __future__ import annotations
 
 import pytest
+import redis
 from prometheus_client import CollectorRegistry
 
 from tests.support.kafka import stored, trace_body
-from tests.workers.metrics.test_processor import as_event, feedback, setup, val  # noqa: F401 - fixture
+from tests.workers.metrics.test_processor import as_event, feedback, val
+from workers.metrics.config import MetricsConfig, ModelPrice
+from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
 
 TV = {"tenant": "acme", "variant": "production"}
+
+
+@pytest.fixture
+def setup(redis_client: redis.Redis) -> tuple[MetricsProcessor, CollectorRegistry]:
+    registry = CollectorRegistry()
+    config = MetricsConfig(park_s=60, prices={"gpt-x": ModelPrice(prompt=1.0, completion=2.0)})
+    return MetricsProcessor(config, MetricsWorkerMetrics(registry), redis_client), registry
 
 
 def _errored(i: int, **error: object) -> dict:  # type: ignore[type-arg]
