@@ -53,7 +53,8 @@ def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
             "Regeneration: distance from baseline, in band widths",
             "stat",
             [Target(distance, SERIES)],
-            description=f"|rate − baseline| / ({reg.sigmas:g}·√(p̄(1−p̄)/n)): 1 is the edge of the control band. "
+            description=f"|rate − baseline| / ({reg.sigmas:g}·√(p̄(1−p̄)(1/n + 1/n_b))): 1 is the edge of the "
+            "control band. "
             f"Needs a baseline ({reg.baseline_window} ending {reg.baseline_offset} ago).",
             thresholds=bad_above(1),
             decimals=2,
@@ -73,6 +74,78 @@ def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
             description="1 when the last MMD² permutation test rejected 'same distribution' at the configured alpha.",
             thresholds=bad_above(1),
             mappings=(("0", "stable", "green"), ("1", "drift", "red")),
+            width=6,
+            height=6,
+        ),
+    ]
+
+
+def _errors(g: GuardrailsConfig) -> list[Panel]:
+    """Failed requests and truncated answers beside the quality row: an outage is not a quality drop
+    (docs/errors.md); failed requests are in none of the quality panels above."""
+    err, trunc = g.errors, g.truncation
+    return [
+        Panel(
+            f"Failed requests ({err.window})",
+            "stat",
+            [Target(sel("ragmon:errors:rate", TV), SERIES)],
+            description=f"Requests whose trace carries an error, over all requests (page above {err.max_rate:.0%} "
+            f"with at least {err.min_errors} failures). Failed requests are kept out of faithfulness, "
+            "exclusion and latency: while this is red, read those as the answered requests only.",
+            unit="percentunit",
+            thresholds=bad_above(err.max_rate),
+            minimum=0,
+            maximum=1,
+            no_value="no requests",
+            width=6,
+            height=6,
+        ),
+        Panel(
+            "Errors by stage and type",
+            "timeseries",
+            [
+                Target(
+                    per_second("ragmon_rag_errors_total", "tenant, stage, type", TV),
+                    "{{tenant}} {{stage}} {{type}}",
+                )
+            ],
+            description="Failed requests per second by the stage that failed and the error type (timeout, "
+            "rate_limit, provider_error, content_filter, context_length, other).",
+            unit="reqps",
+            minimum=0,
+            stacked=True,
+            width=6,
+            height=6,
+        ),
+        Panel(
+            f"Truncated answers ({trunc.window})",
+            "stat",
+            [Target(sel("ragmon:truncation:rate", TV), SERIES)],
+            description=f"Answers that stopped at the token limit (finish_reason length) over the answers that "
+            f"gave a finish reason (alert above {trunc.max_rate:.0%} with at least {trunc.min_answers}). No "
+            "finish reasons sent: no data, not 0%.",
+            unit="percentunit",
+            thresholds=bad_above(trunc.max_rate),
+            minimum=0,
+            maximum=1,
+            no_value="no finish reasons",
+            width=6,
+            height=6,
+        ),
+        Panel(
+            "Finish reasons",
+            "timeseries",
+            [
+                Target(
+                    per_second("ragmon_rag_finish_reasons_total", "tenant, reason", TV),
+                    "{{tenant}} {{reason}}",
+                )
+            ],
+            description="Answers per second by why the generation stopped (stop, length, content_filter, "
+            "tool_calls, other).",
+            unit="reqps",
+            minimum=0,
+            stacked=True,
             width=6,
             height=6,
         ),
@@ -156,10 +229,11 @@ def build(limits: Limits) -> Board:
     return Board(
         UID,
         "ragmon / Guardrails overview",
-        "The five guardrails, drift and entitlement leaks, each coloured by its alert threshold, and the "
-        "alerts pending or firing now.",
+        "The guardrails, drift and entitlement leaks, each coloured by its alert threshold, failed requests "
+        "beside them (an outage is not a quality drop), and the alerts pending or firing now.",
         [
             Row("Answer quality", _answer_quality(g)),
+            Row("Failed requests and truncated answers (not quality)", _errors(g)),
             Row("Latency, cost and security", _service(g)),
             Row("Alerts", [alerts]),
         ],

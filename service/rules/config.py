@@ -112,6 +112,24 @@ class RefusalRule(BandRule):
     sigmas: float = Field(3.5, gt=0)
 
 
+class ErrorRule(Strict):
+    """Failed requests (the trace's error) of all requests (docs/errors.md): an outage, not a quality drop."""
+
+    max_rate: float = Field(0.05, gt=0, le=1, description="errored / (errored + answered) requests")
+    window: Duration = "10m"
+    min_errors: int = Field(20, ge=1, description="no alert on fewer failed requests in the window")
+    for_: Duration = Field("5m", alias="for")
+
+
+class TruncationRule(Strict):
+    """Answers cut by the token limit (finish_reason length) of the answers that gave a finish reason."""
+
+    max_rate: float = Field(0.05, gt=0, le=1, description="length / answers with a finish reason")
+    window: Duration = "30m"
+    min_answers: int = Field(50, ge=1, description="minimum answers with a finish reason in the window")
+    for_: Duration = Field("10m", alias="for")
+
+
 class CostRule(Strict):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
     window: Duration = "30m"
@@ -193,6 +211,8 @@ class GuardrailsConfig(Strict):
     regeneration: RegenerationRule = Field(default_factory=RegenerationRule)
     thumbs_down: ThumbsDownRule = Field(default_factory=ThumbsDownRule)
     refusal: RefusalRule = Field(default_factory=RefusalRule)
+    errors: ErrorRule = Field(default_factory=ErrorRule)
+    truncation: TruncationRule = Field(default_factory=TruncationRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
     shadow: ShadowRule = Field(default_factory=ShadowRule)

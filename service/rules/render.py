@@ -97,6 +97,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *regeneration_rules(cfg),
         *feedback_rules(cfg),
         *refusal_rules(cfg),
+        *error_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
             "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
@@ -209,6 +210,31 @@ def refusal_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     return band_rules(cfg.refusal, REFUSAL)
 
 
+def error_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """Failed requests of all requests, and truncated answers of the answers that gave a finish reason
+    (docs/errors.md). An errored trace is in no query counter, so requests = errored + queries."""
+    tv, w, tw = "tenant, variant", cfg.errors.window, cfg.truncation.window
+    ws = seconds(w)
+    errors = window_count("ragmon_rag_errors_total", w, tv, window_s=ws)
+    queries = window_count("ragmon_rag_queries_total", w, tv, window_s=ws)
+    return [
+        {
+            "record": "ragmon:errors:requests",
+            "expr": f"(\n{errors}\n)\n+ on (tenant, variant) (\n{queries}\n)"
+            f"\nor (\n{errors}\n)\nor (\n{queries}\n)",
+        },
+        {"record": "ragmon:errors:errored", "expr": f"(\n{errors}\n)\nor ragmon:errors:requests * 0"},
+        {"record": "ragmon:errors:rate", "expr": "ragmon:errors:errored / (ragmon:errors:requests > 0)"},
+        *share_rules(
+            "ragmon:truncation",
+            'ragmon_rag_finish_reasons_total{reason="length"}',
+            "ragmon_rag_finish_reasons_total",
+            tw,
+            tv,
+        ),
+    ]
+
+
 def share_rules(record: str, events: str, trials: str, window: str, by: str) -> list[dict[str, Any]]:
     """`<record>:trials` and `<record>:rate` over `window` by `by`: a window with trials but no events
     reads 0; one without trials is no data (absent), never 0%."""
@@ -259,6 +285,8 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _regeneration(cfg),
         _thumbs_down(cfg),
         _refusal(cfg),
+        _provider_errors(cfg),
+        _truncation(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -446,6 +474,49 @@ def _refusal(cfg: GuardrailsConfig) -> dict[str, Any]:
         " documents; a fall, of answers given without support. Dashboard Quality: refusals by intent.",
         triage_within=_band_triage_window(cfg, r),
         guardrail="refusal",
+    )
+
+
+def _provider_errors(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.errors
+    return _alert(
+        cfg,
+        "RagmonProviderErrorsHigh",
+        _gated(
+            f'ragmon:errors:rate{{variant="{PROD}"}} > {number(r.max_rate)}',
+            "ragmon:errors:errored",
+            r.min_errors,
+        ),
+        r.for_,
+        "page",
+        "guardrail",
+        "Requests of {{ $labels.tenant }} are failing",
+        f"{{{{ $value | humanizePercentage }}}} of requests failed over {r.window} (the traces' error: "
+        f"timeouts, rate limits, provider 5xx, content filters, context too long; limit {number(r.max_rate)}, "
+        f"at least {r.min_errors} failures). An outage, not a quality drop: failed requests are kept out of "
+        "faithfulness, exclusion and latency. Dashboard Overview: errors by stage and type.",
+        guardrail="provider_errors",
+    )
+
+
+def _truncation(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.truncation
+    return _alert(
+        cfg,
+        "RagmonTruncatedAnswersHigh",
+        _gated(
+            f'ragmon:truncation:rate{{variant="{PROD}"}} > {number(r.max_rate)}',
+            "ragmon:truncation:trials",
+            r.min_answers,
+        ),
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Answers of {{ $labels.tenant }} are being cut off",
+        f"{{{{ $value | humanizePercentage }}}} of answers stopped at the token limit (finish_reason length) "
+        f"over {r.window} (limit {number(r.max_rate)}, at least {r.min_answers} answers that gave a finish "
+        "reason): users get half an answer. Dashboard Overview: finish reasons.",
+        guardrail="truncation",
     )
 
 

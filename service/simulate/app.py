@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 from functools import cached_property
@@ -45,6 +46,9 @@ from service.simulate.topics import (
 SESSION_IDLE_S = 600.0
 SESSION_CONTINUE = 0.7
 MIN_RETRIEVAL_DEPTH = 20
+
+
+_SENTENCES = re.compile(r"(?<=\.)\s+")
 
 
 @dataclass
@@ -175,6 +179,7 @@ class RagApp:
         variant = candidate.name if candidate else "production"
         got = self._retrieve(rng, req, variant)
         gen = self._generate(rng, req, got, candidate, variant)
+        error = self._error(rng, req, variant)
         body: dict[str, Any] = {
             "trace_id": f"{rng.getrandbits(128):032x}",
             "request_id": req.request_id,
@@ -197,6 +202,14 @@ class RagApp:
         }
         if req.embedding is not None:
             body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
+        if error is not None:  # the request failed: no answer (its retrieval and prompt tokens stay)
+            body["error"] = error
+            body["answer"] = {"text": "", "refused": False, "citations": []}
+            body["usage"] = {**gen.usage.body, "tokens": {"prompt": gen.usage.tokens.get("prompt", 0)}}
+            body["usage"].pop("cost_usd", None)
+        else:
+            reason = self._finish(rng, req, variant, body["answer"])  # may cut the text: before the copy
+            body["answer"] = {**body["answer"], "finish_reason": reason}
         sampled, gold_in_sample = self._attach_sample(rng, body, got, req)
         facts = TraceFacts(
             event_id=event_id(rng.getrandbits(128)),
@@ -224,8 +237,38 @@ class RagApp:
             gold_in_sample=gold_in_sample,
             embedding_model=req.embedding_model,
             embedding_dim=len(req.embedding) if req.embedding is not None else None,
+            error=None if error is None else (error["stage"], error["type"]),
+            finish_reason=body["answer"].get("finish_reason"),
         )
+        if error is not None:
+            facts.tokens = dict(body["usage"]["tokens"])
+            facts.cost_usd = None
+            facts.refused, facts.faithful, facts.cited = False, None, False
         return Served(body, facts)
+
+    @staticmethod
+    def _error(rng: random.Random, req: Request, variant: str) -> dict[str, Any] | None:
+        """A failed request while a provider outage is active (draws only then: other streams unchanged)."""
+        outage = req.active.outage(variant)
+        if outage is None or rng.random() >= outage.share:
+            return None
+        kinds = sorted(outage.types)
+        kind = rng.choices(kinds, [outage.types[k] for k in kinds])[0]
+        error: dict[str, Any] = {"type": kind, "stage": outage.stage, "retryable": kind != "content_filter"}
+        error["provider_request_id"] = f"req_{rng.getrandbits(64):016x}"
+        return error
+
+    @staticmethod
+    def _finish(rng: random.Random, req: Request, variant: str, answer: dict[str, Any]) -> str:
+        """`stop`, or `length` (the text cut after half its sentences) for a share of answers while a
+        truncation spike is on."""
+        share = req.active.truncation_share(variant)
+        if share > 0 and not answer["refused"] and rng.random() < share:
+            # cut after half of its sentences (at least one): a shorter answer, still what the context says
+            sentences = _SENTENCES.split(answer["text"])
+            answer["text"] = " ".join(sentences[: max(1, len(sentences) // 2)])
+            return "length"
+        return "stop"
 
     def _retrieve(self, rng: random.Random, req: Request, variant: str) -> Retrieved:
         sampling = self.scenario.sampling

@@ -48,6 +48,8 @@ def user_feedback(
     rng: random.Random, scenario: Scenario, facts: TraceFacts, citations: list[str]
 ) -> list[Scheduled]:
     cfg = scenario.feedback
+    if facts.error is not None:  # a failed request: the app showed an error, not an answer to rate
+        return []
     cause = problem(facts, cfg.slow_ms)
     out: list[Scheduled] = []
 

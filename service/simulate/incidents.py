@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from service.contracts.vocabulary import ErrorType
+
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$", min_length=1, max_length=64)]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9._:/@#+=-]+$", min_length=1, max_length=128)]
 Share = Annotated[float, Field(ge=0, le=1)]
@@ -180,6 +182,31 @@ class StaleCorpus(IncidentBase):
     share: Share = 0.3
 
 
+OUTAGE_MIX: dict[ErrorType, float] = {"provider_error": 0.5, "timeout": 0.3, "rate_limit": 0.2}
+
+
+class ProviderOutage(IncidentBase):
+    """The LLM provider fails a share of requests (5xx, timeouts, rate limits): the traces carry an `error`
+    and no answer. An outage, not a quality drop: only the error alert may fire."""
+
+    kind: Literal["provider_outage"]
+    share: Share = 0.5
+    stage: Literal["retrieval", "rerank", "generation", "postprocess"] = "generation"
+    types: dict[ErrorType, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=lambda: dict(OUTAGE_MIX),
+        min_length=1,
+        description="relative weights of the error types",
+    )
+
+
+class TruncationSpike(IncidentBase):
+    """A share of answers stops at the token limit (a lower max_tokens, a longer prompt): finish_reason
+    `length` and the text cut in half."""
+
+    kind: Literal["truncation_spike"]
+    share: Share = 0.3
+
+
 Incident = Annotated[
     FilterRegression
     | SlowStage
@@ -189,7 +216,9 @@ Incident = Annotated[
     | EntitlementLeak
     | EmbeddingModelChange
     | Dissatisfaction
-    | StaleCorpus,
+    | StaleCorpus
+    | ProviderOutage
+    | TruncationSpike,
     Field(discriminator="kind"),
 ]
 
@@ -203,6 +232,8 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "embedding_model_change",
     "dissatisfaction",
     "stale_corpus",
+    "provider_outage",
+    "truncation_spike",
 )
 
 
@@ -251,6 +282,13 @@ class Active:
     def stale_share(self, variant: str, intent: str) -> float:
         found = [i.share for i in self._for(StaleCorpus, variant) if i.intent in (None, intent)]
         return max(found, default=0.0)
+
+    def outage(self, variant: str) -> ProviderOutage | None:
+        found = self._for(ProviderOutage, variant)
+        return found[-1] if found else None
+
+    def truncation_share(self, variant: str) -> float:
+        return max((i.share for i in self._for(TruncationSpike, variant)), default=0.0)
 
     def embedding_change(self) -> EmbeddingModelChange | None:
         found = self._for(EmbeddingModelChange)

@@ -7,8 +7,9 @@ metrics with these numbers, so everything is an exact count over the basis.
 Top-level keys: format, basis, scenario, run (mode, start = timestamp of
 scenario second 0, ...), http (statuses, retries, latency), events (sent /
 accepted / rejected / failed by type, by_type_tenant, errors), traces (by
-tenant, variant, intent, release, phase; rows per tenant x variant x intent;
-refused; usage: tokens by kind, reported cost, by model and by phase),
+tenant, variant, intent, release, phase; rows per tenant x variant x intent of
+answered traces, errors per tenant x variant x intent x stage x type of failed
+ones, finish_reasons; refused; usage: tokens by kind, reported cost, by model and by phase),
 feedback (by kind, by kind and reason, before_trace, late, rows joined to the
 trace's tenant/variant/release/intent), labels, releases, phases (trace ids
 per phase and variant), incidents (their windows in seconds and RFC 3339),
@@ -66,8 +67,22 @@ def traces_section(traces: list[TraceFacts]) -> dict[str, Any]:
         "by_intent": dict(sorted(Counter(t.intent for t in traces).items())),
         "by_release": _nested(Counter((t.variant, t.release) for t in traces)),
         "by_phase": dict(sorted(Counter(t.phase for t in traces).items())),
+        # answered traces (ragmon_rag_queries_total counts these; failed requests are in `errors`)
         "rows": _rows(
-            Counter((t.tenant, t.variant, t.intent) for t in traces), ("tenant", "variant", "intent")
+            Counter((t.tenant, t.variant, t.intent) for t in traces if t.error is None),
+            ("tenant", "variant", "intent"),
+        ),
+        "errors": _rows(
+            Counter((t.tenant, t.variant, t.intent, *t.error) for t in traces if t.error is not None),
+            ("tenant", "variant", "intent", "stage", "type"),
+        ),
+        "finish_reasons": _rows(
+            Counter(
+                (t.tenant, t.variant, t.intent, t.finish_reason)
+                for t in traces
+                if t.finish_reason is not None
+            ),
+            ("tenant", "variant", "intent", "reason"),
         ),
         "refused": sum(t.refused for t in traces),
         "without_citations": sum(not t.cited for t in traces),

@@ -60,6 +60,8 @@ def exclusion_section(traces: list[TraceFacts], labelled: set[str]) -> dict[str,
     rows: dict[tuple[str, ...], dict[str, Any]] = {}
     by_phase: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for t in traces:
+        if t.error is not None:  # a failed request's sample is not evaluated (docs/errors.md)
+            continue
         scopes = by_phase.setdefault(t.phase, {}).setdefault(
             t.variant, {"sampled": _empty(), "all": _empty()}
         )
@@ -91,6 +93,9 @@ def quality_section(traces: list[TraceFacts]) -> dict[str, Any]:
     for t in traces:
         c = by_phase.setdefault(t.phase, {}).setdefault(t.variant, Counter())
         c["traces"] += 1
+        if t.error is not None:  # a failed request: in no quality count (docs/errors.md)
+            c["errored"] += 1
+            continue
         c["refused"] += t.refused
         c["no_claims"] += t.faithful is None
         c["faithful"] += t.faithful is True
@@ -125,6 +130,8 @@ def latency_section(traces: list[TraceFacts]) -> dict[str, Any]:
     """Milliseconds per stage by phase and variant (linear-interpolated percentiles)."""
     grouped: dict[str, dict[str, dict[str, list[float]]]] = {}
     for t in traces:
+        if t.error is not None:  # latency is about answers served: failed requests are errors
+            continue
         stages = grouped.setdefault(t.phase, {}).setdefault(t.variant, {k: [] for k in LATENCY_KEYS})
         for k in LATENCY_KEYS:
             stages[k].append(t.timings[k])

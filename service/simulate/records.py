@@ -51,6 +51,8 @@ class TraceFacts:
     gold_in_sample: bool
     embedding_model: str | None
     embedding_dim: int | None
+    error: tuple[str, str] | None = None  # (stage, type) of a failed request: no answer, no feedback
+    finish_reason: str | None = None
     labelled_gold: bool = False
     emitted: bool = False  # set when the stream hands the trace out: "feedback before trace" is exact
 

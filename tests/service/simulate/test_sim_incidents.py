@@ -248,3 +248,34 @@ def test_stale_corpus_raises_refusals_on_its_intent_only(small, events_of, start
     assert refusal_rate(True, True) > refusal_rate(True, False) + 0.3
     assert abs(refusal_rate(False, True) - refusal_rate(False, False)) < 0.1
     assert manifest["incidents"][0]["kind"] == "stale_corpus"
+
+
+def test_a_provider_outage_fails_requests_without_answers(small, events_of, start):
+    events, manifest = run(small, events_of, start, {"kind": "provider_outage", "share": 0.5}, rate=60)
+    during, before = production(events, True), production(events, False)
+    failed = [t for t in during if "error" in t]
+    assert not any("error" in t for t in before)
+    assert 0.35 < len(failed) / len(during) < 0.65
+    assert {t["error"]["type"] for t in failed} == {"provider_error", "timeout", "rate_limit"}
+    assert all(t["answer"] == {"text": "", "refused": False, "citations": []} for t in failed)
+    assert all(set(t["usage"]["tokens"]) == {"prompt"} and "cost_usd" not in t["usage"] for t in failed)
+    assert all(t["error"]["stage"] == "generation" and t["error"]["retryable"] for t in failed)
+    # no feedback on a failed request; the manifest counts it as an error, not a query
+    failed_ids = {t["trace_id"] for t in failed}
+    assert not any(e.type == "feedback" and e.body["trace_id"] in failed_ids for e in events)
+    traces = manifest["traces"]
+    assert sum(r["count"] for r in traces["errors"]) == len(failed)
+    assert sum(r["count"] for r in traces["rows"]) + len(failed) == traces["total"]
+
+
+def test_a_truncation_spike_cuts_answers_at_the_token_limit(small, events_of, start):
+    events, manifest = run(small, events_of, start, {"kind": "truncation_spike", "share": 0.5}, rate=60)
+
+    def cut(during: bool) -> float:
+        answers = [t["answer"] for t in production(events, during) if not t["answer"]["refused"]]
+        return sum(a["finish_reason"] == "length" for a in answers) / len(answers)
+
+    assert cut(False) == 0.0 and 0.35 < cut(True) < 0.65
+    assert all(t["answer"]["finish_reason"] in ("stop", "length") for t in production(events, True))
+    rows = manifest["traces"]["finish_reasons"]
+    assert {r["reason"] for r in rows} == {"stop", "length"}

@@ -88,7 +88,15 @@ def test_bundled_scenarios_load(name):
 def test_incidents_scenario_is_clean_first_then_one_incident_after_another():
     scenario = load_scenario("incidents")
     kinds = [i.kind for i in sorted(scenario.incidents, key=lambda i: i.start_s)]  # type: ignore[attr-defined]
-    assert kinds == ["filter_regression", "slow_stage", "cost_spike", "topic_shift", "unfaithful_answers"]
+    assert kinds == [
+        "filter_regression",
+        "slow_stage",
+        "cost_spike",
+        "topic_shift",
+        "unfaithful_answers",
+        "provider_outage",
+        "truncation_spike",
+    ]
     windows = [(i.start_s, i.end_s) for i in sorted(scenario.incidents, key=lambda i: i.start_s)]
     assert windows[0][0] > 0
     assert all(prev[1] < nxt[0] for prev, nxt in zip(windows, windows[1:], strict=False))
