@@ -13,6 +13,7 @@ from service.contracts import TraceBody
 from service.contracts import vocabulary as L
 from service.contracts.fast import check_body
 from workers.assembler.documents import context_documents, identifier
+from workers.assembler.outcome import finish_reason, trace_error
 from workers.assembler.usage import answer_text, query_embedding, query_text, timings, usage
 from workers.assembler.view import SpanView
 from workers.runtime import boundedjson
@@ -190,6 +191,12 @@ def assemble(trace: TraceSpans) -> Assembled:
     body["query"] = {"text": query[: L.MAX_QUERY_CHARS], **query_embedding(trace.of_kind("EMBEDDING"), query)}
     body["retrieval"] = _retrieval(trace, root)
     body["answer"] = {"text": (answer_text(root, llms) or "")[: L.MAX_ANSWER_CHARS]}
+    reason = finish_reason(llms)
+    if reason is not None:
+        body["answer"]["finish_reason"] = reason
+    error = trace_error(root, trace.by_start, bool(body["answer"]["text"].strip()))
+    if error is not None:
+        body["error"] = error
     body["timings"] = timings(root, trace.spans)
     body["usage"] = usage(llms)
     if check_body(

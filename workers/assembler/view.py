@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import Span
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from workers.runtime import boundedjson
 
@@ -35,6 +35,28 @@ def _doubles(array: Any, n: int) -> list[float] | None:
             _DOUBLE_LAYOUTS.clear()
         layout = _DOUBLE_LAYOUTS[n] = struct.Struct("<" + "3xd" * n)
     return list(layout.unpack(data))
+
+
+# An error's type and message are read for their error type only (workers/assembler/outcome.py): a bounded
+# prefix, so a hostile megabyte of message costs nothing more than a short one.
+MAX_ERROR_TEXT = 2000
+
+
+def _exception(events: Any) -> tuple[str, str] | None:
+    """exception.type and exception.message of the first `exception` event (OTel's record_exception)."""
+    for event in events:
+        if event.name == "exception":
+            attrs = {
+                kv.key: kv.value
+                for kv in event.attributes
+                if kv.key in ("exception.type", "exception.message")
+            }
+            kind, message = attrs.get("exception.type"), attrs.get("exception.message")
+            return (
+                kind.string_value[:MAX_ERROR_TEXT] if kind is not None else "",
+                message.string_value[:MAX_ERROR_TEXT] if message is not None else "",
+            )
+    return None
 
 
 def any_value(value: AnyValue) -> Any:
@@ -75,6 +97,9 @@ class SpanView:
     dropped_attributes: int = 0
     events: list[tuple[str, int]] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)  # (trace id hex, span id hex)
+    failed: bool = False  # span status ERROR
+    status_message: str = ""
+    exception: tuple[str, str] | None = None  # the first `exception` event's exception.type and .message
 
     @classmethod
     def of(cls, span: Span) -> SpanView:
@@ -89,6 +114,9 @@ class SpanView:
             span.dropped_attributes_count,
             [(e.name, e.time_unix_nano) for e in events] if events else [],
             [(link.trace_id.hex(), link.span_id.hex()) for link in links] if links else [],
+            span.status.code == Status.STATUS_CODE_ERROR,
+            span.status.message[:MAX_ERROR_TEXT] if span.status.code == Status.STATUS_CODE_ERROR else "",
+            _exception(events) if events else None,
         )
 
     # The OpenInference span kind (upper case), or None for a span that is not OpenInference (read once).
