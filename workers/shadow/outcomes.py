@@ -1,7 +1,8 @@
 """What one trace or score event contributes to a pair, and a pair's outcomes per metric (pure).
 
 A trace gives latency per stage and total, cost, tokens, refusal, an uncited
-answer and its slice labels; a faithfulness score event gives the score and
+answer and its slice labels (a failed request, one with an `error`, gives none
+of them: only its slice labels); a faithfulness score event gives the score and
 whether it clears the tenant's threshold; an exclusion result gives whether
 the query was falsely excluded. Each is stored as a small JSON field of the
 request's Redis hash, so a pair is rebuilt from whatever has arrived.
@@ -22,6 +23,16 @@ OTHER = "other"
 
 
 def trace_outcome(body: ShadowTrace, config: ShadowConfig) -> dict[str, Any]:
+    if body.error is not None:  # a failed request has no latency, refusal or cost to compare: every metric
+        # of its pair is missing on this side, so an outage of one variant never reads as its quality
+        return {
+            "lat": {},
+            "refused": None,
+            "uncited": None,
+            "tokens": None,
+            "cost": None,
+            "slices": _slices(body, config),
+        }
     timings = body.timings
     answer = body.answer
     answered = not answer.refused and bool(answer.text.strip())
@@ -73,7 +84,7 @@ def variant_values(fields: dict[str, bytes], variant: str) -> dict[str, float]:
         t = orjson.loads(trace)
         for stage, seconds in t["lat"].items():
             values[f"latency_{stage}_seconds"] = float(seconds)
-        values["refusal"] = float(t["refused"])
+        values["refusal"] = _nan(t["refused"])
         values["uncited_answer"] = _nan(t["uncited"])
         values["tokens_total"] = _nan(t["tokens"])
         values["cost_usd"] = _nan(t["cost"])

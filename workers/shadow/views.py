@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import Identifier, Name, Predicates, Timings, Usage, View
+from service.contracts.views import Identifier, Name, Predicates, Timings, TraceError, Usage, View
 
 
 class ShadowAnswer(View):
@@ -40,6 +40,7 @@ class ShadowTrace(View):
     answer: ShadowAnswer = msgspec.field(default_factory=ShadowAnswer)
     timings: Timings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
+    error: TraceError | None = None  # a failed request: no outcome to compare (docs/errors.md)
 
 
 VIEWS: dict[str, type[View]] = {"trace": ShadowTrace}
