@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -241,6 +241,14 @@ class Answer(Strict):
     finish_reason: FinishReason | None = None
 
 
+class ResponseFormat(Strict):
+    """What the app asked the model to answer in: `json` answers are checked for JSON validity, and against
+    the named schema (configured under `checks.schemas`) when one is given (docs/checks.md)."""
+
+    type: Literal["text", "json"] = "text"
+    schema_name: Name | None = None
+
+
 class TraceError(Strict):
     """The request failed (a provider outage, a rate limit, a timeout): counted as an error, kept out of
     every quality signal (docs/errors.md)."""
@@ -278,6 +286,7 @@ class TraceBody(Strict):
     timings: Timings = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
+    response_format: ResponseFormat | None = None
 
 
 class FeedbackBody(Strict):

@@ -20,7 +20,7 @@ the plain path against the full one.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
@@ -70,6 +70,7 @@ __all__ = [
     "FastLabelBody",
     "FastQuery",
     "FastReleaseBody",
+    "FastResponseFormat",
     "FastRetrieval",
     "FastTraceBody",
     "FastTraceError",
@@ -161,6 +162,11 @@ class FastTraceError(View, forbid_unknown_fields=True):
     provider_request_id: IdText | None = None
 
 
+class FastResponseFormat(View, forbid_unknown_fields=True):
+    type: Literal["text", "json"] = "text"
+    schema_name: NameText | None = None
+
+
 class FastTraceBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     request_id: IdText
@@ -175,6 +181,7 @@ class FastTraceBody(View, forbid_unknown_fields=True):
     timings: FastTimings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
     error: FastTraceError | None = None
+    response_format: FastResponseFormat | None = None
 
 
 class FastFeedbackBody(View, forbid_unknown_fields=True):
@@ -268,6 +275,9 @@ def rules_hold(event_type: str, body: Any) -> bool:
     if _NAME.fullmatch(body.variant) is None or (
         body.intent is not None and _NAME.fullmatch(body.intent) is None
     ):
+        return False
+    fmt = body.response_format
+    if fmt is not None and fmt.schema_name is not None and _NAME.fullmatch(fmt.schema_name) is None:
         return False
     filters = body.retrieval.filters
     if not (predicates_fit(filters.entitlement) and predicates_fit(filters.relevance)):

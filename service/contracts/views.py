@@ -17,7 +17,7 @@ except where they declare all of an object's fields (Candidate, Predicate).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 from uuid import UUID
 
 import msgspec
@@ -118,6 +118,13 @@ class AnswerOutcome(View):
     refused: bool = False
     citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []
     finish_reason: FinishReason | None = None
+
+
+class ResponseFormat(View, forbid_unknown_fields=True):
+    """events.ResponseFormat."""
+
+    type: Literal["text", "json"] = "text"
+    schema_name: Name | None = None
 
 
 class TraceError(View, forbid_unknown_fields=True):

@@ -1,5 +1,5 @@
-"""A trace's `error` and its answer's `finish_reason`: the models, the API's fast check and the workers'
-views agree on what is valid, and a refusal names the field and the rule."""
+"""A trace's `error`, its answer's `finish_reason` and its `response_format`: the models, the API's fast
+check and the workers' views agree on what is valid, and a refusal names the field and the rule."""
 
 from __future__ import annotations
 
@@ -58,6 +58,9 @@ INVALID = [
     (_trace(error={"type": "timeout", "retryable": "sometimes"}), "error.retryable"),
     (_trace(error="timeout"), "error"),
     (_trace(answer={"finish_reason": "max_tokens"}), "answer.finish_reason"),
+    (_trace(response_format={"type": "xml"}), "response_format.type"),
+    (_trace(response_format={"type": "json", "schema_name": "Invoice V1"}), "response_format.schema_name"),
+    (_trace(response_format={"type": "json", "schema": {}}), "response_format.schema"),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Deterministic answer checks: per answer, with no model, before any judge (docs/checks.md)."""
