@@ -180,6 +180,16 @@ class StaleCorpus(IncidentBase):
     share: Share = 0.3
 
 
+class Reformulations(IncidentBase):
+    """Answers on one intent stop helping in a way no score sees (a prompt that answers a neighbouring
+    question): a share of that intent's users ask the same thing again, in other words, as their next
+    query of the session. Reformulations rise on that intent (docs/reformulations.md). None: every intent."""
+
+    kind: Literal["reformulations"]
+    intent: Name | None = None
+    share: Share = 0.6
+
+
 Incident = Annotated[
     FilterRegression
     | SlowStage
@@ -189,7 +199,8 @@ Incident = Annotated[
     | EntitlementLeak
     | EmbeddingModelChange
     | Dissatisfaction
-    | StaleCorpus,
+    | StaleCorpus
+    | Reformulations,
     Field(discriminator="kind"),
 ]
 
@@ -203,6 +214,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "embedding_model_change",
     "dissatisfaction",
     "stale_corpus",
+    "reformulations",
 )
 
 
@@ -250,6 +262,10 @@ class Active:
 
     def stale_share(self, variant: str, intent: str) -> float:
         found = [i.share for i in self._for(StaleCorpus, variant) if i.intent in (None, intent)]
+        return max(found, default=0.0)
+
+    def reformulation_share(self, intent: str) -> float:
+        found = [i.share for i in self._for(Reformulations, "production") if i.intent in (None, intent)]
         return max(found, default=0.0)
 
     def embedding_change(self) -> EmbeddingModelChange | None:
