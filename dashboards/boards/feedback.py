@@ -115,6 +115,51 @@ def _implicit() -> list[Panel]:
     ]
 
 
+def _sessions() -> list[Panel]:
+    """Reformulations and unresolved sessions by intent (docs/reformulations.md), counts beside them."""
+    followups = "ragmon_feedback_followups_total"
+    legend = "{{tenant}} / {{intent}}"
+    return [
+        Panel(
+            "Reformulation rate by intent",
+            "timeseries",
+            [Target(sel("ragmon:reformulation_by_intent:rate", TENANT), legend)],
+            description="Reformulated / compared follow-ups (same session, within sessions.window_s, cosine >= "
+            "min_cosine), counted on the earlier query's intent; below the minimum count: no data.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            "Unresolved sessions by intent",
+            "timeseries",
+            [Target(sel("ragmon:sessions_unresolved_by_intent:rate", TENANT), legend)],
+            description="Sessions whose last answer got a thumbs down or a regenerate, or was itself a "
+            "reformulation, over sessions ended (idle past sessions.idle_s); below the minimum: no data.",
+            unit="percentunit",
+            minimum=0,
+            width=8,
+        ),
+        Panel(
+            "Follow-ups and ended sessions by intent",
+            "timeseries",
+            [
+                Target(sel("ragmon:reformulation_by_intent:trials", TENANT), "compared " + legend),
+                Target(
+                    per_second(followups, "tenant, intent", TENANT, 'outcome="not_compared"', fn="increase"),
+                    "not compared " + legend,
+                ),
+                Target(sel("ragmon:sessions_unresolved_by_intent:trials", TENANT), "ended " + legend),
+            ],
+            description="The counts behind the two rates beside it (over the rules' window), and the "
+            "follow-ups without embeddings of one model on both sides, left out of the rate.",
+            unit="short",
+            minimum=0,
+            width=8,
+        ),
+    ]
+
+
 def _kinds() -> list[Panel]:
     traffic = per_second("ragmon_rag_queries_total", "intent", TV)
     return [
@@ -197,11 +242,12 @@ def build(limits: Limits) -> Board:
         "ragmon / Feedback",
         "What users did with the answers: feedback by kind and reason, the regeneration and thumbs-down rates "
         "against their control bands, by intent and release with coverage beside them, copy/edit/"
-        "click-through and dwell, and feedback that could not be joined to a trace.",
+        "click-through and dwell, reformulations and unresolved sessions, and feedback that could not be joined to a trace.",
         [
             Row("Regeneration guardrail", [_band(limits)]),
             Row("Thumbs-down guardrail", [_thumbs_band(limits), *_by("intent"), *_by("release")]),
             Row("Implicit signals", _implicit()),
+            Row("Sessions: reformulations and unresolved sessions", _sessions()),
             Row("Feedback", _kinds()),
             Row("Joining feedback to traces", _joins()),
         ],

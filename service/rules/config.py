@@ -130,6 +130,19 @@ class TruncationRule(Strict):
     for_: Duration = Field("10m", alias="for")
 
 
+class ReformulationRule(Strict):
+    """Reformulations of follow-ups and unresolved sessions per (tenant, intent) (docs/reformulations.md).
+    Below the minimum count a rate is no data, not a number: 1 reformulation of 3 follow-ups says little."""
+
+    window: Duration = "1h"
+    min_followups: int = Field(
+        20, ge=1, description="no reformulation rate below this many compared follow-ups"
+    )
+    min_sessions: int = Field(
+        20, ge=1, description="no unresolved-session share below this many ended sessions"
+    )
+
+
 class CostRule(Strict):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
     window: Duration = "30m"
@@ -213,6 +226,7 @@ class GuardrailsConfig(Strict):
     refusal: RefusalRule = Field(default_factory=RefusalRule)
     errors: ErrorRule = Field(default_factory=ErrorRule)
     truncation: TruncationRule = Field(default_factory=TruncationRule)
+    reformulation: ReformulationRule = Field(default_factory=ReformulationRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)
     shadow: ShadowRule = Field(default_factory=ShadowRule)

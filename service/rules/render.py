@@ -98,6 +98,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *feedback_rules(cfg),
         *refusal_rules(cfg),
         *error_rules(cfg),
+        *session_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
             "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
@@ -272,6 +273,50 @@ def feedback_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             "ragmon_rag_release_queries_total",
             w,
             "tenant, variant, release",
+        ),
+    ]
+
+
+def gated_share_rules(
+    record: str, events: str, trials: str, window: str, by: str, minimum: int
+) -> list[dict[str, Any]]:
+    """As share_rules, but the rate exists only from `minimum` trials: below it, or with none, no data."""
+    ws = seconds(window)
+    den = f"{record}:trials"
+    return [
+        {"record": den, "expr": window_count(trials, window, by, window_s=ws)},
+        {
+            "record": f"{record}:rate",
+            "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({den} >= {minimum})",
+        },
+    ]
+
+
+FOLLOWUPS = "ragmon_feedback_followups_total"
+SESSIONS_ENDED = "ragmon_feedback_sessions_ended_total"
+
+
+def session_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """Reformulations / compared follow-ups and unresolved / ended sessions, by intent
+    (docs/reformulations.md); a follow-up that could not be compared is in neither side."""
+    r = cfg.reformulation
+    by = "tenant, intent"
+    return [
+        *gated_share_rules(
+            "ragmon:reformulation_by_intent",
+            selector(FOLLOWUPS, outcome="reformulated"),
+            selector(FOLLOWUPS, outcome="=~reformulated|different"),
+            r.window,
+            by,
+            r.min_followups,
+        ),
+        *gated_share_rules(
+            "ragmon:sessions_unresolved_by_intent",
+            selector(SESSIONS_ENDED, outcome="!=resolved"),
+            SESSIONS_ENDED,
+            r.window,
+            by,
+            r.min_sessions,
         ),
     ]
 

@@ -111,6 +111,9 @@ class RagApp:
         self.model_weights = [m.weight for m in scenario.models]
         self.encoders: dict[tuple[str, int], FakeEncoder] = {}
         self.sessions: dict[str, tuple[str, float]] = {}
+        self.last_asked: dict[
+            str, tuple[str, str, Topic | None, str]
+        ] = {}  # user -> session, intent, topic, product
 
     def plan(self, rng: random.Random, at_s: float) -> Request:
         """Who asks what: the part of a request every variant shares."""
@@ -121,7 +124,14 @@ class RagApp:
         release = release_at(self.scenario.incidents, self.scenario.release, at_s, tenant)
         session_id = self._session(rng, user, at_s)
         request_id = f"req-{rng.getrandbits(64):016x}"
-        if rng.random() < active.topic_shift_share():
+        again = self._asked_again(rng, active, user.id, session_id)
+        if again is not None:  # the same question in other words: same intent, topic and product
+            intent, topic, product = again
+            template = rng.choice(topic.queries).format(product=product)
+            query = rng.choice(QUERY_OPENERS) + template + rng.choice(QUERY_CLOSERS)
+            gold = self.corpus.gold(tenant, product, topic.name, user.locale)
+            topic_key = topic.name
+        elif rng.random() < active.topic_shift_share():
             which = rng.randrange(len(OFF_TOPIC_QUERIES))
             slots = {k: rng.choice(v) for k, v in OFF_TOPIC_SLOTS.items()}
             query, topic, intent, gold = OFF_TOPIC_QUERIES[which].format(**slots), None, OFF_TOPIC_INTENT, []
@@ -135,6 +145,7 @@ class RagApp:
             gold = self.corpus.gold(tenant, product, topic.name, user.locale)
             topic_key = topic.name
         embedding, model = self._embed(rng, active, topic_key)
+        self.last_asked[user.id] = (session_id, intent, topic, product)
         return Request(
             at_s,
             tc,
@@ -151,6 +162,19 @@ class RagApp:
             embedding,
             model,
         )
+
+    def _asked_again(
+        self, rng: random.Random, active: Active, user_id: str, session_id: str
+    ) -> tuple[str, Topic, str] | None:
+        """Under a `reformulations` incident, a share of the follow-ups to that intent's answers ask the
+        previous question again (no random draw otherwise, so other scenarios keep their streams)."""
+        last = self.last_asked.get(user_id)
+        if last is None or last[0] != session_id or last[2] is None:
+            return None
+        share = active.reformulation_share(last[1])
+        if share <= 0 or rng.random() >= share:
+            return None
+        return last[1], last[2], last[3]
 
     def _session(self, rng: random.Random, user: User, at_s: float) -> str:
         current = self.sessions.get(user.id)

@@ -207,6 +207,16 @@ class TruncationSpike(IncidentBase):
     share: Share = 0.3
 
 
+class Reformulations(IncidentBase):
+    """Answers on one intent stop helping in a way no score sees (a prompt that answers a neighbouring
+    question): a share of that intent's users ask the same thing again, in other words, as their next
+    query of the session. Reformulations rise on that intent (docs/reformulations.md). None: every intent."""
+
+    kind: Literal["reformulations"]
+    intent: Name | None = None
+    share: Share = 0.6
+
+
 Incident = Annotated[
     FilterRegression
     | SlowStage
@@ -218,7 +228,8 @@ Incident = Annotated[
     | Dissatisfaction
     | StaleCorpus
     | ProviderOutage
-    | TruncationSpike,
+    | TruncationSpike
+    | Reformulations,
     Field(discriminator="kind"),
 ]
 
@@ -234,6 +245,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "stale_corpus",
     "provider_outage",
     "truncation_spike",
+    "reformulations",
 )
 
 
@@ -289,6 +301,10 @@ class Active:
 
     def truncation_share(self, variant: str) -> float:
         return max((i.share for i in self._for(TruncationSpike, variant)), default=0.0)
+
+    def reformulation_share(self, intent: str) -> float:
+        found = [i.share for i in self._for(Reformulations, "production") if i.intent in (None, intent)]
+        return max(found, default=0.0)
 
     def embedding_change(self) -> EmbeddingModelChange | None:
         found = self._for(EmbeddingModelChange)

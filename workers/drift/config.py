@@ -41,9 +41,49 @@ class AppEmbeddingConfig(BaseModel):
     )
 
 
+DEFAULT_SESSION_INTENTS = ["billing", "troubleshooting", "product_info", "account", "policy"]
+
+
+class SessionsConfig(BaseModel):
+    """Reformulations and unresolved sessions (docs/reformulations.md): a follow-up query in the same
+    session_id within `window_s` whose embedding cosine to the previous query is >= `min_cosine`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    window_s: float = Field(
+        default=300.0, gt=0, le=86_400, description="a query this soon after the previous one is a follow-up"
+    )
+    min_cosine: float = Field(
+        default=0.85,
+        gt=-1,
+        le=1,
+        description="a follow-up at least this close to the previous query is a "
+        "reformulation (same embedding model only)",
+    )
+    idle_s: float = Field(
+        default=1_800.0, gt=0, le=7 * 86_400, description="a session with no query for this long has ended"
+    )
+    intents: list[IntentName] = Field(
+        default_factory=lambda: list(DEFAULT_SESSION_INTENTS),
+        description="the intent label's closed set (others are 'other', none is 'none'); as metrics.intents",
+    )
+    expire_batch: int = Field(default=1_000, ge=1, le=100_000, description="sessions closed per tick at most")
+
+    @model_validator(mode="after")
+    def _idle_covers_window(self) -> SessionsConfig:
+        if self.idle_s < self.window_s:
+            raise ValueError(
+                f"idle_s ({self.idle_s}) must be at least window_s ({self.window_s}): a session cannot end "
+                "before its follow-up window closes"
+            )
+        return self
+
+
 class DriftConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    sessions: SessionsConfig = Field(default_factory=lambda: SessionsConfig())
     encoder: EncoderConfig = Field(default_factory=lambda: EncoderConfig())
     app_embeddings: AppEmbeddingConfig = Field(default_factory=lambda: AppEmbeddingConfig())
     reference_size: int = Field(

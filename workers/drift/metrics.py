@@ -105,6 +105,27 @@ class DriftMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
             registry=registry,
         )
+        self.followups = Counter(
+            "ragmon_feedback_followups_total",
+            "Queries followed by another of the same session within the window, counted on the earlier one: "
+            "reformulated (cosine >= min_cosine), different, or not_compared (no embeddings of one model)",
+            ("tenant", "intent", "embedding", "outcome"),
+            registry=registry,
+        )
+        self.session_queries = Counter(
+            "ragmon_feedback_session_queries_total",
+            "Production queries with a session_id: first of a session, follow-up, after the window, or late "
+            "or duplicate (older than the session's last query: not compared)",
+            ("tenant", "outcome"),
+            registry=registry,
+        )
+        self.sessions_ended = Counter(
+            "ragmon_feedback_sessions_ended_total",
+            "Sessions ended (idle past sessions.idle_s): resolved, or why the last answer did not help "
+            "(thumbs_down, regenerated, reformulated)",
+            ("tenant", "intent", "outcome"),
+            registry=registry,
+        )
         self._published: set[tuple[str, ...]] = set()
 
     def publish(

@@ -19,10 +19,12 @@ from prometheus_client import CollectorRegistry
 from workers.drift import encoder as pinned
 from workers.drift.config import ALL_INTENTS, DriftConfig
 from workers.drift.encoder import EncoderSlot, EncoderUnavailable
+from workers.drift.followups import SessionQuery, SessionSignals
 from workers.drift.metrics import DriftMetrics
 from workers.drift.scheduler import DriftScheduler
+from workers.drift.sessions import SessionStore
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
-from workers.drift.views import VIEWS, DriftTrace
+from workers.drift.views import VIEWS, DriftTrace, SessionFeedback
 from workers.drift.windows import ModelChange, Observation, WindowStore
 from workers.runtime.contract import Processor
 from workers.runtime.labels import OTHER
@@ -37,11 +39,13 @@ class _Query:
     body: DriftTrace
     intents: tuple[str, ...]
     received_at: float
+    sampled: bool = True  # feeds the drift windows
+    in_session: bool = False  # feeds its session's state (docs/reformulations.md)
 
 
 class DriftProcessor(Processor):
     name = "drift"
-    event_types: tuple[str, ...] = ("trace",)
+    event_types: tuple[str, ...] = ("trace", "feedback")
     views = VIEWS
 
     def __init__(
@@ -69,6 +73,17 @@ class DriftProcessor(Processor):
         )
         self._intents = frozenset(config.intents)
         self._variants = frozenset(config.variants)
+        self._encoder_name, self._encoder_dim = "", 0
+        self.sessions = (
+            SessionSignals(
+                config.sessions,
+                SessionStore(client, config.key_prefix, config.sessions.idle_s, config.sessions.window_s),
+                self.metrics,
+                client,
+            )
+            if config.sessions.enabled
+            else None
+        )
 
     def readiness(self) -> Readiness:
         if self.encoder is None:
@@ -80,31 +95,49 @@ class DriftProcessor(Processor):
         return Readiness(False, self.encoder.error or "loading the pinned encoder")
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        traces, rejections = split_by_body(events, DriftTrace)
+        traces, rejections = split_by_body([e for e in events if e.type != "feedback"], DriftTrace)
+        feedback, rejected = split_by_body([e for e in events if e.type == "feedback"], SessionFeedback)
         queries: list[_Query] = []
         for event, body in traces:
-            if body.variant not in self._variants:  # a shadow run: its query is production's again
+            in_session = self.sessions is not None and self.sessions.wants(body)
+            if body.variant not in self._variants and not in_session:
                 self.metrics.skipped.labels(event.tenant, "variant").inc()
                 continue
-            if not sampled_in(event.id, self.config.sample):
-                self.metrics.skipped.labels(event.tenant, "sampled_out").inc()
-                continue
+            sampled = body.variant in self._variants and sampled_in(event.id, self.config.sample)
+            if not sampled:
+                self.metrics.skipped.labels(
+                    event.tenant, "sampled_out" if body.variant in self._variants else "variant"
+                ).inc()
+                if not in_session:
+                    continue
             intents = (ALL_INTENTS, body.intent) if body.intent in self._intents else (ALL_INTENTS,)
-            queries.append(_Query(event, body, intents, event.stored.received_at.timestamp()))
-        observations = self._app_observations(queries) + self._encoder_observations(queries)
+            received = event.stored.received_at.timestamp()
+            queries.append(_Query(event, body, intents, received, sampled, in_session))
+        encoded = self._encode(queries)
+        windowed = [(q, v) for q, v in zip(queries, encoded, strict=True) if q.sampled]
+        observations = self._app_observations([q for q, _ in windowed]) + self._encoder_observations(windowed)
         if observations:
             outcomes, changes = self.store.add(observations)
             for obs, outcome in zip(observations, outcomes, strict=True):
                 if obs.key.intent == ALL_INTENTS:
                     self.metrics.embeddings.labels(obs.key.tenant, obs.key.signal, outcome).inc()
             self._report_changes(changes)
-        return rejections
+        if self.sessions is not None:
+            session_queries = [
+                SessionQuery(q.event, q.body, v, self._encoder_name)
+                for q, v in zip(queries, encoded, strict=True)
+                if q.in_session
+            ]
+            self.sessions.process(session_queries, feedback)
+        return rejections + rejected
 
     def tick(self, now: float) -> None:
         """Run due tests. A Redis outage is counted in tick_errors (the drift dashboard's panel) and
         raised: the runtime's outage policy retries it with backoff, the worker not ready meanwhile."""
         try:
             self.scheduler.tick(now)
+            if self.sessions is not None:
+                self.sessions.tick(now)
         except redis.exceptions.RedisError as exc:
             self.metrics.tick_errors.labels(type(exc).__name__).inc()
             raise
@@ -129,19 +162,26 @@ class DriftProcessor(Processor):
                 out.append(Observation(key, q.event.id, q.received_at, vector))
         return out
 
-    def _encoder_observations(self, queries: list[_Query]) -> list[Observation]:
+    def _encode(self, queries: list[_Query]) -> list[np.ndarray | None]:
+        """The pinned encoder's vector of each query (None everywhere without the encoder)."""
         if self.encoder is None or not queries:
-            return []
+            return [None] * len(queries)
         model = self.encoder.get()
         if model is None:  # an outage: the runtime retries the batch; readiness() says why
             raise EncoderUnavailable(self.encoder.error or "pinned encoder not loaded")
         started = time.perf_counter()
         vectors = model.encode([q.body.query.text for q in queries])
         self.metrics.encoder_duration.observe(time.perf_counter() - started)
+        self._encoder_name, self._encoder_dim = model.name, model.dim
+        return list(vectors)
+
+    def _encoder_observations(self, windowed: list[tuple[_Query, np.ndarray | None]]) -> list[Observation]:
         out = []
-        for q, vector in zip(queries, vectors, strict=True):
+        for q, vector in windowed:
+            if vector is None:
+                continue
             for intent in q.intents:
-                key = SignalKey(q.event.tenant, ENCODER, intent, model.name, model.dim)
+                key = SignalKey(q.event.tenant, ENCODER, intent, self._encoder_name, self._encoder_dim)
                 out.append(Observation(key, q.event.id, q.received_at, vector))
         return out
 

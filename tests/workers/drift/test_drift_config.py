@@ -77,7 +77,7 @@ def test_build_constructs_the_processor_from_the_runtime_context(
         config=load_worker_config(WORKER.name, WORKER.config),
     )
     proc = build(ctx)
-    assert (proc.name, proc.event_types) == ("drift", ("trace",))
+    assert (proc.name, proc.event_types) == ("drift", ("trace", "feedback"))
     assert proc.config.reference_size == 50
     assert proc.readiness().ready
     proc.tick(0.0)

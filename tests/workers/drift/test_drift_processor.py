@@ -220,11 +220,12 @@ def test_events_of_another_type_are_rejected(redis_client: redis.Redis, registry
     # Bodies arrive validated by the runtime's decode (tests/workers/runtime/test_units.py);
     # the processor only refuses a type it does not read.
     proc = build_processor(app_config(), redis_client, registry)
-    feedback = make_event(event_type="feedback", body={"trace_id": "t1", "kind": "thumbs", "value": True})
+    # Feedback is read now (session signals, docs/reformulations.md): a release is not.
+    release = make_event(event_type="release", body={"release": "v2"})
     good = make_event(embedding=[0.0] * 8, model="emb-a")
-    rejections = proc.process([feedback, good])
-    assert [(r.event, r.reason) for r in rejections] == [(feedback, "unexpected_event_type")]
-    assert "DriftTrace" in rejections[0].detail and "'feedback'" in rejections[0].detail
+    rejections = proc.process([release, good])
+    assert [(r.event, r.reason) for r in rejections] == [(release, "unexpected_event_type")]
+    assert "DriftTrace" in rejections[0].detail and "'release'" in rejections[0].detail
     assert proc.store.statuses([proc.store.signals()[0][0]])[0].reference == 1
 
 

@@ -1,0 +1,102 @@
+"""The drift worker's session signals: follow-ups, reformulations and how sessions end.
+
+The drift worker does this check itself because it is where both embeddings are: the
+app's own (query.embedding) and the pinned encoder's, which it computes anyway; no
+other worker loads a model for it. Production traces with a session_id feed it
+(a shadow run repeats production's query: it is not the user asking again).
+docs/reformulations.md has the definitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import redis
+
+from service.contracts import vocabulary as L
+from workers.drift.config import SessionsConfig
+from workers.drift.metrics import DriftMetrics
+from workers.drift.reformulation import REFORMULATED, compare, is_follow_up, session_outcome
+from workers.drift.sessions import APP_FIELD, ENCODER_FIELD, Query, SessionStore
+from workers.drift.views import DriftTrace, SessionFeedback
+from workers.runtime.labels import Children, ClosedSet
+from workers.runtime.types import Event
+
+
+@dataclass(frozen=True)
+class SessionQuery:
+    event: Event
+    body: DriftTrace
+    encoded: np.ndarray | None  # the pinned encoder's vector, when the encoder runs
+    encoder_model: str = ""  # its model name with the wheel's version: an upgrade is another model
+
+
+class SessionSignals:
+    def __init__(
+        self, config: SessionsConfig, store: SessionStore, metrics: DriftMetrics, client: redis.Redis
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.m = metrics
+        self.redis = client
+        self.intent = ClosedSet(config.intents)
+        self.child = Children()
+
+    @staticmethod
+    def wants(body: DriftTrace) -> bool:
+        return body.session_id is not None and body.variant == L.DEFAULT_VARIANT
+
+    def _query(self, q: SessionQuery) -> Query:
+        vectors: dict[str, np.ndarray] = {}
+        query = q.body.query
+        if query.embedding is not None and query.embedding_model is not None:
+            vectors[APP_FIELD + query.embedding_model] = np.asarray(query.embedding, dtype=np.float32)
+        if q.encoded is not None:
+            vectors[ENCODER_FIELD + q.encoder_model] = np.asarray(q.encoded, dtype=np.float32)
+        at = q.event.stored.timestamp.timestamp()
+        return Query(q.event.id, q.body.trace_id, at, self.intent(q.body.intent), vectors)
+
+    def process(self, queries: list[SessionQuery], feedback: list[tuple[Event, SessionFeedback]]) -> None:
+        """Swap each query in (one round trip, in event order), compare each with the query it replaced,
+        then mark the reformulations and write the feedback marks (a second round trip)."""
+        pipe = self.redis.pipeline(transaction=False)
+        built = [(q, self._query(q)) for q in queries]
+        for q, query in built:
+            received = q.event.stored.received_at.timestamp()
+            self.store.queue_advance(pipe, q.event.tenant, str(q.body.session_id), query, received)
+        results = pipe.execute() if built else []
+        marks = self.redis.pipeline(transaction=False)
+        for (q, query), result in zip(built, results, strict=True):
+            tenant = q.event.tenant
+            advanced = self.store.advanced_from(result)
+            if advanced.status != "ok":  # duplicate or late: never compared, counted once as such
+                self.child(self.m.session_queries, tenant, advanced.status).inc()
+                continue
+            previous = advanced.previous
+            if previous is None:
+                self.child(self.m.session_queries, tenant, "first").inc()
+                continue
+            if not is_follow_up(previous, query, self.config.window_s):
+                self.child(self.m.session_queries, tenant, "after_window").inc()
+                continue
+            self.child(self.m.session_queries, tenant, "followup").inc()
+            got = compare(previous, query, self.config.min_cosine)
+            self.child(self.m.followups, tenant, previous.intent, got.embedding, got.outcome).inc()
+            if got.outcome == REFORMULATED:
+                self.store.queue_mark_reformulation(marks, tenant, str(q.body.session_id), query.event_id)
+        for event, f in feedback:
+            mark = f.mark
+            if mark is not None:
+                self.store.queue_feedback(
+                    marks, event.tenant, f.trace_id, mark, event.stored.timestamp.timestamp()
+                )
+        if len(marks):
+            marks.execute()
+
+    def tick(self, now: float) -> None:
+        for ended in self.store.iter_ended(now, self.config.expire_batch):
+            outcome = session_outcome(
+                self.store.feedback_of(ended.tenant, ended.trace_id), ended.reformulated
+            )
+            self.child(self.m.sessions_ended, ended.tenant, ended.intent, outcome).inc()

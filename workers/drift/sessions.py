@@ -1,0 +1,182 @@
+"""Session state in Redis: each session's last query, feedback marks per trace, and when sessions end.
+
+One hash per (tenant, session) holds the session's last query: its event id, trace
+id, timestamp, intent label, whether it was a reformulation, and its embeddings
+(field `a:<embedding_model>` for the app's own, `e:<model>` for the pinned
+encoder's, float32 bytes). ADVANCE swaps a new query in atomically and returns
+what it replaced, so of two replicas handling two queries of one session each
+consecutive pair is compared exactly once. A query that is already the session's
+last (a redelivery) or older than it (late, or a redelivery after newer queries)
+changes nothing and is reported as such: counted once, never compared twice.
+
+A session ends when no query came for `idle_s`: a sorted set holds each session's
+deadline (our clock: the receipt of its last query + idle_s); the tick claims the
+sessions past it, each once overall (CLAIM removes it atomically). Feedback marks
+(`up`, `down`, `regenerate` -> the feedback's timestamp) live per trace, written
+whichever arrives first, and are read when the session of that trace ends.
+Every key has a TTL, so a replica that stops ticking leaves nothing behind for ever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import redis
+
+_ADVANCE = """
+local last_eid = redis.call('HGET', KEYS[1], 'eid')
+if last_eid == ARGV[1] then return {'duplicate'} end
+local last_ts = redis.call('HGET', KEYS[1], 'ts')
+if last_ts and tonumber(last_ts) > tonumber(ARGV[3]) then return {'late'} end
+local prev = redis.call('HGETALL', KEYS[1])
+redis.call('DEL', KEYS[1])
+local fields = {'eid', ARGV[1], 'tid', ARGV[2], 'ts', ARGV[3], 'intent', ARGV[4], 'rf', '0'}
+for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
+return {'ok', prev}
+"""
+
+# Mark the session's last query as a reformulation, unless a newer query replaced it meanwhile.
+_MARK = """
+if redis.call('HGET', KEYS[1], 'eid') == ARGV[1] then
+  redis.call('HSET', KEYS[1], 'rf', '1')
+  return 1
+end
+return 0
+"""
+
+_CLAIM = """
+local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not deadline or tonumber(deadline) > tonumber(ARGV[2]) then return false end
+redis.call('ZREM', KEYS[1], ARGV[1])
+local s = redis.call('HMGET', KEYS[2], 'tid', 'intent', 'rf')
+redis.call('DEL', KEYS[2])
+if not s[1] then return false end
+return s
+"""
+
+APP_FIELD = "a:"
+ENCODER_FIELD = "e:"
+
+
+@dataclass(frozen=True)
+class Query:
+    """One query of a session, as ADVANCE stores it."""
+
+    event_id: str
+    trace_id: str
+    at: float  # the trace's own timestamp (the app's clock): follow-up windows are the user's time
+    intent: str  # already a label of the closed set
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)  # field name -> unit-less float32 vector
+
+
+@dataclass(frozen=True)
+class Advanced:
+    status: str  # ok | duplicate | late
+    previous: Query | None = None  # ok only: the query it replaced (None: the session's first)
+
+
+@dataclass(frozen=True)
+class Ended:
+    tenant: str
+    trace_id: str  # the session's last query
+    intent: str
+    reformulated: bool  # the last query was itself a reformulation of the one before
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+class SessionStore:
+    def __init__(self, client: redis.Redis, prefix: str, idle_s: float, window_s: float) -> None:
+        self._client = client
+        self._prefix = f"{prefix}:session"
+        self._idle_key = f"{self._prefix}:idle"
+        self.idle_s = idle_s
+        # A session hash outlives its deadline by idle_s (the tick may be late); feedback marks must last
+        # until the session of their trace ends: at most idle_s after its last query, plus the same slack.
+        self.ttl_s = int(2 * idle_s + window_s) + 60
+        self._advance = client.register_script(_ADVANCE)
+        self._mark = client.register_script(_MARK)
+        self._claim = client.register_script(_CLAIM)
+
+    def _session_key(self, tenant: str, session_id: str) -> str:
+        return f"{self._prefix}:s:{tenant}:{session_id}"
+
+    def _feedback_key(self, tenant: str, trace_id: str) -> str:
+        return f"{self._prefix}:fb:{tenant}:{trace_id}"
+
+    @staticmethod
+    def _member(tenant: str, session_id: str) -> str:
+        # '\x1f' cannot appear in tenants or identifiers (contract patterns), so members split unambiguously.
+        return f"{tenant}\x1f{session_id}"
+
+    def queue_advance(self, pipe: Any, tenant: str, session_id: str, q: Query, received_at: float) -> None:
+        vectors: list[Any] = []
+        for name, vector in q.vectors.items():
+            vectors += [name, np.asarray(vector, dtype=np.float32).tobytes()]
+        self._advance(
+            keys=[self._session_key(tenant, session_id), self._idle_key],
+            args=[
+                q.event_id,
+                q.trace_id,
+                repr(q.at),
+                q.intent,
+                self.ttl_s,
+                repr(received_at + self.idle_s),
+                self._member(tenant, session_id),
+                *vectors,
+            ],
+            client=pipe,
+        )
+
+    @staticmethod
+    def advanced_from(result: list[Any]) -> Advanced:
+        status = _text(result[0])
+        if status != "ok":
+            return Advanced(status)
+        flat = result[1]
+        if not flat:
+            return Advanced("ok", None)
+        fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        vectors = {
+            name: np.frombuffer(value, dtype=np.float32)
+            for name, value in fields.items()
+            if name.startswith((APP_FIELD, ENCODER_FIELD))
+        }
+        previous = Query(
+            _text(fields["eid"]), _text(fields["tid"]), float(fields["ts"]), _text(fields["intent"]), vectors
+        )
+        return Advanced("ok", previous)
+
+    def queue_mark_reformulation(self, pipe: Any, tenant: str, session_id: str, event_id: str) -> None:
+        self._mark(keys=[self._session_key(tenant, session_id)], args=[event_id], client=pipe)
+
+    def queue_feedback(self, pipe: Any, tenant: str, trace_id: str, mark: str, at: float) -> None:
+        """mark: up, down or regenerate; the same event again writes the same value (idempotent)."""
+        key = self._feedback_key(tenant, trace_id)
+        pipe.hset(key, mark, repr(at))
+        pipe.expire(key, self.ttl_s)
+
+    def feedback_of(self, tenant: str, trace_id: str) -> dict[str, float]:
+        raw = self._client.hgetall(self._feedback_key(tenant, trace_id))
+        return {_text(k): float(v) for k, v in raw.items()}
+
+    def iter_ended(self, now: float, limit: int) -> Iterator[Ended]:
+        """Sessions idle past their deadline, each claimed (and yielded) once over all replicas."""
+        members = self._client.zrangebyscore(self._idle_key, "-inf", now, start=0, num=limit)
+        for raw in members:
+            member = _text(raw)
+            tenant, session_id = member.split("\x1f", 1)
+            got = self._claim(
+                keys=[self._idle_key, self._session_key(tenant, session_id)], args=[member, now]
+            )
+            if got:
+                trace_id, intent, rf = (_text(v) for v in got)
+                yield Ended(tenant, trace_id, intent, rf == "1")
