@@ -283,6 +283,37 @@ def _refusals(limits: Limits) -> list[Panel]:
     ]
 
 
+def _checks(limits: Limits) -> list[Panel]:
+    """The deterministic answer checks (docs/checks.md): each check's failure rate, with the answers it
+    applied to beside it."""
+    ch = limits.guardrails.checks
+    per_check = "{{tenant}} / {{check}}"
+    return [
+        Panel(
+            f"Answer checks: failure rate by check ({ch.window})",
+            "timeseries",
+            [Target(sel("ragmon:check:rate", TV), per_check)],
+            description=f"Answers that failed a deterministic check over the answers it applied to (skips count "
+            f"nowhere). Alert above {ch.max_rate:.0%} by default, "
+            + ", ".join(f"{k} {v:g}" for k, v in sorted(ch.max_rates.items()))
+            + f", with at least {ch.min_checked} checked answers.",
+            unit="percentunit",
+            thresholds=bad_above(ch.max_rate),
+            minimum=0,
+            width=12,
+        ),
+        Panel(
+            f"Answer checks: answers checked ({ch.window})",
+            "timeseries",
+            [Target(sel("ragmon:check:trials", TV), per_check)],
+            description="The answers each check applied to (pass + fail): a rate from 3 answers reads as such.",
+            unit="short",
+            minimum=0,
+            width=12,
+        ),
+    ]
+
+
 def build(limits: Limits) -> Board:
     return Board(
         UID,
@@ -293,6 +324,7 @@ def build(limits: Limits) -> Board:
             Row("Faithfulness", [*_faithfulness(limits), *_faithfulness_coverage(), *_faithfulness_detail()]),
             Row("Filter false exclusion", [*_exclusion(limits), *_exclusion_evidence()]),
             Row("Refusals by intent", _refusals(limits)),
+            Row("Deterministic answer checks", _checks(limits)),
         ],
         tags=("quality",),
     )

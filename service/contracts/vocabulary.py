@@ -37,6 +37,12 @@ ErrorType = Literal["timeout", "rate_limit", "provider_error", "content_filter",
 ERROR_TYPES: tuple[str, ...] = get_args(ErrorType)
 FinishReason = Literal["stop", "length", "content_filter", "tool_calls", "other"]
 FINISH_REASONS: tuple[str, ...] = get_args(FinishReason)
+# The deterministic answer checks (docs/checks.md), in the order they are reported: a label value of
+# ragmon_rag_check_results_total and a key of the rules' per-check limits.
+CheckName = Literal[
+    "citations_known", "answer_length", "figures_grounded", "json_valid", "json_schema", "forbidden_patterns"
+]
+CHECK_NAMES: tuple[str, ...] = get_args(CheckName)
 # The stored record's layout version (StoredEvent.schema_version, the schema header).
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, Field, field_validator
 
+from service.contracts.vocabulary import CheckName
+
 DURATION = re.compile(r"^[0-9]+(ms|s|m|h|d|w)$")
 
 
@@ -143,6 +145,26 @@ class ReformulationRule(Strict):
     )
 
 
+CHECK_LIMITS: dict[CheckName, float] = {"figures_grounded": 0.15, "forbidden_patterns": 0.001}
+
+
+def _check_limits() -> dict[CheckName, float]:
+    return dict(CHECK_LIMITS)
+
+
+class CheckRule(Strict):
+    """Failures of a deterministic answer check of the answers it applied to (docs/checks.md)."""
+
+    max_rate: float = Field(0.05, gt=0, le=1, description="failed / checked (pass + fail) answers, any check")
+    max_rates: dict[CheckName, Annotated[float, Field(gt=0, le=1)]] = Field(
+        default_factory=_check_limits,
+        description="per-check limits: figures the answer computed fail too; one forbidden pattern is too many",
+    )
+    window: Duration = "30m"
+    min_checked: int = Field(50, ge=1, description="minimum answers the check applied to in the window")
+    for_: Duration = Field("10m", alias="for")
+
+
 class CostRule(Strict):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
     window: Duration = "30m"
@@ -226,6 +248,7 @@ class GuardrailsConfig(Strict):
     refusal: RefusalRule = Field(default_factory=RefusalRule)
     errors: ErrorRule = Field(default_factory=ErrorRule)
     truncation: TruncationRule = Field(default_factory=TruncationRule)
+    checks: CheckRule = Field(default_factory=CheckRule)
     reformulation: ReformulationRule = Field(default_factory=ReformulationRule)
     cost: CostRule = Field(default_factory=CostRule)
     drift: DriftRule = Field(default_factory=DriftRule)

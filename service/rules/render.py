@@ -98,6 +98,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *feedback_rules(cfg),
         *refusal_rules(cfg),
         *error_rules(cfg),
+        *check_rules(cfg),
         *session_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
@@ -236,6 +237,19 @@ def error_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     ]
 
 
+def check_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """Per (tenant, variant, check): answers the check applied to (pass + fail; a skip is in no count) and
+    the share that failed, over `checks.window` (docs/checks.md)."""
+    by, w = "tenant, variant, check", cfg.checks.window
+    return share_rules(
+        "ragmon:check",
+        'ragmon_rag_check_results_total{outcome="fail"}',
+        'ragmon_rag_check_results_total{outcome=~"pass|fail"}',
+        w,
+        by,
+    )
+
+
 def share_rules(record: str, events: str, trials: str, window: str, by: str) -> list[dict[str, Any]]:
     """`<record>:trials` and `<record>:rate` over `window` by `by`: a window with trials but no events
     reads 0; one without trials is no data (absent), never 0%."""
@@ -332,6 +346,7 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _refusal(cfg),
         _provider_errors(cfg),
         _truncation(cfg),
+        _check_failing(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -562,6 +577,36 @@ def _truncation(cfg: GuardrailsConfig) -> dict[str, Any]:
         f"over {r.window} (limit {number(r.max_rate)}, at least {r.min_answers} answers that gave a finish "
         "reason): users get half an answer. Dashboard Overview: finish reasons.",
         guardrail="truncation",
+    )
+
+
+def _check_failing(cfg: GuardrailsConfig) -> dict[str, Any]:
+    r = cfg.checks
+    parts = [
+        f'ragmon:check:rate{{variant="{PROD}", check="{check}"}} > {number(limit)}'
+        for check, limit in sorted(r.max_rates.items())
+    ]
+    rest = "|".join(sorted(r.max_rates))
+    parts.append(
+        f'ragmon:check:rate{{variant="{PROD}", check!~"{rest}"}} > {number(r.max_rate)}'
+        if rest
+        else f'ragmon:check:rate{{variant="{PROD}"}} > {number(r.max_rate)}'
+    )
+    cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+    limits = ", ".join(f"{k} {number(v)}" for k, v in sorted(r.max_rates.items()))
+    return _alert(
+        cfg,
+        "RagmonAnswerCheckFailing",
+        _gated(cmp, "ragmon:check:trials", r.min_checked, "tenant, variant, check"),
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Check {{ $labels.check }} fails on answers of {{ $labels.tenant }}",
+        f"{{{{ $value | humanizePercentage }}}} of the answers the deterministic check {{{{ $labels.check }}}} "
+        f"applied to failed it over {r.window} (limit {number(r.max_rate)}; {limits}; at least "
+        f"{r.min_checked} checked answers). docs/checks.md says what each check catches. Dashboard Quality: "
+        "answer checks.",
+        guardrail="checks",
     )
 
 

@@ -234,6 +234,7 @@ class RagApp:
         else:
             reason = self._finish(rng, req, variant, body["answer"])  # may cut the text: before the copy
             body["answer"] = {**body["answer"], "finish_reason": reason}
+            self._phantom(rng, req, variant, body["answer"], {c.doc.id for c in got.context})
         sampled, gold_in_sample = self._attach_sample(rng, body, got, req)
         facts = TraceFacts(
             event_id=event_id(rng.getrandbits(128)),
@@ -281,6 +282,18 @@ class RagApp:
         error: dict[str, Any] = {"type": kind, "stage": outage.stage, "retryable": kind != "content_filter"}
         error["provider_request_id"] = f"req_{rng.getrandbits(64):016x}"
         return error
+
+    @staticmethod
+    def _phantom(
+        rng: random.Random, req: Request, variant: str, answer: dict[str, Any], given: set[str]
+    ) -> None:
+        """While a phantom-citations incident is on, a share of answers also cites a document of the tenant
+        that was not retrieved (draws only then)."""
+        share = req.active.phantom_share(variant)
+        if share > 0 and not answer["refused"] and rng.random() < share:
+            others = [d.id for d in req.tenant.docs if d.id not in given]
+            if others:
+                answer["citations"] = [*answer["citations"], rng.choice(others)]
 
     @staticmethod
     def _finish(rng: random.Random, req: Request, variant: str, answer: dict[str, Any]) -> str:

@@ -207,6 +207,14 @@ class TruncationSpike(IncidentBase):
     share: Share = 0.3
 
 
+class PhantomCitations(IncidentBase):
+    """Answers cite a document that was never retrieved (a citation formatter that lost its mapping, a
+    model citing from memory): the deterministic check `citations_known` fails on them (docs/checks.md)."""
+
+    kind: Literal["phantom_citations"]
+    share: Share = 0.3
+
+
 class Reformulations(IncidentBase):
     """Answers on one intent stop helping in a way no score sees (a prompt that answers a neighbouring
     question): a share of that intent's users ask the same thing again, in other words, as their next
@@ -229,6 +237,7 @@ Incident = Annotated[
     | StaleCorpus
     | ProviderOutage
     | TruncationSpike
+    | PhantomCitations
     | Reformulations,
     Field(discriminator="kind"),
 ]
@@ -245,6 +254,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "stale_corpus",
     "provider_outage",
     "truncation_spike",
+    "phantom_citations",
     "reformulations",
 )
 
@@ -298,6 +308,9 @@ class Active:
     def outage(self, variant: str) -> ProviderOutage | None:
         found = self._for(ProviderOutage, variant)
         return found[-1] if found else None
+
+    def phantom_share(self, variant: str) -> float:
+        return max((i.share for i in self._for(PhantomCitations, variant)), default=0.0)
 
     def truncation_share(self, variant: str) -> float:
         return max((i.share for i in self._for(TruncationSpike, variant)), default=0.0)

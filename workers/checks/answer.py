@@ -12,19 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from service.contracts.vocabulary import CHECK_NAMES
 from workers.checks.config import ChecksConfig
 from workers.checks.figures import figures
 from workers.checks.schema import validate
 from workers.runtime import boundedjson
 
-CHECKS = (
-    "citations_known",
-    "answer_length",
-    "figures_grounded",
-    "json_valid",
-    "json_schema",
-    "forbidden_patterns",
-)
+CHECKS = CHECK_NAMES
 Outcome = Literal["pass", "fail", "skip"]
 OUTCOMES: tuple[Outcome, ...] = ("pass", "fail", "skip")
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from workers.checks.config import ChecksConfig
 from workers.metrics.config import MetricsConfig
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.config import load_worker_config
 
 
 def build(ctx: WorkerContext[MetricsConfig]) -> MetricsProcessor:
-    return MetricsProcessor(ctx.config, MetricsWorkerMetrics(ctx.registry), ctx.redis)
+    checks = load_worker_config("checks", ChecksConfig)  # the answer checks' section (docs/checks.md)
+    return MetricsProcessor(ctx.config, MetricsWorkerMetrics(ctx.registry), ctx.redis, checks=checks)
 
 
 WORKER = WorkerSpec("metrics", build, MetricsConfig)

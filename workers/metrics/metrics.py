@@ -100,6 +100,12 @@ class MetricsWorkerMetrics:
             [*TV, "intent", "reason"],
             registry=r,
         )
+        self.checks = Counter(
+            "ragmon_rag_check_results_total",
+            "Deterministic answer checks by outcome (pass, fail, skip: does not apply), docs/checks.md",
+            [*TV, "intent", "check", "outcome"],
+            registry=r,
+        )
         self.feedback_on_errors = Counter(
             "ragmon_feedback_on_errored_traces_total",
             "Feedback on a trace whose request failed: kept out of the feedback quality rates",

@@ -9,6 +9,8 @@ from typing import Any
 import redis
 
 from service.contracts.views import TraceError
+from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.config import ChecksConfig
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import MetricsWorkerMetrics
@@ -33,8 +35,10 @@ class MetricsProcessor(Processor):
         metrics: MetricsWorkerMetrics,
         client: redis.Redis,
         clock: Callable[[], float] = time.time,
+        checks: ChecksConfig | None = None,
     ) -> None:
         self.config = config
+        self.checks = checks if checks is not None else ChecksConfig()
         self.m = metrics
         self.redis = client
         self.prices = PriceTable(config.prices)
@@ -113,11 +117,28 @@ class MetricsProcessor(Processor):
             c(m.cited, *tv, intent).inc()
         if t.answer.finish_reason is not None:
             c(m.finish_reasons, *tv, intent, t.answer.finish_reason).inc()
+        if self.checks.enabled:
+            self._check(tenant, tv, intent, t)
         self._cost(tv, t, weight)
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
+
+    def _check(self, tenant: str, tv: tuple[str, str], intent: str, t: MetricsTrace) -> None:
+        """The deterministic answer checks (workers/checks): one count per check and outcome."""
+        fmt = t.response_format
+        facts = AnswerFacts(
+            t.answer.text,
+            t.answer.refused,
+            t.answer.citations,
+            [(d.id, d.text) for d in t.retrieval.documents],
+            None if fmt is None else fmt.type,
+            None if fmt is None else fmt.schema_name,
+        )
+        result = run_checks(facts, self.checks, tenant)
+        for check, outcome in result.outcomes.items():
+            self.child(self.m.checks, *tv, intent, check, outcome).inc()
 
     def _errored(
         self, pipe: Any, tenant: str, t: MetricsTrace, error: TraceError, info: JoinInfo, weight: float

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import msgspec
+from typing import Annotated
 
+import msgspec
+from msgspec import Meta
+
+from service.contracts import vocabulary as L
 from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     AnswerOutcome,
@@ -12,6 +16,7 @@ from service.contracts.views import (
     FeedbackValue,
     Identifier,
     Name,
+    ResponseFormat,
     SampleRate,
     Timings,
     TraceError,
@@ -20,16 +25,31 @@ from service.contracts.views import (
 )
 
 
+class MetricsAnswer(AnswerOutcome):
+    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""  # the answer checks read it
+
+
+class MetricsDocument(View):
+    id: Identifier
+    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
+
+
+class MetricsRetrieval(View):
+    documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+
+
 class MetricsTrace(View):
     trace_id: Identifier
     variant: Name = "production"
     release: Identifier | None = None
     sample_rate: SampleRate = 1.0
     intent: Name | None = None
-    answer: AnswerOutcome = msgspec.field(default_factory=AnswerOutcome)
+    answer: MetricsAnswer = msgspec.field(default_factory=MetricsAnswer)
+    retrieval: MetricsRetrieval = msgspec.field(default_factory=MetricsRetrieval)
     timings: Timings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
     error: TraceError | None = None
+    response_format: ResponseFormat | None = None
 
 
 class MetricsFeedback(View):

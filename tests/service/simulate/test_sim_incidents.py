@@ -279,3 +279,16 @@ def test_a_truncation_spike_cuts_answers_at_the_token_limit(small, events_of, st
     assert all(t["answer"]["finish_reason"] in ("stop", "length") for t in production(events, True))
     rows = manifest["traces"]["finish_reasons"]
     assert {r["reason"] for r in rows} == {"stop", "length"}
+
+
+def test_phantom_citations_cite_documents_never_retrieved(small, events_of, start):
+    events, _ = run(small, events_of, start, {"kind": "phantom_citations", "share": 0.5}, rate=60)
+
+    def phantom(during: bool) -> float:
+        answered = [t for t in production(events, during) if not t["answer"]["refused"]]
+        given = [{d["id"] for d in t["retrieval"]["documents"]} for t in answered]
+        return sum(
+            any(c not in g for c in t["answer"]["citations"]) for t, g in zip(answered, given, strict=True)
+        ) / len(answered)
+
+    assert phantom(False) == 0.0 and 0.35 < phantom(True) < 0.65

@@ -93,3 +93,25 @@ def test_finish_reasons_are_counted_per_intent(setup: tuple[MetricsProcessor, Co
     assert val(reg, "ragmon_rag_finish_reasons_total", **tvi, reason="length") == 1
     assert val(reg, "ragmon_rag_finish_reasons_total", **tvi, reason="stop") == 1
     assert val(reg, "ragmon_rag_queries_total", **tvi) == 3
+
+
+def test_the_answer_checks_are_counted_per_check_and_outcome(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
+    proc, reg = setup
+    good = trace_body(8, answer={"text": "Refunds take 30 days.", "citations": ["d8"]})
+    good["retrieval"] = {"documents": [{"id": "d8", "text": "Refunds are paid within 30 days."}]}
+    phantom = trace_body(9, answer={"text": "See the policy.", "citations": ["d404"]})
+    proc.process(
+        [as_event(stored("trace", good)), as_event(stored("trace", phantom)), as_event(_errored(10))]
+    )
+    tvi = {**TV, "intent": "billing"}
+
+    def n(check: str, outcome: str) -> float:
+        return val(reg, "ragmon_rag_check_results_total", **tvi, check=check, outcome=outcome)
+
+    assert n("citations_known", "pass") == 1 and n("citations_known", "fail") == 1
+    assert n("figures_grounded", "pass") == 1 and n("figures_grounded", "skip") == 1
+    assert n("json_valid", "skip") == 2 and n("forbidden_patterns", "skip") == 2
+    # a failed request has no answer to check
+    assert sum(n("answer_length", o) for o in ("pass", "fail", "skip")) == 2
