@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from service.contracts.extras import FAITHFULNESS_MODULES
+from workers.checks.config import ChecksConfig
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.config import load_worker_config
 
 if TYPE_CHECKING:
     from workers.faithfulness.processor import FaithfulnessProcessor
@@ -28,6 +30,7 @@ def build(ctx: WorkerContext[FaithfulnessConfig]) -> FaithfulnessProcessor:
         emitter=ctx.emitter,
         metrics=FaithfulnessMetrics(ctx.registry),
         topics=ctx.settings.topics,
+        checks=load_worker_config("checks", ChecksConfig),  # the answer checks' section (docs/checks.md)
     )
 
 

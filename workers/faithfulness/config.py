@@ -58,6 +58,11 @@ class FaithfulnessConfig(BaseModel):
         0.1, description="share of request ids scored, decided by a hash of the id"
     )
     tenant_sample_rates: dict[TenantName, Probability] = Field(default_factory=dict)
+    failed_checks: Literal["first", "skip"] = Field(
+        "first",
+        description="answers that fail a deterministic check (docs/checks.md): first, planned before the rest "
+        "of their batch, so the pairs budget goes to them first; skip, not scored (already known bad)",
+    )
     pairs_per_second: float = Field(
         2.0,
         gt=0,

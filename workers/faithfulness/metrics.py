@@ -13,7 +13,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 TENANT_VARIANT = ("tenant", "variant")
-SKIP_REASONS = ("sampled_out", "over_budget", "no_context", "hypothesis_too_long")
+SKIP_REASONS = ("sampled_out", "over_budget", "no_context", "hypothesis_too_long", "failed_check")
 NO_CLAIMS_REASONS = ("refused", "empty")
 ERROR_STAGES = ("inference",)
 PAIR_SOURCES = ("model", "cache")

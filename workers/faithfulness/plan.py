@@ -8,6 +8,9 @@ Checks run cheapest first and the first one that applies wins:
                 nor eligible (a provider outage must not read as unfaithful answers or lost coverage);
 1. no_claims  - refused, or an answer without a letter or digit (never scored);
 2. no_context - no document with text: nothing to be faithful to;
+   failed_check - with `failed_checks: skip`, an answer a deterministic check failed (docs/checks.md):
+                already known bad, no model time spent on it (with `first`, such answers are planned
+                before the rest of their batch, so the pairs budget goes to them first);
 3. sampled_out - the request id falls outside the tenant's sample rate;
 4. hypothesis_too_long - the answer (or a sentence) exceeds max_hypothesis_tokens;
 5. over_budget - the worker's pairs-per-second budget is spent.
@@ -44,6 +47,7 @@ class TracePlan:
     premise: str = ""
     truncation: Truncation | None = None
     hypotheses: list[str] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)  # the deterministic checks the answer failed
 
     @property
     def to_score(self) -> bool:
@@ -76,6 +80,9 @@ class Planner:
         documents = [document.text for document in body.retrieval.documents]
         if not any(text.strip() for text in documents):
             plan.skipped = "no_context"
+            return plan
+        if plan.failed_checks and self.config.failed_checks == "skip":
+            plan.skipped = "failed_check"
             return plan
         if not plan.sampled:
             plan.skipped = "sampled_out"

@@ -24,6 +24,8 @@ from service.contracts.scores import (
     encode_record,
     score_event_id,
 )
+from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.config import ChecksConfig
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.kernels import MatmulChoice
 from workers.faithfulness.loader import LoadedModel, LoadError, load_hhem
@@ -81,8 +83,10 @@ class FaithfulnessProcessor(Processor):
         topics: Topics,
         loader: Loader = load_hhem,
         clock: Callable[[], float] = time.monotonic,
+        checks: ChecksConfig | None = None,
     ) -> None:
         self.config = config
+        self.checks = checks if checks is not None else ChecksConfig()
         self._emitter = emitter
         self._metrics = metrics
         self._topic = topics.scores
@@ -162,7 +166,10 @@ class FaithfulnessProcessor(Processor):
             raise ScorerUnavailable(self._load_error or "faithfulness: the HHEM model is not loaded")
         now = self._clock()
         traces, rejections = split_by_body(events, FaithfulnessTrace)
-        plans = [self._planner.plan(self._new_plan(event, body), now) for event, body in traces]
+        fresh = [self._new_plan(event, body) for event, body in traces]
+        # The answers a deterministic check failed are planned first: the pairs budget goes to them first.
+        fresh.sort(key=lambda plan: not plan.failed_checks)
+        plans = [self._planner.plan(plan, now) for plan in fresh]
         scored = self._score(self._scorer, [plan for plan in plans if plan.to_score])
         for plan in plans:
             self._record(plan, scored.get(id(plan), []), self._model)
@@ -179,7 +186,23 @@ class FaithfulnessProcessor(Processor):
             tenant_label=tenant,
             variant_label=variant,
             sample_rate=self.config.sample_rate_for(tenant),
+            failed_checks=self._failed_checks(tenant, body),
         )
+
+    def _failed_checks(self, tenant: str, body: FaithfulnessTrace) -> list[str]:
+        """The same checks the metrics worker counts (workers/checks), on the same answer."""
+        if not self.checks.enabled or body.error is not None or body.answer.refused:
+            return []
+        fmt = body.response_format
+        facts = AnswerFacts(
+            body.answer.text,
+            body.answer.refused,
+            body.answer.citations,
+            [(d.id, d.text) for d in body.retrieval.documents],
+            None if fmt is None else fmt.type,
+            None if fmt is None else fmt.schema_name,
+        )
+        return run_checks(facts, self.checks, tenant).failed
 
     def _score(self, scorer: HHEMScorer, plans: list[TracePlan]) -> dict[int, list[PairScore]]:
         pairs = [(plan.premise, hypothesis) for plan in plans for hypothesis in plan.hypotheses]

@@ -14,10 +14,11 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import Identifier, Name, SampleRate, TraceError, View
+from service.contracts.views import Identifier, Name, ResponseFormat, SampleRate, TraceError, View
 
 
 class DocumentText(View):
+    id: Identifier
     text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
 
 
@@ -28,6 +29,7 @@ class FaithfulnessRetrieval(View):
 class FaithfulnessAnswer(View):
     text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
     refused: bool = False
+    citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []  # for the answer checks
 
 
 class FaithfulnessTrace(View):
@@ -40,6 +42,7 @@ class FaithfulnessTrace(View):
     retrieval: FaithfulnessRetrieval = msgspec.field(default_factory=FaithfulnessRetrieval)
     answer: FaithfulnessAnswer = msgspec.field(default_factory=FaithfulnessAnswer)
     error: TraceError | None = None  # a failed request: never scored (docs/errors.md)
+    response_format: ResponseFormat | None = None
 
 
 VIEWS: dict[str, type[View]] = {"trace": FaithfulnessTrace}

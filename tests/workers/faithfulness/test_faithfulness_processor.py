@@ -319,3 +319,28 @@ def test_an_errored_trace_is_neither_scored_nor_eligible(harness: Callable[..., 
     assert h.value("eligible_total", **labels) == 0 and h.value("scored_total", **labels) == 0
     assert sum(h.value("no_claims_total", reason=r, **labels) for r in ("refused", "empty")) == 0
     assert h.value("pairs_total", source="model") == 0 and h.events() == []
+
+
+def _phantom(trace_id: str) -> Any:
+    """An answer citing a document it was never given: the deterministic check citations_known fails."""
+    event = trace(trace_id, "You can return it within 30 days.", DOCS)
+    event.body.answer.citations = ["kb-404"]
+    return event
+
+
+def test_answers_that_fail_a_check_get_the_budget_first(harness: Callable[..., Harness]) -> None:
+    h = harness(pairs_per_second=1, burst_seconds=3)
+    events = [trace(f"t-{i}", f"Answer number {i}.", DOCS) for i in range(5)] + [_phantom("phantom")]
+    h.processor.process(events)
+    scored = {e.trace_id for e in h.events()}
+    assert "phantom" in scored and len(scored) == 3  # the last of the batch, planned first
+    labels = {"tenant": "acme", "variant": "production"}
+    assert h.value("skipped_total", reason="over_budget", **labels) == 3
+
+
+def test_with_skip_an_answer_that_failed_a_check_costs_no_model_time(harness: Callable[..., Harness]) -> None:
+    h = harness(failed_checks="skip")
+    h.processor.process([_phantom("phantom"), trace("ok", ANSWER, DOCS)])
+    labels = {"tenant": "acme", "variant": "production"}
+    assert h.value("skipped_total", reason="failed_check", **labels) == 1
+    assert h.value("scored_total", **labels) == 1 and {e.trace_id for e in h.events()} == {"ok"}
