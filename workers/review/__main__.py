@@ -6,11 +6,13 @@ import os
 from pathlib import Path
 
 from service.contracts.config import CONFIG_ENV, ConfigError
+from workers.checks.config import ChecksConfig
 from workers.review.config import ReviewConfig, config_version
 from workers.review.metrics import ReviewMetrics
 from workers.review.processor import ReviewProcessor
 from workers.review.store import QueueStore
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.config import load_worker_config
 
 
 def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
@@ -22,7 +24,8 @@ def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
         )
     path = os.environ.get(CONFIG_ENV)
     store = QueueStore(url, ctx.config, config_version(Path(path).read_text() if path else ""))
-    return ReviewProcessor(ctx.config, ReviewMetrics(ctx.registry), ctx.redis, store)
+    checks = load_worker_config("checks", ChecksConfig)  # the answer checks' section (docs/checks.md)
+    return ReviewProcessor(ctx.config, ReviewMetrics(ctx.registry), ctx.redis, store, checks)
 
 
 WORKER = WorkerSpec("review", build, ReviewConfig)

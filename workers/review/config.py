@@ -9,12 +9,18 @@ from pydantic import BaseModel, Field, field_validator
 
 from service.contracts import driftflags
 
-Stratum = Literal["blind", "low_confidence", "negative_feedback", "drift"]
-STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback", "drift")
+Stratum = Literal["blind", "low_confidence", "negative_feedback", "drift", "failed_check"]
+STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback", "drift", "failed_check")
 
 
 def _default_shares() -> dict[Stratum, float]:
-    return {"blind": 0.4, "low_confidence": 0.3, "negative_feedback": 0.2, "drift": 0.1}
+    return {
+        "blind": 0.4,
+        "low_confidence": 0.25,
+        "negative_feedback": 0.2,
+        "drift": 0.1,
+        "failed_check": 0.05,
+    }
 
 
 class ReviewConfig(BaseModel):
@@ -45,6 +51,12 @@ class ReviewConfig(BaseModel):
     )
     drift_refresh_s: float = Field(
         5.0, ge=0, description="how often the flagged windows are re-read from Redis"
+    )
+    failed_check_rate: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="share of the answers a deterministic check failed that are queued (stratum failed_check)",
     )
     near_margin: float = Field(0.05, ge=0, le=1, description="scores below threshold + margin are 'near'")
     double_review_share: float = Field(0.1, ge=0, le=1, description="items given to a second reviewer")

@@ -20,6 +20,8 @@ import orjson
 import redis
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.config import ChecksConfig
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.sampler import Sampler, Trigger, display_content
 from workers.review.views import ReviewTrace
@@ -28,8 +30,15 @@ from workers.runtime.types import Event
 CONTENT, FAITH, EXCL = "c", "f", "x"
 TRIGGERS = ("q:low_confidence", "q:negative_feedback")
 # When one trace qualifies several ways in one batch, the blind sample wins (it must stay a probability
-# sample), then negative feedback (a user told us), then low confidence, then a drifted window.
-PRIORITY: dict[str, int] = {"blind": 0, "negative_feedback": 1, "low_confidence": 2, "drift": 3}
+# sample), then negative feedback (a user told us), then low confidence, then a failed deterministic
+# check, then a drifted window.
+PRIORITY: dict[str, int] = {
+    "blind": 0,
+    "negative_feedback": 1,
+    "low_confidence": 2,
+    "failed_check": 3,
+    "drift": 4,
+}
 
 
 def stash_key(tenant: str, trace_id: str) -> str:
@@ -95,6 +104,7 @@ class _Step:
     content: dict[str, Any] | None = None  # a trace's own display content
     opens_run: bool = False  # the first trace of a run: its reply holds the whole run's replies
     drift: Trigger | None = None  # a trace of a flagged drift window (chosen with the trace, like blind)
+    checked: Trigger | None = None  # an answer a deterministic check failed (chosen with the trace too)
 
 
 # Each trace of a run of consecutive traces: stash its content, set the TTL, read what waits for it (nil when
@@ -116,8 +126,9 @@ return out
 
 
 class Planner:
-    def __init__(self, config: ReviewConfig, client: redis.Redis) -> None:
+    def __init__(self, config: ReviewConfig, client: redis.Redis, checks: ChecksConfig | None = None) -> None:
         self.config = config
+        self.checks = checks if checks is not None else ChecksConfig()
         self.sampler = Sampler(config)
         self.redis = client
         self._stash_traces = client.register_script(_STASH_TRACES)
@@ -196,7 +207,23 @@ class Planner:
             content,
             opens_run=len(keys) == 1,
             drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None,
+            checked=self.sampler.failed_check(e.tenant, t, self._failed_checks(e.tenant, t)),
         )
+
+    def _failed_checks(self, tenant: str, t: ReviewTrace) -> list[str]:
+        """The deterministic checks the answer failed (the same function the metrics worker counts)."""
+        if not self.checks.enabled or t.error is not None or t.answer.refused:
+            return []
+        fmt = t.response_format
+        facts = AnswerFacts(
+            t.answer.text,
+            False,
+            t.answer.citations,
+            [(d.id, d.text) for d in t.retrieval.documents],
+            None if fmt is None else fmt.type,
+            None if fmt is None else fmt.schema_name,
+        )
+        return run_checks(facts, self.checks, tenant).failed
 
     def _select(
         self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None, writes: int
@@ -217,7 +244,7 @@ class Planner:
         e = step.event
         if step.content is not None:
             content = step.content
-            triggers = [t for t in (step.trigger, step.drift) if t is not None]
+            triggers = [t for t in (step.trigger, step.drift, step.checked) if t is not None]
             triggers += [_unpack_trigger(fields[k]) for k in TRIGGERS if fields.get(k)]
         else:
             if not fields.get(CONTENT):

@@ -10,6 +10,7 @@ import psycopg
 import redis
 
 from service.contracts.driftflags import flagged_windows
+from workers.checks.config import ChecksConfig
 from workers.review.config import STRATA, ReviewConfig
 from workers.review.metrics import ReviewMetrics
 from workers.review.plan import Planner
@@ -39,11 +40,16 @@ class ReviewProcessor(Processor):
     views = VIEWS  # traces and feedback decoded once, into what the sampler reads (views.py)
 
     def __init__(
-        self, config: ReviewConfig, metrics: ReviewMetrics, client: redis.Redis, store: QueueStore
+        self,
+        config: ReviewConfig,
+        metrics: ReviewMetrics,
+        client: redis.Redis,
+        store: QueueStore,
+        checks: ChecksConfig | None = None,
     ) -> None:
         self.config = config
         self.m = metrics
-        self.planner = Planner(config, client)
+        self.planner = Planner(config, client, checks)
         self.redis = client
         self._drift_read_at: dict[str, float] = {}
         self._drift_flags: dict[str, frozenset[str]] = {}

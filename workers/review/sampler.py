@@ -63,17 +63,30 @@ class Sampler:
         self.config = config
 
     def blind(self, tenant: str, t: ReviewTrace) -> Trigger | None:
+        if t.error is not None:  # a failed request has no answer to judge (docs/errors.md)
+            return None
         rate = self.config.blind_rate
         return Trigger("blind", "random", rate) if unit(tenant, t.trace_id, "blind") < rate else None
 
     def drift(self, tenant: str, t: ReviewTrace, flagged: frozenset[str]) -> Trigger | None:
         """A trace of a tenant whose query-drift window is flagged: the tenant's, or its intent's."""
-        if not flagged or not (
-            driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged)
+        if (
+            t.error is not None
+            or not flagged
+            or not (driftflags.ALL_INTENTS in flagged or (t.intent is not None and t.intent in flagged))
         ):
             return None
         rate = self.config.drift_rate
         return Trigger("drift", "query_drift", rate) if unit(tenant, t.trace_id, "drift") < rate else None
+
+    def failed_check(self, tenant: str, t: ReviewTrace, failed: list[str]) -> Trigger | None:
+        """An answer a deterministic check failed (workers/checks): the first failed check is the reason."""
+        if not failed:
+            return None
+        rate = self.config.failed_check_rate
+        if unit(tenant, t.trace_id, "failed_check") >= rate:
+            return None
+        return Trigger("failed_check", f"check_{failed[0]}", rate)
 
     def _low_confidence(self, tenant: str, trace_id: str, reason: str, base: float) -> Trigger | None:
         rate = self.config.low_confidence_rate

@@ -21,7 +21,9 @@ from service.contracts.views import (
     FiniteFloat,
     Identifier,
     Name,
+    ResponseFormat,
     SampleRate,
+    TraceError,
     View,
 )
 
@@ -69,6 +71,8 @@ class ReviewTrace(View):
     intent: Name | None = None
     retrieval: ReviewRetrieval = msgspec.field(default_factory=ReviewRetrieval)
     answer: ReviewAnswer = msgspec.field(default_factory=ReviewAnswer)
+    response_format: ResponseFormat | None = None  # for the answer checks (stratum failed_check)
+    error: TraceError | None = None
 
 
 class ReviewFeedback(View):
