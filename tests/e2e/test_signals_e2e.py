@@ -1,10 +1,15 @@
-"""End to end: refusals rising on one intent after a release (a stale corpus) fire
-RagmonRefusalRateOutOfBand for that tenant and intent, with the release named in its triage; the tenant's
-other intents, the clean tenant and the clean phase fire no guardrail.
+"""End to end: two signals only the answers show, one per tenant, each after its own release.
 
-`ragmon up` with the metrics worker and Prometheus (1 s scrape and evaluation, rules rendered from this
-test's config: the refusal band in seconds instead of hours) receives the simulator's refusals scenario
-at 3x: acme ships v2 at 300 s (100 s of wall time) and the app refuses 40% of its billing queries.
+- acme: refusals rise on one intent (a stale corpus): RagmonRefusalRateOutOfBand for acme and intent
+  billing, with v2 named in its triage;
+- globex: answers cite documents that were never retrieved: RagmonAnswerCheckFailing for globex and check
+  citations_known, with v3 named in its triage.
+Nothing else fires: no other guardrail, intent, check or tenant, nothing before the releases.
+
+`ragmon up` with the metrics worker (which also runs the deterministic answer checks) and Prometheus (1 s
+scrape and evaluation, rules rendered from this test's config: the refusal band and the check window in
+seconds instead of hours) receives the simulator's signals scenario at 3x: both releases at 300 s (100 s
+of wall time).
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SPEED = 3
-RELEASE_S = 300  # the scenario second at which acme ships v2 and the stale corpus starts
-KEYS = {"acme": "e2e-refusal-acme-key", "globex": "e2e-refusal-globex-key"}
+RELEASE_S = 300  # the scenario second at which both tenants release and their incidents start
+KEYS = {"acme": "e2e-signals-acme-key", "globex": "e2e-signals-globex-key"}
 CONFIG = {
     "guardrails": {
         "release_window": "10m",
@@ -39,13 +44,14 @@ CONFIG = {
             "min_baseline_n": 300,
             "for": "20s",
         },
+        "checks": {"window": "30s", "min_checked": 100, "for": "10s"},
     }
 }
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
-    root = tmp_path_factory.mktemp("refusal-e2e")
+    root = tmp_path_factory.mktemp("signals-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
     keys = json.dumps(
@@ -59,14 +65,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
         up.stop()
 
 
-def test_a_stale_corpus_fires_the_refusal_alert_for_that_intent_only(stack: UpStack, tmp_path: Path) -> None:
+def test_each_tenants_signal_fires_its_own_alert_only(stack: UpStack, tmp_path: Path) -> None:
     watcher = AlertWatcher(stack.prometheus)
     watcher.start()
     started = time.time()
     manifest_path = tmp_path / "manifest.json"
     env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
     sim = subprocess.run(
-        [sys.executable, "-m", "service.cli", "simulate", "send", "refusals", "--api", stack.api]
+        [sys.executable, "-m", "service.cli", "simulate", "send", "signals", "--api", stack.api]
         + ["--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)],
         env=env,
         capture_output=True,
@@ -83,17 +89,23 @@ def test_a_stale_corpus_fires_the_refusal_alert_for_that_intent_only(stack: UpSt
         name: stack.prom(
             "/api/v1/query_range", query=name, start=release_at - 30, end=time.time(), step="10s"
         )["result"]
-        for name in ("ragmon:refusal:rate", "ragmon:refusal:baseline_rate", "ragmon:refusal:band_half_width")
+        for name in (
+            "ragmon:refusal:rate",
+            "ragmon:refusal:baseline_rate",
+            "ragmon:refusal:band_half_width",
+            "ragmon:check:rate",
+        )
     }
     context = json.dumps(
         {
             "starts_after_release_s": [
-                (round(ts - release_at), n, m.get("tenant"), m.get("intent")) for ts, n, m in starts
+                (round(ts - release_at), n, m.get("tenant"), m.get("intent") or m.get("check"))
+                for ts, n, m in starts
             ],
             "sender_max_late_s": pace["max_late_s"],
             "band": {
                 name: {
-                    f"{r['metric'].get('tenant')}/{r['metric'].get('intent')}": [
+                    f"{r['metric'].get('tenant')}/{r['metric'].get('intent') or r['metric'].get('check')}": [
                         round(float(v), 3) for _, v in r["values"]
                     ]
                     for r in rows
@@ -103,9 +115,25 @@ def test_a_stale_corpus_fires_the_refusal_alert_for_that_intent_only(stack: UpSt
             },
         }
     )
-    # Only acme's billing refusal alert fires: no other guardrail, intent or tenant, not before v2.
-    fired = {(n, m.get("tenant"), m.get("intent")) for _, n, m in starts}
-    assert fired == {("RagmonRefusalRateOutOfBand", "acme", "billing")}, context
+    # Only acme's billing refusals and globex's citations: no other guardrail, intent, check or tenant.
+    fired = {(n, m.get("tenant"), m.get("intent") or m.get("check")) for _, n, m in starts}
+    assert fired == {
+        ("RagmonRefusalRateOutOfBand", "acme", "billing"),
+        ("RagmonAnswerCheckFailing", "globex", "citations_known"),
+    }, context
     assert min(ts for ts, _, _ in starts) >= release_at, context
-    triage = watcher.seen.get("RagmonRefusalRateOutOfBand/acme", {}).get("triage", "")
-    assert "Release v2" in triage, (triage, context)
+    for key, release in (
+        ("RagmonRefusalRateOutOfBand/acme", "v2"),
+        ("RagmonAnswerCheckFailing/globex", "v3"),
+    ):
+        triage = watcher.seen.get(key, {}).get("triage", "")
+        assert f"Release {release}" in triage, (key, triage, context)
+    # the checks ran on every answered trace all along: acme's citations always pass
+    clean = stack.prom(
+        "/api/v1/query_range",
+        query='ragmon:check:rate{tenant="acme", variant="production", check="citations_known"}',
+        start=release_at - 30,
+        end=time.time(),
+        step="5s",
+    )["result"]
+    assert clean and all(float(v) == 0.0 for r in clean for _, v in r["values"]), (clean, context)
