@@ -214,6 +214,11 @@ class Retrieval(Strict):
     documents: Annotated[list[Document], Field(max_length=L.MAX_DOCUMENTS)] = Field(default_factory=list)
     filters: Filters = Field(default_factory=Filters)
     exclusion_sample: ExclusionSample | None = None
+    # The embedding model the searched index was built with: a query embedded by another model retrieves
+    # garbage silently (docs/errors.md, "Encoder mismatch"). Compared with query.embedding_model.
+    index_embedding_model: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN)] | None = (
+        None
+    )
 
 
 EMBEDDING_NEEDS_MODEL = (

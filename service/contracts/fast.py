@@ -39,6 +39,7 @@ from service.contracts.views import (
     FiniteFloat,
     MetaKey,
     MetaString,
+    ModelName,
     QueryEmbedding,
     SampleRate,
     StageMillis,
@@ -144,6 +145,7 @@ class FastRetrieval(View, forbid_unknown_fields=True):
     documents: Annotated[list[FastDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
     filters: FastFilters = msgspec.field(default_factory=FastFilters)
     exclusion_sample: FastExclusionSample | None = None
+    index_embedding_model: ModelName | None = None
 
 
 class FastQuery(QueryEmbedding, forbid_unknown_fields=True):

@@ -99,6 +99,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *refusal_rules(cfg),
         *error_rules(cfg),
         *check_rules(cfg),
+        *encoder_rules(),
         *session_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
@@ -210,6 +211,16 @@ def regeneration_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
 
 def refusal_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     return band_rules(cfg.refusal, REFUSAL)
+
+
+ENCODER_WINDOW = "5m"
+
+
+def encoder_rules() -> list[dict[str, Any]]:
+    """Traces whose query and index were embedded by different models, over the last ENCODER_WINDOW."""
+    w = ENCODER_WINDOW
+    count = window_count("ragmon_rag_encoder_mismatch_total", w, "tenant, variant", window_s=seconds(w))
+    return [{"record": "ragmon:encoder_mismatch:count", "expr": count}]
 
 
 def error_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
@@ -347,6 +358,7 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _provider_errors(cfg),
         _truncation(cfg),
         _check_failing(cfg),
+        _encoder_mismatch(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -607,6 +619,25 @@ def _check_failing(cfg: GuardrailsConfig) -> dict[str, Any]:
         f"{r.min_checked} checked answers). docs/checks.md says what each check catches. Dashboard Quality: "
         "answer checks.",
         guardrail="checks",
+    )
+
+
+def _encoder_mismatch(cfg: GuardrailsConfig) -> dict[str, Any]:
+    """Paged on the first trace whose query and index were embedded by different models (the recorded count
+    includes a series' first sample, so a mismatch on a tenant's first traffic is seen too)."""
+    return _alert(
+        cfg,
+        "RagmonEncoderMismatch",
+        f'ragmon:encoder_mismatch:count{{variant="{PROD}"}} > 0',
+        "0m",
+        "page",
+        "guardrail",
+        "Queries of {{ $labels.tenant }} are embedded by another model than their index",
+        f"{{{{ $value }}}} traces in the last {ENCODER_WINDOW} searched an index built with one embedding model "
+        "using a query embedded by another (query.embedding_model != retrieval.index_embedding_model): vectors "
+        "of different models are not comparable, so retrieval returns garbage while every score looks normal. "
+        "A half-done embedding migration: roll the query encoder or the index back together.",
+        guardrail="encoder_mismatch",
     )
 
 

@@ -226,6 +226,9 @@ class RagApp:
         }
         if req.embedding is not None:
             body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
+            change = req.active.embedding_change()
+            index_model = change.model if change and change.index_follows else self.scenario.embedding.model
+            body["retrieval"]["index_embedding_model"] = index_model
         if error is not None:  # the request failed: no answer (its retrieval and prompt tokens stay)
             body["error"] = error
             body["answer"] = {"text": "", "refused": False, "citations": []}

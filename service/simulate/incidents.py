@@ -156,9 +156,14 @@ class EntitlementLeak(IncidentBase):
 
 
 class EmbeddingModelChange(IncidentBase):
+    """The app's query encoder changes model. `index_follows`: the index was rebuilt with the same model (a
+    coordinated migration: traces name the new model for both); false, the index keeps the old one, a
+    half-done migration whose queries search an index of another model (RagmonEncoderMismatch)."""
+
     kind: Literal["embedding_model_change"]
     model: Identifier = "app-embed-v2"
     dim: Annotated[int, Field(ge=2, le=4096)] = 96
+    index_follows: bool = True
 
 
 class Dissatisfaction(IncidentBase):

@@ -3,7 +3,9 @@
 - acme: refusals rise on one intent (a stale corpus): RagmonRefusalRateOutOfBand for acme and intent
   billing, with v2 named in its triage;
 - globex: answers cite documents that were never retrieved: RagmonAnswerCheckFailing for globex and check
-  citations_known, with v3 named in its triage.
+  citations_known, with v3 named in its triage;
+- acme again at 450 s: its query encoder moves to another model while its index stays on the old one:
+  RagmonEncoderMismatch pages at once (no `for:`).
 Nothing else fires: no other guardrail, intent, check or tenant, nothing before the releases.
 
 `ragmon up` with the metrics worker (which also runs the deterministic answer checks) and Prometheus (1 s
@@ -32,6 +34,7 @@ from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SPEED = 3
 RELEASE_S = 300  # the scenario second at which both tenants release and their incidents start
+MISMATCH_S = 450  # the scenario second at which acme's query encoder changes without its index
 KEYS = {"acme": "e2e-signals-acme-key", "globex": "e2e-signals-globex-key"}
 CONFIG = {
     "guardrails": {
@@ -120,8 +123,12 @@ def test_each_tenants_signal_fires_its_own_alert_only(stack: UpStack, tmp_path: 
     assert fired == {
         ("RagmonRefusalRateOutOfBand", "acme", "billing"),
         ("RagmonAnswerCheckFailing", "globex", "citations_known"),
+        ("RagmonEncoderMismatch", "acme", None),
     }, context
     assert min(ts for ts, _, _ in starts) >= release_at, context
+    mismatch_at = wall_time_at(pace["points"], MISMATCH_S)
+    paged = min(ts for ts, n, _ in starts if n == "RagmonEncoderMismatch")
+    assert mismatch_at <= paged <= mismatch_at + 15, (paged - mismatch_at, context)  # on its first traces
     for key, release in (
         ("RagmonRefusalRateOutOfBand/acme", "v2"),
         ("RagmonAnswerCheckFailing/globex", "v3"),

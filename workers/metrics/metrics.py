@@ -100,6 +100,13 @@ class MetricsWorkerMetrics:
             [*TV, "intent", "reason"],
             registry=r,
         )
+        self.encoder_mismatch = Counter(
+            "ragmon_rag_encoder_mismatch_total",
+            "Traces whose query was embedded by another model than the one the searched index was built with "
+            "(query.embedding_model != retrieval.index_embedding_model): retrieval returns garbage silently",
+            TV,
+            registry=r,
+        )
         self.checks = Counter(
             "ragmon_rag_check_results_total",
             "Deterministic answer checks by outcome (pass, fail, skip: does not apply), docs/checks.md",

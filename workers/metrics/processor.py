@@ -119,6 +119,12 @@ class MetricsProcessor(Processor):
             c(m.finish_reasons, *tv, intent, t.answer.finish_reason).inc()
         if self.checks.enabled:
             self._check(tenant, tv, intent, t)
+        mismatch = c(
+            m.encoder_mismatch, *tv
+        )  # at 0 from the tenant's first trace: the alert sees the first one
+        index_model, query_model = t.retrieval.index_embedding_model, t.query.embedding_model
+        if index_model is not None and query_model is not None and index_model != query_model:
+            mismatch.inc()
         self._cost(tv, t, weight)
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)

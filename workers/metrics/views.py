@@ -15,6 +15,7 @@ from service.contracts.views import (
     FeedbackReason,
     FeedbackValue,
     Identifier,
+    ModelName,
     Name,
     ResponseFormat,
     SampleRate,
@@ -36,10 +37,16 @@ class MetricsDocument(View):
 
 class MetricsRetrieval(View):
     documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+    index_embedding_model: ModelName | None = None
+
+
+class MetricsQuery(View):
+    embedding_model: ModelName | None = None  # compared with the index's (an encoder mismatch)
 
 
 class MetricsTrace(View):
     trace_id: Identifier
+    query: MetricsQuery
     variant: Name = "production"
     release: Identifier | None = None
     sample_rate: SampleRate = 1.0

@@ -292,3 +292,15 @@ def test_phantom_citations_cite_documents_never_retrieved(small, events_of, star
         ) / len(answered)
 
     assert phantom(False) == 0.0 and 0.35 < phantom(True) < 0.65
+
+
+@pytest.mark.parametrize("follows", [True, False])
+def test_an_embedding_migration_with_or_without_its_index(small, events_of, start, follows):
+    incident = {"kind": "embedding_model_change", "model": "app-embed-v2", "index_follows": follows}
+    events, _ = run(small, events_of, start, incident, rate=60)
+    embedded = [t for t in production(events, True) if "embedding_model" in t["query"]]
+    assert embedded and all(t["query"]["embedding_model"] == "app-embed-v2" for t in embedded)
+    index = {t["retrieval"]["index_embedding_model"] for t in embedded}
+    assert index == ({"app-embed-v2"} if follows else {"app-embed-v1"})
+    before = [t for t in production(events, False) if "embedding_model" in t["query"]]
+    assert all(t["retrieval"]["index_embedding_model"] == t["query"]["embedding_model"] for t in before)

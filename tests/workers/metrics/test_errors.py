@@ -115,3 +115,20 @@ def test_the_answer_checks_are_counted_per_check_and_outcome(
     assert n("json_valid", "skip") == 2 and n("forbidden_patterns", "skip") == 2
     # a failed request has no answer to check
     assert sum(n("answer_length", o) for o in ("pass", "fail", "skip")) == 2
+
+
+def test_an_encoder_mismatch_is_counted_and_its_series_exists_from_the_first_trace(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
+    proc, reg = setup
+    same = trace_body(11, query={"text": "q", "embedding": [0.1, 0.2], "embedding_model": "emb-v1"})
+    same["retrieval"] = {"documents": [], "index_embedding_model": "emb-v1"}
+    proc.process([as_event(stored("trace", same))])
+    assert (
+        reg.get_sample_value("ragmon_rag_encoder_mismatch_total", TV) == 0
+    )  # at 0: the alert sees the first
+    other = trace_body(12, query={"text": "q", "embedding": [0.1, 0.2], "embedding_model": "emb-v2"})
+    other["retrieval"] = {"documents": [], "index_embedding_model": "emb-v1"}
+    unknown = trace_body(13, query={"text": "q"})  # no query model: nothing to compare
+    proc.process([as_event(stored("trace", other)), as_event(stored("trace", unknown))])
+    assert val(reg, "ragmon_rag_encoder_mismatch_total", **TV) == 1
