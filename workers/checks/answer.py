@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from service.contracts.vocabulary import CHECK_NAMES
 from workers.checks.config import ChecksConfig
@@ -95,3 +95,23 @@ def run_checks(a: AnswerFacts, cfg: ChecksConfig, tenant: str) -> Result:
             else:
                 out["figures_grounded"] = "pass"
     return Result(out, why)
+
+
+def check_answer(
+    cfg: ChecksConfig,
+    tenant: str,
+    answer: Any,
+    documents: Sequence[Any],
+    response_format: Any | None,
+) -> Result:
+    """run_checks on a worker's views: `answer` with text, refused and citations, `documents` with id and
+    text, `response_format` with type and schema_name (or None)."""
+    facts = AnswerFacts(
+        answer.text,
+        answer.refused,
+        answer.citations,
+        [(d.id, d.text) for d in documents],
+        None if response_format is None else response_format.type,
+        None if response_format is None else response_format.schema_name,
+    )
+    return run_checks(facts, cfg, tenant)

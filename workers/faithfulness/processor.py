@@ -24,7 +24,7 @@ from service.contracts.scores import (
     encode_record,
     score_event_id,
 )
-from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.kernels import MatmulChoice
@@ -193,16 +193,9 @@ class FaithfulnessProcessor(Processor):
         """The same checks the metrics worker counts (workers/checks), on the same answer."""
         if not self.checks.enabled or body.error is not None or body.answer.refused:
             return []
-        fmt = body.response_format
-        facts = AnswerFacts(
-            body.answer.text,
-            body.answer.refused,
-            body.answer.citations,
-            [(d.id, d.text) for d in body.retrieval.documents],
-            None if fmt is None else fmt.type,
-            None if fmt is None else fmt.schema_name,
-        )
-        return run_checks(facts, self.checks, tenant).failed
+        return check_answer(
+            self.checks, tenant, body.answer, body.retrieval.documents, body.response_format
+        ).failed
 
     def _score(self, scorer: HHEMScorer, plans: list[TracePlan]) -> dict[int, list[PairScore]]:
         pairs = [(plan.premise, hypothesis) for plan in plans for hypothesis in plan.hypotheses]

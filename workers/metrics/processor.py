@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from service.contracts.views import TraceError
-from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
@@ -133,16 +133,7 @@ class MetricsProcessor(Processor):
 
     def _check(self, tenant: str, tv: tuple[str, str], intent: str, t: MetricsTrace) -> None:
         """The deterministic answer checks (workers/checks): one count per check and outcome."""
-        fmt = t.response_format
-        facts = AnswerFacts(
-            t.answer.text,
-            t.answer.refused,
-            t.answer.citations,
-            [(d.id, d.text) for d in t.retrieval.documents],
-            None if fmt is None else fmt.type,
-            None if fmt is None else fmt.schema_name,
-        )
-        result = run_checks(facts, self.checks, tenant)
+        result = check_answer(self.checks, tenant, t.answer, t.retrieval.documents, t.response_format)
         for check, outcome in result.outcomes.items():
             self.child(self.m.checks, *tv, intent, check, outcome).inc()
 

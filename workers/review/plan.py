@@ -20,7 +20,7 @@ import orjson
 import redis
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
-from workers.checks.answer import AnswerFacts, run_checks
+from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.sampler import Sampler, Trigger, display_content
@@ -214,16 +214,7 @@ class Planner:
         """The deterministic checks the answer failed (the same function the metrics worker counts)."""
         if not self.checks.enabled or t.error is not None or t.answer.refused:
             return []
-        fmt = t.response_format
-        facts = AnswerFacts(
-            t.answer.text,
-            False,
-            t.answer.citations,
-            [(d.id, d.text) for d in t.retrieval.documents],
-            None if fmt is None else fmt.type,
-            None if fmt is None else fmt.schema_name,
-        )
-        return run_checks(facts, self.checks, tenant).failed
+        return check_answer(self.checks, tenant, t.answer, t.retrieval.documents, t.response_format).failed
 
     def _select(
         self, pipe: Any, e: Event, tenant: str, trace_id: str, trigger: Trigger | None, writes: int

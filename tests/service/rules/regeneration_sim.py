@@ -150,6 +150,29 @@ def power(
     return float(fired.mean()), float(np.median(delays)) if fired.any() else float("nan")
 
 
+def print_band_table(
+    doc: str, rule: BandRule, rate: float, default_per_hour: list[float], unit: str, argv: list[str] | None
+) -> None:
+    """The `python -m tests.service.rules.<band>_sim` table of any BandRule: false alerts per day on
+    stationary traffic at `rate`, and the power on a doubling and on a 1.5x step (thumbs-down and refusal)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=2000)
+    parser.add_argument("--per-hour", type=float, nargs="+", default=default_per_hour)
+    args = parser.parse_args(argv)
+    band, p = Band.from_config(rule), rate
+    print(f"true rate {p}, default rule {band}, {args.seeds} seeds x 2 days from ragmon's start\n")
+    print(
+        f"| {unit}/hour | false alerts/day | power {p}->{2 * p:g} (median delay)"
+        f" | power {p}->{1.5 * p:g} (median delay) |"
+    )
+    print("|---|---|---|---|")
+    for per_hour in args.per_hour:
+        fa = false_alarms_per_day(args.seeds, per_hour, band, rate=p)
+        p2, d2 = power(args.seeds, per_hour, band, 2 * p, rate=p)
+        p15, d15 = power(args.seeds, per_hour, band, 1.5 * p, rate=p)
+        print(f"| {per_hour:.0f} | {fa:.4f} | {p2:.1%} ({d2:.0f} min) | {p15:.1%} ({d15:.0f} min) |")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=2000)
