@@ -105,7 +105,13 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
         from workers.runtime.config import load_worker_config
 
         config = load_worker_config(spec.name, spec.config)
-        processor = spec.build(WorkerContext(worker, settings, registry, emitter, client, metrics, config))
+        shared = getattr(spec, "sections", ())  # a reference tree from before shared sections has none
+        if shared:
+            sections = {name: load_worker_config(name, model) for name, model in shared}
+            context = WorkerContext(worker, settings, registry, emitter, client, metrics, config, sections)
+        else:
+            context = WorkerContext(worker, settings, registry, emitter, client, metrics, config)
+        processor = spec.build(context)
     else:  # a reference tree from before it: build read its own config
         processor = main_module.build(WorkerContext(worker, settings, registry, emitter, client))  # type: ignore[call-arg]
     runtime = consumer_module.ConsumerRuntime(processor, settings, metrics, emitter, client)

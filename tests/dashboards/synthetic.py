@@ -29,8 +29,8 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "reason": ("wrong",),
     "slice": ("all", "intent=billing"),  # shadow: the whole comparison and one slice
     "method": ("anytime", "bootstrap"),
-    # "x" as for any other label, plus the session signals' outcomes their rules and panels select
-    "outcome": ("x", "reformulated", "different", "not_compared", "resolved", "thumbs_down"),
+    # "x" as for any other label, plus the outcomes the rules and panels select (session signals, answer checks)
+    "outcome": ("x", "reformulated", "different", "not_compared", "resolved", "thumbs_down", "pass", "fail"),
 }
 OTHER = ("x",)
 

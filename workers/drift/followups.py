@@ -57,7 +57,7 @@ class SessionSignals:
         at = q.event.stored.timestamp.timestamp()
         return Query(q.event.id, q.body.trace_id, at, self.intent(q.body.intent), vectors)
 
-    def process(self, queries: list[SessionQuery], feedback: list[tuple[Event, SessionFeedback]]) -> None:
+    def observe(self, queries: list[SessionQuery], feedback: list[tuple[Event, SessionFeedback]]) -> None:
         """Swap each query in (one round trip, in event order), compare each with the query it replaced,
         then mark the reformulations and write the feedback marks (a second round trip)."""
         pipe = self.redis.pipeline(transaction=False)

@@ -128,7 +128,7 @@ class DriftProcessor(Processor):
                 for q, v in zip(queries, encoded, strict=True)
                 if q.in_session
             ]
-            self.sessions.process(session_queries, feedback)
+            self.sessions.observe(session_queries, feedback)
         return rejections + rejected
 
     def tick(self, now: float) -> None:

@@ -14,7 +14,6 @@ from workers.checks.config import ChecksConfig
 from workers.faithfulness.config import FaithfulnessConfig
 from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
-from workers.runtime.config import load_worker_config
 
 if TYPE_CHECKING:
     from workers.faithfulness.processor import FaithfulnessProcessor
@@ -30,11 +29,17 @@ def build(ctx: WorkerContext[FaithfulnessConfig]) -> FaithfulnessProcessor:
         emitter=ctx.emitter,
         metrics=FaithfulnessMetrics(ctx.registry),
         topics=ctx.settings.topics,
-        checks=load_worker_config("checks", ChecksConfig),  # the answer checks' section (docs/checks.md)
+        checks=ctx.sections.get("checks"),  # the answer checks' section (docs/checks.md)
     )
 
 
-WORKER = WorkerSpec("faithfulness", build, FaithfulnessConfig, requires=("ml", FAITHFULNESS_MODULES))
+WORKER = WorkerSpec(
+    "faithfulness",
+    build,
+    FaithfulnessConfig,
+    sections=(("checks", ChecksConfig),),
+    requires=("ml", FAITHFULNESS_MODULES),
+)
 
 if __name__ == "__main__":
     main_for(WORKER)

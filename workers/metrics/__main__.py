@@ -7,15 +7,14 @@ from workers.metrics.config import MetricsConfig
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
-from workers.runtime.config import load_worker_config
 
 
 def build(ctx: WorkerContext[MetricsConfig]) -> MetricsProcessor:
-    checks = load_worker_config("checks", ChecksConfig)  # the answer checks' section (docs/checks.md)
+    checks = ctx.sections.get("checks")  # the answer checks' section (docs/checks.md)
     return MetricsProcessor(ctx.config, MetricsWorkerMetrics(ctx.registry), ctx.redis, checks=checks)
 
 
-WORKER = WorkerSpec("metrics", build, MetricsConfig)
+WORKER = WorkerSpec("metrics", build, MetricsConfig, sections=(("checks", ChecksConfig),))
 
 if __name__ == "__main__":
     main_for(WORKER)

@@ -12,7 +12,6 @@ from workers.review.metrics import ReviewMetrics
 from workers.review.processor import ReviewProcessor
 from workers.review.store import QueueStore
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
-from workers.runtime.config import load_worker_config
 
 
 def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
@@ -24,11 +23,11 @@ def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
         )
     path = os.environ.get(CONFIG_ENV)
     store = QueueStore(url, ctx.config, config_version(Path(path).read_text() if path else ""))
-    checks = load_worker_config("checks", ChecksConfig)  # the answer checks' section (docs/checks.md)
+    checks = ctx.sections.get("checks")  # the answer checks' section (docs/checks.md)
     return ReviewProcessor(ctx.config, ReviewMetrics(ctx.registry), ctx.redis, store, checks)
 
 
-WORKER = WorkerSpec("review", build, ReviewConfig)
+WORKER = WorkerSpec("review", build, ReviewConfig, sections=(("checks", ChecksConfig),))
 
 if __name__ == "__main__":
     main_for(WORKER)

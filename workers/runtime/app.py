@@ -15,9 +15,9 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import prometheus_client
 import redis
@@ -53,6 +53,9 @@ class WorkerContext(Generic[C]):
     redis: redis.Redis
     metrics: RuntimeMetrics  # the runtime's ragmon_worker_* series, for work done outside process()
     config: C
+    # Shared sections the spec names in `sections` (e.g. `checks`, read by several workers), validated at
+    # start like the worker's own: {section name: its model instance}.
+    sections: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class WorkerSpec(Generic[C]):
     build: Callable[[WorkerContext[C]], Processor]
     config: type[C]
     requires: tuple[str, tuple[str, ...]] | None = None  # (extra, its modules): exit 78 when missing
+    sections: tuple[tuple[str, type[BaseModel]], ...] = ()  # shared config sections the worker reads too
     # A worker that emits many records and then waits for them all lingers longer, in bigger batches.
     emit_linger_ms: int = 5
     emit_batch_bytes: int = 16384
@@ -77,6 +81,7 @@ def run_worker(spec: WorkerSpec[C], settings: WorkerSettings | None = None) -> i
     try:
         settings = settings or WorkerSettings()
         config = load_worker_config(name, spec.config)
+        sections = {section: load_worker_config(section, model) for section, model in spec.sections}
     except ValidationError as exc:  # fail at start, naming the variable to fix
         log.error("%s", describe_settings_error(exc))
         return EXIT_CONFIG_ERROR
@@ -95,7 +100,9 @@ def run_worker(spec: WorkerSpec[C], settings: WorkerSettings | None = None) -> i
         max_record_bytes=settings.worker_max_record_bytes,
     )
     try:
-        processor = spec.build(WorkerContext(name, settings, registry, emitter, client, metrics, config))
+        processor = spec.build(
+            WorkerContext(name, settings, registry, emitter, client, metrics, config, sections)
+        )
     except ConfigError as exc:
         log.error("%s", exc)
         emitter.close()
