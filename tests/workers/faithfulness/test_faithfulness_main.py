@@ -25,6 +25,7 @@ def context() -> SimpleNamespace:
         emitter=CollectingEmitter(),
         redis=None,
         config=load_worker_config(WORKER.name, WORKER.config),
+        sections={name: load_worker_config(name, model) for name, model in WORKER.sections},
     )
 
 
