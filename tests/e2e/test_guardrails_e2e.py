@@ -96,9 +96,9 @@ def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
             "alpha": 0.005,
             "publish_every_s": 1,
             "seed": 7,
-            # sessions end after 20 s without a query (wall time: the scenario plays at 6x), so the
-            # unresolved-session panels have ended sessions to count within the run
-            "sessions": {"idle_s": 20},
+            # sessions end after 20 s without a query (wall time: the scenario plays at 6x; follow-ups within
+            # 15 s), so the unresolved-session panels have ended sessions to count within the run
+            "sessions": {"idle_s": 20, "window_s": 15},
         },
         "guardrails": {
             "release_window": "1h",
