@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import datetime
 
-from service.incidents.history import History, HistoryError, alert_episodes, user_rises
+from service.incidents.history import History, HistoryError, Span, alert_episodes, user_rises
 from service.incidents.leadtime import as_json, as_markdown, match
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h|d|w)$")
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     history = History(args.prometheus)
     try:
         rules = history.alert_rules()
-        alerts = alert_episodes(history, rules, start, end, args.step, args.tenant)
-        rises = user_rises(history, rules, start, end, args.step, args.tenant)
+        span = Span(start, end, args.step, args.tenant)
+        alerts = alert_episodes(history, rules, span)
+        rises = user_rises(history, rules, span)
     except HistoryError as exc:
         print(f"cannot read the alert history: {exc}", file=sys.stderr)
         return 1

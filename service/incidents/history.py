@@ -8,6 +8,7 @@ returns more than MAX_POINTS samples (Prometheus refuses a query over 11,000 poi
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,13 +65,14 @@ class History:
             if r.get("type") == "alerting"
         ]
 
-    def range(self, query: str, start: float, end: float, step_s: float) -> list[dict[str, Any]]:
+    def range(self, query: str, span: Span) -> list[dict[str, Any]]:
         """A range query split into chunks of at most MAX_POINTS steps, series merged by labels."""
         merged: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+        step_s = span.step_s
         chunk = step_s * (MAX_POINTS - 1)
-        t = start
-        while t <= end:
-            stop = min(end, t + chunk)
+        t = span.start
+        while t <= span.end:
+            stop = min(span.end, t + chunk)
             for series in self._get("/api/v1/query_range", query=query, start=t, end=stop, step=step_s)[
                 "result"
             ]:
@@ -81,55 +83,50 @@ class History:
         return list(merged.values())
 
 
-def _tenant_filter(tenant: str | None) -> str:
-    return "" if tenant is None else f', tenant="{tenant}"'
+@dataclass(frozen=True)
+class Span:
+    """What to read: unix seconds from `start` to `end` at `step_s`, one tenant or all (None)."""
+
+    start: float
+    end: float
+    step_s: float
+    tenant: str | None = None
+
+    def tenant_filter(self) -> str:
+        return "" if self.tenant is None else f", tenant={json.dumps(self.tenant)}"  # quotes escaped
 
 
-def alert_episodes(
-    history: History,
-    rules: list[AlertRule],
-    start: float,
-    end: float,
-    step_s: float,
-    tenant: str | None = None,
-) -> list[Episode]:
+def alert_episodes(history: History, rules: list[AlertRule], span: Span) -> list[Episode]:
     """Every firing run of a guardrail alert (not the user-signal ones), with its pending start."""
     names = sorted({r.name for r in rules if r.guardrail})
     if not names:
         return []
-    selector = f'alertname=~"{"|".join(names)}"{_tenant_filter(tenant)}'
-    firing = history.range(f'ALERTS{{alertstate="firing", {selector}}}', start, end, step_s)
+    selector = f'alertname=~"{"|".join(names)}"{span.tenant_filter()}'
+    firing = history.range(f'ALERTS{{alertstate="firing", {selector}}}', span)
     since: dict[tuple[tuple[str, str], ...], list[tuple[float, float]]] = {}
-    for series in history.range(f"ALERTS_FOR_STATE{{{selector}}}", start, end, step_s):
+    for series in history.range(f"ALERTS_FOR_STATE{{{selector}}}", span):
         key = tuple(sorted((k, v) for k, v in series["metric"].items() if k != "__name__"))
         since[key] = [(float(ts), float(v)) for ts, v in series["values"]]
     out = []
     for series in firing:
         labels = {k: v for k, v in series["metric"].items() if k not in ("__name__", "alertstate")}
         states = since.get(tuple(sorted(labels.items())), [])
-        for a, b in runs((float(ts) for ts, _ in series["values"]), step_s):
-            active = next((v for ts, v in states if a - step_s <= ts <= a + step_s), None)
+        for a, b in runs((float(ts) for ts, _ in series["values"]), span.step_s):
+            active = next((v for ts, v in states if a - span.step_s <= ts <= a + span.step_s), None)
             out.append(Episode(labels["alertname"], labels.get("tenant", ""), a, b, active, labels))
     return sorted(out, key=lambda e: (e.start, e.name, e.tenant))
 
 
-def user_rises(
-    history: History,
-    rules: list[AlertRule],
-    start: float,
-    end: float,
-    step_s: float,
-    tenant: str | None = None,
-) -> list[Episode]:
+def user_rises(history: History, rules: list[AlertRule], span: Span) -> list[Episode]:
     """Every run in which a user-signal alert's expression holds for a tenant (its `for:` not applied)."""
     out = []
     for rule in rules:
         if not rule.user_signal:
             continue
-        for series in history.range(rule.query, start, end, step_s):
+        for series in history.range(rule.query, span):
             t = series["metric"].get("tenant", "")
-            if tenant is not None and t != tenant:
+            if span.tenant is not None and t != span.tenant:
                 continue
-            for a, b in runs((float(ts) for ts, _ in series["values"]), step_s):
+            for a, b in runs((float(ts) for ts, _ in series["values"]), span.step_s):
                 out.append(Episode(rule.name, t, a, b, None, dict(series["metric"])))
     return sorted(out, key=lambda e: (e.start, e.name, e.tenant))

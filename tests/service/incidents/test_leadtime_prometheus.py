@@ -23,6 +23,7 @@ import yaml
 from service.incidents.cli import main
 from service.local.embedded import free_port, wait_for_port
 from tests.dashboards.catalog import RULES
+from tests.support.leaks import stop_process
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.slow
@@ -133,12 +134,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
                 time.sleep(0.2)
             yield History(t0, end, f"http://127.0.0.1:{port}")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
 
 
 def _report(history: History, capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
