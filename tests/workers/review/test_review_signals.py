@@ -39,7 +39,9 @@ def test_feedback_after_the_item_is_recorded_and_traces_without_one_are_not(
     assert signals(review_db_url) == {"trace-1": {"thumbs_up", "copy"}, "trace-2": {"short_dwell"}}
 
 
-def test_feedback_before_its_trace_is_stashed_and_recorded_with_the_item(make: Any, review_db_url: str) -> None:
+def test_feedback_before_its_trace_is_stashed_and_recorded_with_the_item(
+    make: Any, review_db_url: str
+) -> None:
     proc, _ = make(blind_rate=1.0)
     proc.process([feedback_event(5, "regenerate", None), feedback_event(5, "edit", None)])
     assert signals(review_db_url) == {}  # no item yet
