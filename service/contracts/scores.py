@@ -26,6 +26,7 @@ from service.contracts.topics import H_EVENT_ID, H_EVENT_TYPE, H_SCHEMA, H_TENAN
 
 SCORE_EVENT_TYPE = "faithfulness_score"
 EXCLUSION_EVENT_TYPE = "exclusion_result"
+SIGNAL_EVENT_TYPE = "implicit_signal"
 # Fixed namespace for uuid5 ids of score events (any constant would do; it must never change).
 SCORE_EVENT_NAMESPACE = uuid.UUID("5b0c7a52-3c1e-4f43-9a56-6b8a0f0e7c21")
 
@@ -130,10 +131,14 @@ def exclusion_event_id(source_event_id: uuid.UUID, gold_source: str) -> uuid.UUI
 
 
 def score_record(
-    event: FaithfulnessScoreEvent | ExclusionResultEvent,
+    event: FaithfulnessScoreEvent | ExclusionResultEvent | ImplicitSignalEvent,
 ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-    """(key, value, headers) for the scores topic, for any score event kind."""
-    key = record_key("trace", event.tenant, {"request_id": event.request_id})
+    """(key, value, headers) for the scores topic, for any score event kind: keyed like its trace, by
+    request id; a signal, which knows only the trace id, like feedback."""
+    if isinstance(event, ImplicitSignalEvent):
+        key = record_key("feedback", event.tenant, {"trace_id": event.trace_id})
+    else:
+        key = record_key("trace", event.tenant, {"request_id": event.request_id})
     headers = [
         (H_EVENT_ID, str(event.event_id).encode()),
         (H_EVENT_TYPE, event.type.encode()),
@@ -141,3 +146,27 @@ def score_record(
         (H_SCHEMA, str(event.schema_version).encode()),
     ]
     return key, event.model_dump_json().encode(), headers
+
+
+class ImplicitSignalEvent(_Strict):
+    """An implicit user signal a worker found about a trace (today: the drift worker's reformulations,
+    docs/reformulations.md), for the review store's signals against blind review (docs/review.md).
+
+    Not a score: the Phoenix exporter and the shadow worker skip it. `trace_timestamp` is the time of
+    the event that gave the signal (the follow-up query), so the envelope the runtime builds is ordinary.
+    """
+
+    schema_version: Literal[1] = 1
+    type: Literal["implicit_signal"] = "implicit_signal"
+    event_id: uuid.UUID
+    source_event_id: uuid.UUID = Field(description="the event that gave the signal (the follow-up trace)")
+    tenant: str
+    trace_id: str = Field(description="the trace the signal is about (the earlier query's)")
+    signal: Literal["reformulation"]
+    by_trace_id: str = Field(description="the trace that gave the signal")
+    trace_timestamp: datetime
+    scored_at: datetime
+
+
+def signal_event_id(source_event_id: uuid.UUID, signal: str) -> uuid.UUID:
+    return uuid.uuid5(SCORE_EVENT_NAMESPACE, f"{source_event_id}/signal/{signal}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from service.contracts.extras import DRIFT_ENCODER_MODULES, missing, missing_line
+from service.contracts.scores import ImplicitSignalEvent, score_record
 from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot
 from workers.drift.processor import DriftProcessor
@@ -12,11 +13,17 @@ from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
 def build(ctx: WorkerContext[DriftConfig]) -> DriftProcessor:
-    """The drift worker emits nothing to Kafka (its results are windows and test outcomes in Redis and
-    Prometheus metrics), so ctx.emitter is not used."""
+    """The drift worker's results are windows and test outcomes in Redis and Prometheus metrics; to Kafka
+    it emits only the reformulations it finds, as implicit signals on the scores topic (the runtime
+    waits for their acknowledgement before it commits the batch)."""
     config = reduced_without_ml(ctx.config)
     slot = EncoderSlot(config.encoder.batch_size, config.encoder.device) if config.encoder.enabled else None
-    processor = DriftProcessor(config, ctx.redis, ctx.registry, encoder=slot)
+    topic = ctx.settings.topics.scores
+
+    def publish(signal: ImplicitSignalEvent) -> None:
+        ctx.emitter.emit(topic, *score_record(signal))
+
+    processor = DriftProcessor(config, ctx.redis, ctx.registry, encoder=slot, publish=publish)
     processor.readiness()  # start loading the encoder now rather than on the first poll
     return processor
 

@@ -9,12 +9,15 @@ docs/reformulations.md has the definitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import redis
 
 from service.contracts import vocabulary as L
+from service.contracts.scores import ImplicitSignalEvent, signal_event_id
 from workers.drift.config import SessionsConfig
 from workers.drift.metrics import DriftMetrics
 from workers.drift.reformulation import REFORMULATED, compare, is_follow_up, session_outcome
@@ -34,9 +37,17 @@ class SessionQuery:
 
 class SessionSignals:
     def __init__(
-        self, config: SessionsConfig, store: SessionStore, metrics: DriftMetrics, client: redis.Redis
+        self,
+        config: SessionsConfig,
+        store: SessionStore,
+        metrics: DriftMetrics,
+        client: redis.Redis,
+        publish: Callable[[ImplicitSignalEvent], None] | None = None,
     ) -> None:
+        """`publish`: where each reformulation goes as an implicit signal of the earlier trace (the scores
+        topic, for the review store's signals against blind review); None publishes nothing."""
         self.config = config
+        self.publish = publish
         self.store = store
         self.m = metrics
         self.redis = client
@@ -85,6 +96,8 @@ class SessionSignals:
             self.child(self.m.followups, tenant, previous.intent, got.embedding, got.outcome).inc()
             if got.outcome == REFORMULATED:
                 self.store.queue_mark_reformulation(marks, tenant, str(q.body.session_id), query.event_id)
+                if self.publish is not None:
+                    self.publish(reformulation_signal(q.event, previous.trace_id, q.body.trace_id))
         for event, f in feedback:
             mark = f.mark
             if mark is not None:
@@ -100,3 +113,19 @@ class SessionSignals:
                 self.store.feedback_of(ended.tenant, ended.trace_id), ended.reformulated
             )
             self.child(self.m.sessions_ended, ended.tenant, ended.intent, outcome).inc()
+
+
+def reformulation_signal(followup: Event, about_trace_id: str, by_trace_id: str) -> ImplicitSignalEvent:
+    """The implicit signal `reformulation` of the earlier trace; its id derives from the follow-up's event
+    id, so a re-published signal is the same event (the review store keeps one row)."""
+    source = followup.stored.id
+    return ImplicitSignalEvent(
+        event_id=signal_event_id(source, "reformulation"),
+        source_event_id=source,
+        tenant=followup.tenant,
+        trace_id=about_trace_id,
+        signal="reformulation",
+        by_trace_id=by_trace_id,
+        trace_timestamp=followup.stored.timestamp,
+        scored_at=datetime.now(UTC),
+    )

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import redis
 from prometheus_client import CollectorRegistry
 
+from service.contracts.scores import ImplicitSignalEvent
 from workers.drift import encoder as pinned
 from workers.drift.config import ALL_INTENTS, DriftConfig
 from workers.drift.encoder import EncoderSlot, EncoderUnavailable
@@ -54,7 +56,9 @@ class DriftProcessor(Processor):
         client: redis.Redis,
         registry: CollectorRegistry,
         encoder: EncoderSlot | None = None,
+        publish: Callable[[ImplicitSignalEvent], None] | None = None,
     ) -> None:
+        """`publish`: where reformulations go as implicit signals (the scores topic; None: nowhere)."""
         if config.encoder.enabled and encoder is None:
             raise ValueError("encoder.enabled is true but no encoder slot was given")
         self.config = config
@@ -80,6 +84,7 @@ class DriftProcessor(Processor):
                 SessionStore(client, config.key_prefix, config.sessions.idle_s, config.sessions.window_s),
                 self.metrics,
                 client,
+                publish,
             )
             if config.sessions.enabled
             else None

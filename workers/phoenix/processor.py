@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from workers.phoenix.annotations import (
     Plan,
     Planned,
@@ -88,7 +88,8 @@ class PhoenixExporter(Processor):
 
     def process(self, events: list[Event]) -> list[Rejection]:
         now = self._clock()
-        done = self.export([e.body for e in events])
+        # implicit signals share the scores topic; they are not evaluations Phoenix shows
+        done = self.export([e.body for e in events if not isinstance(e.body, ImplicitSignalEvent)])
         missing = done.missing
         if self._settings.span_wait_s > 0:
             waiting = [Waiting(waiting_id(s), now, s.model_dump_json()) for s in missing]

@@ -19,7 +19,7 @@ import lz4.frame
 import orjson
 import redis
 
-from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from service.contracts.vocabulary import IMPLICIT_SIGNALS
 from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
@@ -187,6 +187,13 @@ class Planner:
                 pipe.hsetnx(stash_key(e.tenant, body.trace_id), f"s:{signal}", at)
             trigger = self.sampler.feedback(e.tenant, body)
             return self._select(pipe, e, e.tenant, body.trace_id, trigger, 0 if signal is None else 1)
+        if isinstance(
+            body, ImplicitSignalEvent
+        ):  # a worker's signal (a reformulation): recorded, never a trigger
+            at = body.trace_timestamp.isoformat()
+            plan.signals.append((e.tenant, body.trace_id, body.signal, at))
+            pipe.hsetnx(stash_key(e.tenant, body.trace_id), f"s:{body.signal}", at)
+            return self._select(pipe, e, e.tenant, body.trace_id, None, 1)
         if body is None or body.variant != "production":
             return None  # shadow candidates are compared by the shadow worker, not reviewed
         key = stash_key(e.tenant, body.trace_id)

@@ -20,7 +20,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
 from service.contracts.errors import describe_errors
-from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from service.contracts.views import record_decoder
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
@@ -94,7 +94,7 @@ def _explain(value: bytes, expected_type: str | None, view_error: str = "") -> t
 
 _SCORE = TypeAdapter(
     Annotated[
-        Union[FaithfulnessScoreEvent, ExclusionResultEvent],  # noqa: UP007
+        Union[FaithfulnessScoreEvent, ExclusionResultEvent, ImplicitSignalEvent],  # noqa: UP007
         Field(discriminator="type"),
     ]
 )

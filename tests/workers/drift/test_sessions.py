@@ -17,9 +17,11 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts import StoredEvent
+from service.contracts.scores import ImplicitSignalEvent
 from tests.support.decoded import decoded_event
 from tests.workers.drift.drift_support import T0, app_config, build_processor
 from workers.drift.encoder import EncoderSlot, PinnedEncoder
+from workers.drift.followups import reformulation_signal
 from workers.drift.processor import DriftProcessor
 from workers.drift.reformulation import cosine, session_outcome
 from workers.drift.views import VIEWS
@@ -316,3 +318,21 @@ def test_session_outcome_and_cosine_by_hand() -> None:
     a, b = np.array([1.0, 0.0]), np.array([1.0, 1.0])
     assert cosine(a, b) == pytest.approx(2**-0.5)
     assert cosine(a, np.zeros(2)) is None and cosine(a, np.ones(3)) is None
+
+
+def test_a_reformulation_is_published_as_a_signal_of_the_earlier_trace(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    published: list[ImplicitSignalEvent] = []
+    proc = DriftProcessor(sessions_config(), redis_client, registry, publish=published.append)  # type: ignore[arg-type]
+    first, again = query(T0, trace="t-first"), query(T0 + 60, BILLING_AGAIN, trace="t-again")
+    proc.process([first, again, query(T0 + 90, OTHER_TOPIC, trace="t-other")])
+    assert [(s.trace_id, s.by_trace_id, s.signal) for s in published] == [
+        ("t-first", "t-again", "reformulation")
+    ]
+    (signal,) = published
+    assert signal.source_event_id == again.stored.id and signal.tenant == "acme"
+    # the id derives from the follow-up: published again (a retried batch before the swap), the same event
+    assert signal.event_id == reformulation_signal(again, "t-first", "t-again").event_id
+    proc.process([again])  # redelivered: a duplicate, never compared or published again
+    assert len(published) == 1

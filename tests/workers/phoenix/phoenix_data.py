@@ -17,6 +17,7 @@ from service.contracts.scores import (
     ExcludedGold,
     ExclusionResultEvent,
     FaithfulnessScoreEvent,
+    ImplicitSignalEvent,
     ModelRef,
     UnsupportedSentence,
     exclusion_event_id,
@@ -177,7 +178,9 @@ def exclusion_result(
     )
 
 
-def score_event(score: FaithfulnessScoreEvent | ExclusionResultEvent, offset: int = 0) -> Event:
+def score_event(
+    score: FaithfulnessScoreEvent | ExclusionResultEvent | ImplicitSignalEvent, offset: int = 0
+) -> Event:
     from service.contracts.scores import score_record
     from workers.runtime.decode import decode_record
 

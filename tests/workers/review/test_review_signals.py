@@ -3,12 +3,35 @@ after the item, feedback stashed before its trace, only traces with an item, the
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from service.contracts import reviewdb
+from service.contracts.scores import score_record
+from tests.support.decoded import decoded_event
+from tests.support.kafka import stored, trace_body
 from tests.workers.review.helpers import feedback_event, trace_event
+from workers.drift.followups import reformulation_signal
+from workers.drift.views import VIEWS as DRIFT_VIEWS
 from workers.review.plan import implicit_signal
 from workers.review.views import ReviewFeedback
+from workers.runtime.decode import decode_record
+from workers.runtime.types import Event
+
+
+def reformulation(i: int) -> Event:
+    """The drift worker's signal about trace-<i>, as the runtime decodes it from the scores topic."""
+    followup = decoded_event(
+        stored("trace", trace_body(100 + i), tenant="acme"), DRIFT_VIEWS, topic="t.traces", offset=0
+    )
+    body = reformulation_signal(followup, f"trace-{i}", f"trace-{100 + i}")
+    key, value, headers = score_record(body)
+    record = SimpleNamespace(
+        topic="t.scores", partition=0, offset=50_000 + i, key=key, timestamp=0, headers=headers, value=value
+    )
+    decoded = decode_record(record, "score")
+    assert isinstance(decoded, Event) and decoded.body == body
+    return decoded
 
 
 def signals(url: str) -> dict[str, set[str]]:
@@ -76,3 +99,11 @@ def test_which_feedback_is_which_signal() -> None:
     assert implicit_signal(f("dwell", 9.9), 10) == "short_dwell"
     assert implicit_signal(f("dwell", 10), 10) is None
     assert implicit_signal(f("followup"), 10) is None
+
+
+def test_a_reformulation_from_the_scores_topic_is_recorded(make: Any, review_db_url: str) -> None:
+    proc, _ = make(blind_rate=1.0)
+    proc.process([reformulation(6)])  # before the item: stashed
+    proc.process([trace_event(6), trace_event(7)])
+    proc.process([reformulation(7)])  # after it
+    assert signals(review_db_url) == {"trace-6": {"reformulation"}, "trace-7": {"reformulation"}}
