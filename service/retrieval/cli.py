@@ -13,7 +13,7 @@ from service.retrieval.aggregate import (
     DEFAULT_SEED,
     BootstrapOptions,
 )
-from service.retrieval.ranking import DEFAULT_KS, parse_ks
+from service.contracts.ranking import DEFAULT_KS, parse_ks
 from service.retrieval.report import InputError, render_markdown, report_file
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from service.retrieval.aggregate import DEFAULT_OPTIONS, BootstrapOptions, Estimate, estimate_group
-from service.retrieval.ranking import (
+from service.contracts.ranking import (
     DEFAULT_KS,
     STAGES,
     TRACE_METRICS,
