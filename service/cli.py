@@ -1,4 +1,5 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | calibrate | golden."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | gate | rules | retrieval |
+calibrate | golden."""
 
 from __future__ import annotations
 
@@ -121,6 +122,10 @@ def _cmd_shadow(args: argparse.Namespace) -> int:
     return _exec_module("workers.shadow.cli", args.rest)
 
 
+def _cmd_gate(args: argparse.Namespace) -> int:
+    return _exec_module("workers.shadow.cli", ["gate", *args.rest])
+
+
 def _cmd_rules(args: argparse.Namespace) -> int:
     from service.rules.cli import main as rules_main
 
@@ -211,6 +216,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     shadow.add_argument("rest", nargs=argparse.REMAINDER)
     shadow.set_defaults(func=_cmd_shadow)
+
+    gate = sub.add_parser(
+        "gate",
+        help="gate a release: --golden SET --production OUT.jsonl --candidate OUT.jsonl (exit 1: fails)",
+        add_help=False,
+    )
+    gate.add_argument("rest", nargs=argparse.REMAINDER)
+    gate.set_defaults(func=_cmd_gate)
 
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)

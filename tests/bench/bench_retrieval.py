@@ -39,7 +39,6 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from service.retrieval.aggregate import BootstrapOptions, estimate_group  # noqa: E402
 from service.contracts.ranking import (  # noqa: E402
     DEFAULT_KS,
     Judged,
@@ -49,6 +48,7 @@ from service.contracts.ranking import (  # noqa: E402
     metric_names,
     ranking,
 )
+from service.retrieval.aggregate import BootstrapOptions, estimate_group  # noqa: E402
 from service.retrieval.report import LabelledTrace, build_report  # noqa: E402
 from tests.bench.common import write_report  # noqa: E402
 
