@@ -187,3 +187,35 @@ def test_an_item_without_an_output_is_an_error_not_a_smaller_comparison() -> Non
         GateInputError, match=r"c: item_id: no output for 1 golden item\(s\), e.g. '2' \(golden line 3\)"
     ):
         read_outputs(_lines(outputs(2, 0)), "c", queries)
+
+
+def test_hhem_scores_with_the_faithfulness_workers_loader_when_the_files_are_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+
+    models = tmp_path / "models"  # laid out as `ragmon models fetch --dir models` lays it out
+    foundation = models / "flan-t5-base"
+    foundation.mkdir(parents=True)
+    tokenizer = train_tokenizer(foundation / "tokenizer.json")
+    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
+    config.to_json_file(str(foundation / "config.json"))
+    save_hhem(random_model(config, seed=1234), models / "hhem-2.1-open", "google/flan-t5-base")
+    score, why = load_scorer(models)
+    assert score is not None and why.startswith("scored with "), why
+    values = score([(["The fee is 10 euros."], "The fee is 10 euros."), ([], "The fee is 99 euros.")])
+    assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
+    args = [
+        *_files(tmp_path, 40, 0.05),
+        "--resamples",
+        "100",
+        "--models-dir",
+        str(models),
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    hhem = next(m for m in report["metrics"] if m["metric"] == "faithfulness_score")
+    assert hhem["n"] == 40 and hhem["delta"] == 0.0  # the same answers on the same context score the same
+    assert report["context"]["gate.hhem"].startswith("scored with ")
