@@ -122,10 +122,6 @@ def _cmd_shadow(args: argparse.Namespace) -> int:
     return _exec_module("workers.shadow.cli", args.rest)
 
 
-def _cmd_gate(args: argparse.Namespace) -> int:
-    return _exec_module("workers.shadow.cli", ["gate", *args.rest])
-
-
 def _cmd_rules(args: argparse.Namespace) -> int:
     from service.rules.cli import main as rules_main
 
@@ -222,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate a release: --golden SET --production OUT.jsonl --candidate OUT.jsonl (exit 1: fails)",
         add_help=False,
     )
-    gate.add_argument("rest", nargs=argparse.REMAINDER)
-    gate.set_defaults(func=_cmd_gate)
+    gate.add_argument(
+        "rest", nargs=argparse.REMAINDER
+    )  # main() hands `ragmon gate ...` to workers.shadow.cli
 
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
@@ -246,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["gate"]:  # its options come first, which argparse's REMAINDER does not take
+        return _exec_module("workers.shadow.cli", argv)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -219,3 +219,17 @@ def test_hhem_scores_with_the_faithfulness_workers_loader_when_the_files_are_the
     hhem = next(m for m in report["metrics"] if m["metric"] == "faithfulness_score")
     assert hhem["n"] == 40 and hhem["delta"] == 0.0  # the same answers on the same context score the same
     assert report["context"]["gate.hhem"].startswith("scored with ")
+
+
+@pytest.mark.slow
+def test_ragmon_gate_runs_the_shadow_gate_as_its_own_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    argv = [sys.executable, "-m", "service.cli", *_files(tmp_path, 300, 0.30), *FAST]
+    failed = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=root)
+    assert failed.returncode == 1, failed.stderr
+    assert "## Release gate: FAIL" in failed.stdout and "gate FAIL: context.recall@5" in failed.stderr
+    bad = subprocess.run([*argv, "--k", "0"], capture_output=True, text=True, timeout=120, cwd=root)
+    assert bad.returncode == 2 and "k must be comma-separated positive integers" in bad.stderr
