@@ -1,5 +1,5 @@
 """The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | gate | rules | retrieval |
-calibrate | golden."""
+incidents | calibrate | golden."""
 
 from __future__ import annotations
 
@@ -128,6 +128,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return rules_main(args.rest)
 
 
+def _cmd_incidents(args: argparse.Namespace) -> int:
+    from service.incidents.cli import main as incidents_main
+
+    return incidents_main(args.rest)
+
+
 def _cmd_retrieval(args: argparse.Namespace) -> int:
     from service.retrieval.cli import main as retrieval_main
 
@@ -230,6 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retrieval.add_argument("rest", nargs=argparse.REMAINDER)
     retrieval.set_defaults(func=_cmd_retrieval)
+    incidents = sub.add_parser(
+        "incidents", help="alert history against user signals: lead-time", add_help=False
+    )
+    incidents.add_argument("rest", nargs=argparse.REMAINDER)
+    incidents.set_defaults(func=_cmd_incidents)
     models = sub.add_parser(
         "models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads", add_help=False
     )
