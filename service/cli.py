@@ -1,4 +1,5 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | incidents | calibrate | golden."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | gate | rules | retrieval |
+incidents | calibrate | golden."""
 
 from __future__ import annotations
 
@@ -218,6 +219,15 @@ def build_parser() -> argparse.ArgumentParser:
     shadow.add_argument("rest", nargs=argparse.REMAINDER)
     shadow.set_defaults(func=_cmd_shadow)
 
+    gate = sub.add_parser(
+        "gate",
+        help="gate a release: --golden SET --production OUT.jsonl --candidate OUT.jsonl (exit 1: fails)",
+        add_help=False,
+    )
+    gate.add_argument(
+        "rest", nargs=argparse.REMAINDER
+    )  # main() hands `ragmon gate ...` to workers.shadow.cli
+
     rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
     rules.add_argument("rest", nargs=argparse.REMAINDER)
     rules.set_defaults(func=_cmd_rules)
@@ -244,6 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["gate"]:  # its options come first, which argparse's REMAINDER does not take
+        return _exec_module("workers.shadow.cli", argv)
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

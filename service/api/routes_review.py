@@ -29,6 +29,7 @@ from service.api.review_auth import (
     reviewer_name,
     usable_browser_token,
 )
+from service.api.review_lookup import AddedGoldError, lookup_added, parse_added_gold
 from service.api.review_state import STATIC, LoginThrottled, ReviewService, SessionStoreDown
 from service.api.state import STATE_KEY, ApiState
 from service.contracts import vocabulary as L
@@ -58,8 +59,14 @@ SECURITY_HEADERS = {
 LOGIN_FORM_MAX_BYTES = 2048
 LOGIN_FORM_MAX_FIELDS = 4
 # A label form: a note of MAX_NOTE_CHARS (up to 12 bytes each once percent-encoded) and one gold id per document.
-LABEL_FORM_MAX_BYTES = 12 * L.MAX_NOTE_CHARS + 2 * L.MAX_DOCUMENTS * (3 * L.MAX_ID_LEN + 16) + 1024
-LABEL_FORM_MAX_FIELDS = 2 * L.MAX_DOCUMENTS + 8
+# Gold the reviewer adds by id: up to MAX_GOLD_IDS ids in one field.
+LABEL_FORM_MAX_BYTES = (
+    12 * L.MAX_NOTE_CHARS
+    + 2 * L.MAX_DOCUMENTS * (3 * L.MAX_ID_LEN + 16)
+    + L.MAX_GOLD_IDS * (3 * L.MAX_ID_LEN + 3)
+    + 1024
+)
+LABEL_FORM_MAX_FIELDS = 2 * L.MAX_DOCUMENTS + 9
 SMALL_FORM_MAX_BYTES = 1024  # logout: the CSRF token only
 SMALL_FORM_MAX_FIELDS = 4
 
@@ -355,6 +362,10 @@ async def show_item(request: Request, item_id: int) -> Response:
         assert review.store is not None
         progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
         mine = item["my_label"]
+        documents = _documents(item["content"])
+        shown = {d["id"] for d in documents}
+        added_ids = [g for g in (mine["gold_ids"] if mine else []) if g not in shown]
+        added = await lookup_added(review.settings.review_document_url, added_ids, review.redactor)
         return _render(
             request,
             review,
@@ -363,8 +374,9 @@ async def show_item(request: Request, item_id: int) -> Response:
             item=item,
             mine=mine,
             revealed=mine is not None,
-            documents=_documents(item["content"]),
+            documents=documents,
             gold=set(mine["gold_ids"]) if mine else set(),
+            added=added,
             reasons=REASONS,
             progress=progress,
             max_note=L.MAX_NOTE_CHARS,
@@ -385,6 +397,13 @@ def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -
     unknown = sorted(set(gold) - allowed_docs)
     if unknown:
         raise PageError(422, f"gold_ids: {unknown[:3]} are not documents of this item")
+    added = form.get("added_gold_ids") or ""
+    try:
+        gold += parse_added_gold(added if isinstance(added, str) else "")
+    except AddedGoldError as exc:
+        raise PageError(422, str(exc)) from None
+    if len(set(gold)) > L.MAX_GOLD_IDS:
+        raise PageError(422, f"gold_ids and added_gold_ids: at most {L.MAX_GOLD_IDS} gold documents")
     reason = form.get("reason") or ""
     if reason not in REASONS:
         raise PageError(422, f"reason: one of {[r for r in REASONS if r]} or empty")

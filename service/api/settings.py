@@ -10,6 +10,7 @@ from typing import Annotated
 import yaml
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from service.api.review_lookup import check_url_template
 from service.contracts import vocabulary as L
 from service.contracts.errors import describe_errors
 from service.contracts.settings import CommonSettings
@@ -114,6 +115,11 @@ class ApiSettings(CommonSettings):
     )
     review_session_s: int = Field(8 * 3600, ge=60, description="how long a reviewer stays signed in")
     review_lease_s: int = Field(1800, ge=30, description="how long an offered item stays with its reviewer")
+    review_document_url: str | None = Field(
+        None,
+        description="the app's document lookup, {id} replaced by a document id: GET answers JSON "
+        '{"title": ..., "text": ...}; the review page shows it beside gold a reviewer added by id',
+    )
     otlp_max_spans_per_request: int = Field(20_000, ge=1, description="POST /v1/traces: 413 beyond this")
     header_timeout_s: float = Field(
         10.0,
@@ -135,6 +141,11 @@ class ApiSettings(CommonSettings):
         ge=1024,
         description="POST /v1/traces: longer string attribute values are truncated (and reported)",
     )
+
+    @field_validator("review_document_url")
+    @classmethod
+    def _lookup_template(cls, value: str | None) -> str | None:
+        return None if value is None else check_url_template(value)
 
     @field_validator("api_keys_file")
     @classmethod

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from service.contracts.ranking import DEFAULT_KS, parse_ks
 from service.retrieval.aggregate import (
     DEFAULT_CONFIDENCE,
     DEFAULT_MIN_N,
@@ -13,7 +14,6 @@ from service.retrieval.aggregate import (
     DEFAULT_SEED,
     BootstrapOptions,
 )
-from service.retrieval.ranking import DEFAULT_KS, parse_ks
 from service.retrieval.report import InputError, render_markdown, report_file
 
 

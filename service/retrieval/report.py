@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from service.retrieval.aggregate import DEFAULT_OPTIONS, BootstrapOptions, Estimate, estimate_group
-from service.retrieval.ranking import (
+from service.contracts.ranking import (
     DEFAULT_KS,
     STAGES,
     TRACE_METRICS,
@@ -43,6 +42,7 @@ from service.retrieval.ranking import (
     gold_set,
     metric_names,
 )
+from service.retrieval.aggregate import DEFAULT_OPTIONS, BootstrapOptions, Estimate, estimate_group
 
 GROUP_FIELDS: tuple[str, ...] = ("intent", "variant", "release")
 MISSING = "-"

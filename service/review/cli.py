@@ -1,4 +1,5 @@
-"""`ragmon calibrate faithfulness|exclusion|reviewers|rate|refusals|signals --tenant T` and `ragmon golden export --tenant T`."""
+"""`ragmon calibrate faithfulness|exclusion|reviewers|rate|refusals|signals --tenant T`, `ragmon golden export
+--tenant T` and `ragmon golden split --input FILE`."""
 
 from __future__ import annotations
 
@@ -163,6 +164,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _golden(args: argparse.Namespace) -> int:
+    if args.action == "split":
+        return _golden_split(args)
+    if not args.tenant:
+        print("ragmon golden export: --tenant is required", file=sys.stderr)
+        return 2
     from service.review.golden import golden_rows
 
     out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115 - closed below
@@ -178,6 +184,49 @@ def _golden(args: argparse.Namespace) -> int:
     print(
         f"{n} reviewed items of tenant {args.tenant!r}"
         + (f" written to {Path(args.out)}" if args.out else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _golden_split(args: argparse.Namespace) -> int:
+    from service.review.coverage import check_metric, coverage, render_markdown
+    from service.review.split import DEFAULT_SHARES, SplitError, parse_shares, read_golden, split
+
+    if not args.input:
+        print(
+            "ragmon golden split: --input FILE is required (a `ragmon golden export` file)", file=sys.stderr
+        )
+        return 2
+    path, out_dir = Path(args.input), Path(args.out_dir)
+    try:
+        shares = parse_shares(args.shares) if args.shares else DEFAULT_SHARES
+        metric = check_metric(args.metric)
+        if not (0 < args.target < 1):
+            raise SplitError(f"--target: {args.target:g} must be a share in (0, 1), e.g. 0.02 for 2 points")
+        if not path.is_file():
+            raise SplitError(f"{path}: no such file")
+        with path.open() as lines:
+            items = read_golden(lines)
+    except SplitError as exc:
+        print(
+            f"ragmon golden split: {path}: {exc}" if "line " in str(exc) else f"ragmon golden split: {exc}",
+            file=sys.stderr,
+        )
+        return 2
+    sets = split(items, shares, args.salt)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, members in sets.items():
+        with (out_dir / f"{name}.jsonl").open("w") as out:
+            for item in members:
+                out.write(json.dumps(item.row | {"split": name}, default=str, ensure_ascii=False) + "\n")
+    report = coverage(sets, metric, args.target, args.confidence, args.resamples, args.seed)
+    report |= {"shares": shares, "salt": args.salt, "input": path.name}
+    (out_dir / "coverage.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    print(json.dumps(report, indent=2, sort_keys=True) if args.format == "json" else render_markdown(report))
+    print(
+        f"{len(items)} items in {len({i.session for i in items})} sessions split into {out_dir}: "
+        + ", ".join(f"{name} {len(members)}" for name, members in sets.items()),
         file=sys.stderr,
     )
     return 0
@@ -227,7 +276,26 @@ def add_commands(sub: Any) -> None:
     cal.add_argument("--format", choices=["md", "json"], default="md", help="signals: the report's format")
     cal.set_defaults(func=_calibrate)
     golden = sub.add_parser("golden", help="the golden set grown from reviews")
-    golden.add_argument("action", choices=["export"])
-    golden.add_argument("--tenant", required=True)
-    golden.add_argument("--out", default=None, help="file to write (default: stdout)")
+    golden.add_argument("action", choices=["export", "split"])
+    golden.add_argument("--tenant", default=None, help="export: the tenant whose reviewed items to write")
+    golden.add_argument("--out", default=None, help="export: file to write (default: stdout)")
+    golden.add_argument("--input", default=None, help="split: a `ragmon golden export` file")
+    golden.add_argument("--out-dir", default="golden", help="split: where the four sets are written")
+    golden.add_argument(
+        "--shares",
+        default=None,
+        help="split: SET=SHARE,... of sessions per set (default development=0.4,judge_calibration=0.2,"
+        "release_gate=0.3,monitoring=0.1)",
+    )
+    golden.add_argument("--salt", default="", help="split: changes the hash, hence which sessions go where")
+    golden.add_argument(
+        "--metric", default="faithful", help="split: the metric whose interval each set supports is shown"
+    )
+    golden.add_argument(
+        "--target", type=float, default=0.02, help="split: the change the gate must see (0.02: 2 points)"
+    )
+    golden.add_argument("--confidence", type=float, default=0.95)
+    golden.add_argument("--resamples", type=int, default=2000, help="split: bootstrap resamples")
+    golden.add_argument("--seed", type=int, default=0, help="split: bootstrap seed")
+    golden.add_argument("--format", choices=("md", "json"), default="md")
     golden.set_defaults(func=_golden)

@@ -4,6 +4,11 @@ One line per reviewed item. Where two reviewers labelled it, both labels are
 listed and the item-level `faithful`/`answerable` are their agreement (null
 when they disagree: such items need an adjudicator before they gate a release).
 Text was redacted by the API before it was queued; notes on the review page.
+
+Each line carries what `ragmon golden split` and `ragmon gate` group and slice by: the trace's
+`intent`, `variant`, `release` and `session_id` (null when the app sent none, or for items queued
+before the review worker kept the session), the retrieved `candidates` (the exclusion sample's,
+when the app sent one) beside the `documents` given to the generator.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ def golden_rows(conn: psycopg.Connection, tenant: str) -> Iterator[dict[str, Any
                 "trace_id": trace_id,
                 "query": content.get("query"),
                 "documents": content.get("documents", []),
+                "candidates": content.get("candidates", []),
                 "answer": content.get("answer"),
                 "refused": content.get("refused", False),
                 "citations": content.get("citations", []),
@@ -48,6 +54,10 @@ def golden_rows(conn: psycopg.Connection, tenant: str) -> Iterator[dict[str, Any
                 "answerable": _agreed(labels, "answerable"),
                 "gold_ids": gold,
                 "labels": labels,
+                "intent": content.get("intent"),
+                "variant": content.get("variant"),
+                "release": content.get("release"),
+                "session_id": content.get("session_id"),
                 "stratum": stratum,
                 "queue_reason": reason,
                 "inclusion_probability": probability,

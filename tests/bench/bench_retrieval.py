@@ -2,7 +2,7 @@
 
 Measured in one run on one core (OMP/MKL/OPENBLAS threads 1), medians of 3:
 
-- metrics: service.retrieval.ranking.batch_metrics over 100k traces, both
+- metrics: service.contracts.ranking.batch_metrics over 100k traces, both
   stages (20 retrieved candidates, 5 context documents, 1-3 graded gold ids
   each; some repeated ids), Hit/Recall/Precision/nDCG at 1, 3, 5, 10 and MRR;
 - bootstrap: estimate_group over the 100k traces as one group, 1,000
@@ -39,8 +39,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from service.retrieval.aggregate import BootstrapOptions, estimate_group  # noqa: E402
-from service.retrieval.ranking import (  # noqa: E402
+from service.contracts.ranking import (  # noqa: E402
     DEFAULT_KS,
     Judged,
     batch_metrics,
@@ -49,6 +48,7 @@ from service.retrieval.ranking import (  # noqa: E402
     metric_names,
     ranking,
 )
+from service.retrieval.aggregate import BootstrapOptions, estimate_group  # noqa: E402
 from service.retrieval.report import LabelledTrace, build_report  # noqa: E402
 from tests.bench.common import write_report  # noqa: E402
 

@@ -55,6 +55,7 @@ def display_content(t: ReviewTrace) -> dict[str, Any]:
         "variant": t.variant,
         "release": t.release,
         "intent": t.intent,
+        "session_id": t.session_id,
     }
 
 

@@ -68,6 +68,7 @@ class ReviewTrace(View):
     variant: Name = L.DEFAULT_VARIANT
     release: Identifier | None = None
     sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
+    session_id: Identifier | None = None  # the golden split keeps a session's items in one set
     intent: Name | None = None
     retrieval: ReviewRetrieval = msgspec.field(default_factory=ReviewRetrieval)
     answer: ReviewAnswer = msgspec.field(default_factory=ReviewAnswer)

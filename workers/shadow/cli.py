@@ -2,6 +2,8 @@
 
 compare FILE     offline A/B data (JSON lines) -> the same report the live worker gives, and the
                  release gate: exit 1 when a metric fails it (--fail-on, --budget), 2 on bad input
+gate             both systems' outputs on the release-gate set (`ragmon gate`): retrieval metrics,
+                 the answer checks and HHEM per item, paired -> the same table and exit codes
 report           the live comparison of one tenant's candidate, from Redis
 calibrate        false verdicts of an equal candidate, checked after every batch; power on a known effect
 """
@@ -11,15 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from service.contracts.config import ConfigError, load_section
+from service.contracts.ranking import parse_ks
+from workers.checks.config import ChecksConfig
 from workers.shadow.bootstrap import BootstrapSettings
 from workers.shadow.calibrate import null_calibration, power_on_known_effect, render_table
 from workers.shadow.compare import CompareSettings, compare
-from workers.shadow.gate import GateError, evaluate, parse_budgets, parse_fail_on
+from workers.shadow.gate import GateError, GateResult, evaluate, parse_budgets, parse_fail_on
 from workers.shadow.gate import render_markdown as render_gate
+from workers.shadow.gate_inputs import GateInputError, read_golden, read_outputs
+from workers.shadow.golden_gate import GateInputs, gate_specs, gate_table
 from workers.shadow.offline import OfflineDataError, read_pairs
 from workers.shadow.report import render
+from workers.shadow.results import Comparison
 
 
 def _settings(args: argparse.Namespace) -> CompareSettings:
@@ -50,13 +59,61 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"ragmon shadow compare: {exc}", file=sys.stderr)
         return 2
     comparison.context["source"] = path.name
-    if args.format == "json":
+    return _emit(comparison, gate, args.format, "ragmon shadow compare")
+
+
+def _emit(comparison: Comparison, gate: GateResult, fmt: str, command: str) -> int:
+    """The report on stdout either way; one line per failed metric on stderr; exit 1 on a failed gate."""
+    if fmt == "json":
         print(json.dumps(comparison.to_dict() | {"gate": gate.to_dict()}, indent=2, sort_keys=True))
     else:
-        print(render(comparison, args.format) + "\n\n" + render_gate(gate))
+        print(render(comparison, fmt) + "\n\n" + render_gate(gate))
     for check in gate.failures():
-        print(f"ragmon shadow compare: gate FAIL: {check.metric}: {check.why}", file=sys.stderr)
+        print(f"{command}: gate FAIL: {check.metric}: {check.why}", file=sys.stderr)
     return 0 if gate.passed else 1
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from workers.shadow.gate_hhem import load_scorer
+
+    where = "ragmon gate"
+    try:
+        fail_on, budgets = parse_fail_on(args.fail_on), parse_budgets(args.budget)
+        ks = parse_ks(args.k)
+        checks = load_section("checks", ChecksConfig, args.config)
+        inputs = read_gate_inputs(Path(args.golden), Path(args.production), Path(args.candidate), args)
+    except (GateError, GateInputError, ConfigError, ValueError) as exc:
+        print(f"{where}: {exc}", file=sys.stderr)
+        return 2
+    inputs.ks, inputs.checks = ks, checks
+    score, hhem = load_scorer(None if args.no_hhem else Path(args.models_dir), args.device)
+    table = gate_table(inputs, score)
+    try:
+        comparison = compare(table, replace(_settings(args), specs=gate_specs(ks)))
+        gate = evaluate(comparison, fail_on, budgets)
+    except GateError as exc:
+        print(f"{where}: {exc}", file=sys.stderr)
+        return 2
+    comparison.context |= {
+        "source": Path(args.golden).name,
+        "gate.items": len(inputs.golden),
+        "gate.hhem": hhem,
+    }
+    print(f"{where}: HHEM {hhem}", file=sys.stderr)
+    return _emit(comparison, gate, args.format, where)
+
+
+def read_gate_inputs(golden: Path, production: Path, candidate: Path, args: argparse.Namespace) -> GateInputs:
+    for path in (golden, production, candidate):
+        if not path.is_file():
+            raise GateInputError(f"{path}: no such file")
+    with golden.open() as lines:
+        queries = read_golden(lines, golden.name, args.allow_any_split)
+    with production.open() as lines:
+        prod = read_outputs(lines, f"--production {production.name}", queries)
+    with candidate.open() as lines:
+        cand = read_outputs(lines, f"--candidate {candidate.name}", queries)
+    return GateInputs(queries, prod, cand)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -85,12 +142,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=7)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ragmon shadow", description="shadow evaluation statistics")
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compare", help="compare offline A/B data (JSON lines)")
-    c.add_argument("file")
-    _common(c)
+def _gate_options(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--fail-on",
         default="worse",
@@ -105,7 +157,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="the largest regression allowed for METRIC, in its units; fails when surely exceeded "
         "(repeatable)",
     )
+
+
+def _gate_parser(g: argparse.ArgumentParser) -> None:
+    g.add_argument("--golden", required=True, help="the release-gate set (`ragmon golden split`)")
+    g.add_argument("--production", required=True, help="production's outputs on it (JSON lines)")
+    g.add_argument("--candidate", required=True, help="the candidate's outputs on it (JSON lines)")
+    g.add_argument("--k", default="5,10", help="retrieval cut-offs (default 5,10)")
+    g.add_argument(
+        "--config", default=None, help="ragmon YAML config for the checks section (default: RAGMON_CONFIG)"
+    )
+    g.add_argument(
+        "--models-dir", default="models", help="where `ragmon models fetch` put HHEM (default: models)"
+    )
+    g.add_argument("--no-hhem", action="store_true", help="skip HHEM even when the model is there")
+    g.add_argument("--device", default="cpu", help="HHEM device (cpu, cuda)")
+    g.add_argument(
+        "--allow-any-split",
+        action="store_true",
+        help="gate on a golden file whose lines are not release_gate",
+    )
+    _common(g)
+    _gate_options(g)
+    g.set_defaults(func=cmd_gate)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ragmon shadow", description="shadow evaluation statistics")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compare", help="compare offline A/B data (JSON lines)")
+    c.add_argument("file")
+    _common(c)
+    _gate_options(c)
     c.set_defaults(func=cmd_compare)
+    _gate_parser(
+        sub.add_parser("gate", help="gate a candidate on the release-gate set (both systems' outputs)")
+    )
     r = sub.add_parser("report", help="the live comparison of a candidate (from Redis)")
     r.add_argument("--tenant", required=True)
     r.add_argument("--candidate", required=True)

@@ -30,6 +30,7 @@
       case "z": check(form, "answerable", "no"); break;
       case "r": form.elements.reason.focus(); break;
       case "o": form.elements.note.focus(); break;
+      case "g": form.elements.added_gold_ids.focus(); break;
       case "s": submitWith(form, "save"); break;
       case "Enter": submitWith(form, "save-next"); break;
       default:

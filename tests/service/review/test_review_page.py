@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
 import time
+import urllib.parse
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 import redis
 
+from service.api.settings import ApiSettings
 from service.contracts import reviewdb
 from tests.service.api.api_events import event, trace_body
 from tests.service.api.api_harness import KafkaReader, RunningApi
@@ -19,6 +24,7 @@ from tests.service.review.review_harness import (
     INGEST_KEY,
     csrf_of,
     item_ids,
+    review_settings,
     seed_queue,
     signed_in,
 )
@@ -207,3 +213,61 @@ def test_cookies_are_secure_behind_https(review_api: RunningApi) -> None:
     page = review_api.http.get("/review", headers={"X-Forwarded-Proto": "https"})
     assert "secure" in page.headers["set-cookie"].lower()
     assert "secure" not in review_api.http.get("/review").headers["set-cookie"].lower()
+
+
+class _Lookup(http.server.BaseHTTPRequestHandler):
+    """The app's document lookup: /docs/<id> -> {"title", "text"}; an id starting with 'gone' is a 404."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the http.server API
+        doc_id = urllib.parse.unquote(self.path.rsplit("/", 1)[1])
+        found = not doc_id.startswith("gone")
+        body = orjson.dumps({"title": f"Title of {doc_id}", "text": "Refunds take 5 days. Mail a@b.com"})
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body if found else b"{}")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_reviewer_adds_gold_the_system_did_not_retrieve_and_sees_it_looked_up(
+    kafka_bootstrap: str, redis_url: str, topic_prefix: str, review_db_url: str, redis_client: redis.Redis
+) -> None:
+    lookup = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Lookup)
+    threading.Thread(target=lookup.serve_forever, daemon=True).start()
+    template = f"http://127.0.0.1:{lookup.server_address[1]}/docs/{{id}}"
+    api = RunningApi(
+        review_settings(kafka_bootstrap, redis_url, topic_prefix, review_db_url, review_document_url=template)
+    ).start()
+    try:
+        seed_queue(review_db_url, redis_client, [1])
+        with signed_in(api.url, ANN_KEY) as ann:
+            item_url = ann.get("/review/next").headers["location"]
+            page = ann.get(item_url).text
+            assert 'name="added_gold_ids"' in page
+            form = _label_form(page, gold_ids=["d1"], added_gold_ids="kb-7, gone-1\nkb-7")
+            assert ann.post(item_url + "/label", data=form).status_code == 303
+            shown = ann.get(item_url).text
+            assert "Title of kb-7" in shown and "Refunds take 5 days" in shown and "a@b.com" not in shown
+            assert "the lookup answered 404" in shown
+            assert ">kb-7\ngone-1</textarea>" in shown  # saving again keeps them
+            bad = ann.post(item_url + "/label", data=_label_form(shown, added_gold_ids="kb-7 not/an id!"))
+            assert bad.status_code == 422 and "added_gold_ids: &#39;id!&#39; is not a document id" in bad.text
+        with reviewdb.connect(review_db_url) as conn:
+            row = conn.execute("SELECT gold_ids FROM review_label").fetchone()
+        assert row is not None and row[0] == ["d1", "kb-7", "gone-1"]
+        (label,) = _wait_for_labels(api, 1)
+        assert label["body"]["gold_ids"] == ["d1", "kb-7", "gone-1"]
+    finally:
+        api.stop()
+        lookup.shutdown()
+        lookup.server_close()
+
+
+def test_the_lookup_url_must_name_the_id() -> None:
+    with pytest.raises(
+        ValueError, match=r"review_document_url\n.*must be an http\(s\) URL containing \{id\}"
+    ):
+        ApiSettings(review_document_url="https://app.example/docs/")

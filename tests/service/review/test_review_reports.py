@@ -61,12 +61,13 @@ def labelled(review_db_url: str, redis_client: redis.Redis) -> str:
         double_review_share=1.0,
         overrides={
             n: {
+                "session_id": f"s{n // 3}",  # sessions of up to three traces, for the golden split
                 "retrieval": {
                     "documents": [
                         {"id": f"d{n}", "text": "t", "score": 0.9},
                         {"id": f"e{n}", "text": "u", "score": 0.2},
                     ]
-                }
+                },
             }
             for n in scores
         },
@@ -170,7 +171,24 @@ def test_calibrate_and_golden_export_commands(labelled: str, tmp_path: Path) -> 
     )
     assert row["versions"]["policy"].startswith("review-") and len(row["labels"]) == 2
     assert row["query"] and row["documents"] and row["gold_ids"] == [f"d{row['trace_id'].split('-')[1]}"]
+    n = int(row["trace_id"].split("-")[1])
+    assert (row["intent"], row["variant"], row["release"], row["session_id"]) == (
+        "billing",
+        "production",
+        "v1",
+        f"s{n // 3}",
+    )
     assert _ragmon(labelled, "golden", "export", "--tenant", "globex").stdout == ""
+    sets = tmp_path / "sets"
+    done = _ragmon(
+        labelled, "golden", "split", "--input", str(out), "--out-dir", str(sets), "--resamples", "200"
+    )
+    assert done.returncode == 0, done.stderr
+    where: dict[str, set[str]] = {}
+    for path in sets.glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            where.setdefault(json.loads(line)["session_id"], set()).add(path.stem)
+    assert len(where) == N // 3 + 1 and all(len(names) == 1 for names in where.values())
 
 
 def test_calibration_page_and_worker_gauges(

@@ -61,6 +61,20 @@ def test_trace_decodes_into_the_review_view_with_what_the_page_shows() -> None:
     assert content["documents"] == [{"id": "d1", "text": "ctx", "score": 0.7}]
     assert content["candidates"] == [{"id": "c1", "score": 0.2}] and content["gold_ids"] == ["c1"]
     assert (content["query"], content["answer"], content["citations"]) == ("question 4", "answer", ["d4"])
+    assert content["session_id"] is None  # the app sent none
+
+
+def test_the_content_keeps_the_session_intent_variant_and_release_for_the_golden_split() -> None:
+    body = trace_body(6, session_id="s-42", intent="billing", variant="rerank-v2", release="r7")
+    event = _view_decode(stored("trace", body), "trace")
+    assert isinstance(event, Event) and isinstance(event.body, ReviewTrace)
+    content = display_content(event.body)
+    assert (content["session_id"], content["intent"], content["variant"], content["release"]) == (
+        "s-42",
+        "billing",
+        "rerank-v2",
+        "r7",
+    )
 
 
 def test_bad_trace_is_dead_lettered_with_field_and_rule() -> None:

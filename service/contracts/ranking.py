@@ -1,7 +1,7 @@
 """Retrieval metrics of one trace against its gold: Hit@k, Recall@k, Precision@k, nDCG@k and MRR.
 
 Definitions (the same as trec_eval's `success_k`, `recall_k`, `P_k`,
-`ndcg_cut_k` and `recip_rank`; tests/service/retrieval checks equality):
+`ndcg_cut_k` and `recip_rank`; tests/service/contracts/test_ranking.py checks equality):
 
 - The ranking is the order the app sent the ids in. A repeated id counts at
   its first place only: later copies are dropped and the ids after them move

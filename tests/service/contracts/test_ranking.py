@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from service.retrieval.ranking import (
+from service.contracts.ranking import (
     Judged,
     batch_metrics,
     column_names,
