@@ -33,7 +33,7 @@ from service.api.review_lookup import AddedGoldError, lookup_added, parse_added_
 from service.api.review_state import STATIC, LoginThrottled, ReviewService, SessionStoreDown
 from service.api.state import STATE_KEY, ApiState
 from service.contracts import vocabulary as L
-from service.review.reports import all_reports, store_reports
+from service.review.reports import all_reports, signals_report, store_reports
 from service.review.store import ForeignItem, LabelInput, NotAssigned
 
 router = APIRouter(prefix="/review", include_in_schema=False)
@@ -458,6 +458,7 @@ async def calibration(request: Request) -> Response:
             with pool.connection() as conn:
                 reports = all_reports(conn, reviewer.tenant, review.proxy_threshold)
                 store_reports(conn, reviewer.tenant, reports)
+                reports["signals"] = signals_report(conn, reviewer.tenant)  # shown, not stored
             return reports
 
         reports = await asyncio.to_thread(compute)

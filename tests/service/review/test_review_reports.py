@@ -206,6 +206,9 @@ def test_calibration_page_and_worker_gauges(
                 and "Prediction-powered" in page.text
             )
             assert "reviewed mix" in page.text and "unweighted share" in page.text
+            assert (
+                "Implicit signals against blind review" in page.text and "<th>thumbs_down</th>" in page.text
+            )
     finally:
         api.stop()
     registry = CollectorRegistry()
