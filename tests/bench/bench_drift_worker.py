@@ -8,6 +8,13 @@ commit (tests/bench/e2e.py). The reference is the same runner on another git
 revision, taking turns within each repeat.
 
     python tests/bench/bench_drift_worker.py --reference dd97703 --out tests/bench/reports/drift_worker.md
+
+`--sessions`: every trace is a query of a session (three queries a minute apart, each follow-up's embedding
+close to the one before on one query in two), so the session state (docs/reformulations.md: the swap of
+each session's last query in Redis, the comparison, the reformulation marks and the signals it publishes)
+is in the measured path; `--reference bd9bbbc^` is the worker before sessions existed.
+
+    python tests/bench/bench_drift_worker.py --sessions --reference bd9bbbc^ --out tests/bench/reports/drift_sessions.md
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import orjson
@@ -37,14 +44,22 @@ CONFIG = {
 }
 
 
-def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
+SESSION_QUERIES = 3
+
+
+def stored_records(n: int, sessions: bool = False) -> list[tuple[str, bytes | None, bytes]]:
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
+    if sessions:  # one follow-up in two asks the same thing again: its embedding is near the one before
+        for i in range(1, n):
+            if i % SESSION_QUERIES and i % 2:
+                vectors[i] = vectors[i - 1] + 0.1 * vectors[i]
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    now = datetime.now(UTC).isoformat()
+    start = datetime.now(UTC)
+    now = start.isoformat()
     out: list[tuple[str, bytes | None, bytes]] = []
     for i, vector in enumerate(vectors):
-        body = {
+        body: dict[str, object] = {
             "trace_id": f"t-{i}",
             "request_id": f"r-{i}",
             "intent": "billing",
@@ -55,7 +70,11 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
             },
             "answer": {"text": "an answer"},
         }
-        value = orjson.dumps(stored_document(str(uuid.uuid4()), "trace", "acme", now, now, body))
+        at = now
+        if sessions:
+            body["session_id"] = f"s-{i // SESSION_QUERIES}"
+            at = (start + timedelta(seconds=60 * (i % SESSION_QUERIES))).isoformat()
+        value = orjson.dumps(stored_document(str(uuid.uuid4()), "trace", "acme", at, now, body))
         out.append(("trace", record_key("trace", "acme", body), value))
     return out
 
@@ -63,7 +82,13 @@ def stored_records(n: int) -> list[tuple[str, bytes | None, bytes]]:
 def report(results: dict[str, dict[str, float]], args: argparse.Namespace, load: tuple[float, float]) -> str:
     change = results["change"]
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
-    return f"""`python tests/bench/bench_drift_worker.py --reference {args.reference}` — {args.events:,} trace records,
+    sessions = (
+        f" --sessions`: every trace a query of a session ({SESSION_QUERIES} a minute apart, one follow-up in"
+        " two a reformulation), so the session state is measured; the reference is the worker before sessions`"
+        if args.sessions
+        else ""
+    )
+    return f"""`python tests/bench/bench_drift_worker.py --reference {args.reference}{sessions}` — {args.events:,} trace records,
 each with a {DIM}-dim app embedding (encoder off), in a private Tansu broker; one worker process runs its real
 runtime loop (batches of up to 500; windows of 1,000 in Redis, the scheduled MMD tests in its ticks) until every
 record is committed. Median of {args.repeats} repeats; the change and the reference (`{args.reference}`) take turns
@@ -94,15 +119,18 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--reference", default=None, help="git revision measured as the reference")
+    ap.add_argument("--sessions", action="store_true", help="every trace a query of a session")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
     runs = e2e.measure(
-        e2e.Workload("drift", stored_records(args.events), CONFIG), args.repeats, args.reference
+        e2e.Workload("drift", stored_records(args.events, args.sessions), CONFIG),
+        args.repeats,
+        args.reference,
     )
     results = {path: e2e.summary(path_runs) for path, path_runs in runs.items()}
     write_report(
-        "drift_worker",
-        "Drift worker benchmark (app embeddings)",
+        "drift_sessions" if args.sessions else "drift_worker",
+        "Drift worker benchmark (app embeddings" + (", every trace in a session)" if args.sessions else ")"),
         report(results, args, (load_before, os.getloadavg()[0])),
         args.out,
     )
