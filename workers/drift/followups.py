@@ -33,6 +33,7 @@ class SessionQuery:
     body: DriftTrace
     encoded: np.ndarray | None  # the pinned encoder's vector, when the encoder runs
     encoder_model: str = ""  # its model name with the wheel's version: an upgrade is another model
+    app_vector: np.ndarray | None = None  # query.embedding as float32 when the caller converted it already
 
 
 class SessionSignals:
@@ -62,7 +63,8 @@ class SessionSignals:
         vectors: dict[str, np.ndarray] = {}
         query = q.body.query
         if query.embedding is not None and query.embedding_model is not None:
-            vectors[APP_FIELD + query.embedding_model] = np.asarray(query.embedding, dtype=np.float32)
+            app = q.app_vector if q.app_vector is not None else np.asarray(query.embedding, dtype=np.float32)
+            vectors[APP_FIELD + query.embedding_model] = app
         if q.encoded is not None:
             vectors[ENCODER_FIELD + q.encoder_model] = np.asarray(q.encoded, dtype=np.float32)
         at = q.event.stored.timestamp.timestamp()

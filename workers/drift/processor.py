@@ -43,6 +43,7 @@ class _Query:
     received_at: float
     sampled: bool = True  # feeds the drift windows
     in_session: bool = False  # feeds its session's state (docs/reformulations.md)
+    app_vector: np.ndarray | None = None  # query.embedding as float32, converted once for both uses
 
 
 class DriftProcessor(Processor):
@@ -117,7 +118,9 @@ class DriftProcessor(Processor):
                     continue
             intents = (ALL_INTENTS, body.intent) if body.intent in self._intents else (ALL_INTENTS,)
             received = event.stored.received_at.timestamp()
-            queries.append(_Query(event, body, intents, received, sampled, in_session))
+            emb = body.query.embedding
+            vector = None if emb is None else np.asarray(emb, dtype=np.float32)
+            queries.append(_Query(event, body, intents, received, sampled, in_session, vector))
         encoded = self._encode(queries)
         windowed = [(q, v) for q, v in zip(queries, encoded, strict=True) if q.sampled]
         observations = self._app_observations([q for q, _ in windowed]) + self._encoder_observations(windowed)
@@ -129,7 +132,7 @@ class DriftProcessor(Processor):
             self._report_changes(changes)
         if self.sessions is not None:
             session_queries = [
-                SessionQuery(q.event, q.body, v, self._encoder_name)
+                SessionQuery(q.event, q.body, v, self._encoder_name, q.app_vector)
                 for q, v in zip(queries, encoded, strict=True)
                 if q.in_session
             ]
@@ -155,13 +158,12 @@ class DriftProcessor(Processor):
             return []
         out = []
         for q in queries:
-            emb, model = q.body.query.embedding, q.body.query.embedding_model
-            if emb is None or model is None:
+            vector, model = q.app_vector, q.body.query.embedding_model
+            if vector is None or model is None:
                 continue
             if self.labels(model) is None:  # not configured: no windows, so no series of its own
                 self.metrics.embeddings.labels(q.event.tenant, APP, "unknown_model").inc()
                 continue
-            vector = np.asarray(emb, dtype=np.float32)
             for intent in q.intents:
                 key = SignalKey(q.event.tenant, APP, intent, model, len(vector))
                 out.append(Observation(key, q.event.id, q.received_at, vector))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
@@ -54,8 +55,9 @@ class Event:
     raw: bytes | None = None  # the record value as consumed, for dead-lettering it unchanged
     headers: list[tuple[str, bytes]] = field(default_factory=list)
 
-    @property
+    @cached_property
     def id(self) -> str:
+        """The event id as text (formatting a UUID costs microseconds; workers ask several times)."""
         return str(self.stored.id)
 
     @property

@@ -10,6 +10,7 @@ import redis
 from prometheus_client import CollectorRegistry
 
 from service.contracts.config import ConfigError
+from service.contracts.topics import Topics
 from workers.drift.__main__ import WORKER, build
 from workers.drift.alibi_backend import alibi_available
 from workers.drift.config import DriftConfig, load_drift_config
@@ -70,7 +71,7 @@ def test_build_constructs_the_processor_from_the_runtime_context(
     )
     registry = CollectorRegistry()
     ctx = SimpleNamespace(
-        settings=SimpleNamespace(redis_url="unused"),
+        settings=SimpleNamespace(redis_url="unused", topics=Topics()),
         registry=registry,
         emitter=None,
         redis=redis_client,
