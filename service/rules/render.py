@@ -399,7 +399,7 @@ def _faithfulness(cfg: GuardrailsConfig) -> dict[str, Any]:
         f'Mean HHEM faithfulness over {r.window} is {{{{ $value | printf "%.2f" }}}}, below the '
         f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers of the tenant, "
         f"or {r.min_samples_per_intent} of the intent when an intent label is set (its mean is below the "
-        "floor while the tenant's is not: docs/intents.md). Dashboard Quality: faithfulness by intent.",
+        "floor while the tenant's is not: docs/intents.md). Dashboard Intents: faithfulness by intent.",
         guardrail="faithfulness",
     )
 
