@@ -94,7 +94,12 @@ def test_each_alert_has_an_intent_branch_gated_by_its_own_minimum_and_muted_by_t
     alerts = {a["alert"]: a for a in guardrail_alerts(cfg)}
     for name, samples, minimum in zip(
         PER_INTENT_ALERTS,
-        (intents.FAITHFULNESS_SAMPLES, intents.EXCLUSION_ELIGIBLE, intents.LATENCY_SAMPLES, intents.COST_SAMPLES),
+        (
+            intents.FAITHFULNESS_SAMPLES,
+            intents.EXCLUSION_ELIGIBLE,
+            intents.LATENCY_SAMPLES,
+            intents.COST_SAMPLES,
+        ),
         (41, 42, 43, 44),
         strict=True,
     ):
