@@ -54,6 +54,11 @@ POSITIVE_SIGNALS = frozenset({"thumbs_up", "copy"})
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]
 
+# The intent label's closed set when a worker's config names none (metrics, faithfulness and exclusion
+# workers alike, so the per-intent guardrails join their series on the same values; the rest is `other`,
+# a trace without an intent `none`). docs/intents.md counts the series one intent adds.
+DEFAULT_INTENTS: tuple[str, ...] = ("billing", "troubleshooting", "product_info", "account", "policy")
+
 # The variant a trace or release names when it names none, and a trace's sample rate when it
 # gives none (every request traced).
 DEFAULT_VARIANT = "production"

@@ -41,6 +41,9 @@ class FaithfulnessRule(Strict):
     min_mean_score: float = Field(0.5, ge=0, le=1, description="page when the mean HHEM score falls below")
     window: Duration = "30m"
     min_samples: int = Field(20, ge=1)
+    min_samples_per_intent: int = Field(
+        30, ge=1, description="scored answers of one intent in the window before its own mean can page"
+    )
     for_: Duration = Field("10m", alias="for")
 
 
@@ -48,6 +51,9 @@ class LatencyRule(Strict):
     quantile: float = Field(0.95, gt=0, lt=1)
     window: Duration = "10m"
     min_samples: int = Field(20, ge=1)
+    min_samples_per_intent: int = Field(
+        50, ge=1, description="traces of one intent in the window before its own p95 (total, ttft) can page"
+    )
     for_: Duration = Field("5m", alias="for")
     slo_seconds: dict[str, float] = Field(
         default_factory=lambda: {
@@ -65,6 +71,9 @@ class ExclusionRule(Strict):
     max_rate: float = Field(0.2, gt=0, le=1, description="falsely excluded / eligible queries")
     window: Duration = "1h"
     min_eligible: int = Field(20, ge=1)
+    min_eligible_per_intent: int = Field(
+        20, ge=1, description="eligible queries of one intent in the window before its own rate can page"
+    )
     for_: Duration = Field("10m", alias="for")
     no_data_for: Duration = Field("2h", description="alert when traces flow but no query had eligible gold")
     no_data_grace: Duration = Field("15m", description="how long that must hold (also right after a start)")
@@ -169,6 +178,9 @@ class CostRule(Strict):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
     window: Duration = "30m"
     min_samples: int = Field(20, ge=1)
+    min_samples_per_intent: int = Field(
+        30, ge=1, description="costed queries of one intent in the window before its own mean can page"
+    )
     for_: Duration = Field("10m", alias="for")
 
 

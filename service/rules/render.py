@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.rules import intents as by_intent
 from service.rules.config import BandRule, GuardrailsConfig, seconds
+from service.rules.intents import ON_INTENT, intent_recording_rules, tenant_or_intents
 from service.rules.promql import compare_with_overrides, number, selector, window_count
 
 PROD = "production"
@@ -123,6 +125,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             "record": "ragmon:traces:received",
             "expr": f"sum by ({tv}) (increase(ragmon_rag_queries_total[{exc.no_data_for}]))",
         },
+        *intent_recording_rules(cfg),
     ]
 
 
@@ -371,23 +374,32 @@ def _gated(compare: str, samples: str, minimum: int, on: str = "tenant, variant"
 
 def _faithfulness(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.faithfulness
-    cmp = compare_with_overrides(
-        "ragmon:faithfulness_score:mean",
-        "<",
-        r.min_mean_score,
-        cfg.override("faithfulness", "min_mean_score"),
-        variant=PROD,
+    overrides = cfg.override("faithfulness", "min_mean_score")
+
+    def below(series: str) -> str:
+        return compare_with_overrides(series, "<", r.min_mean_score, overrides, variant=PROD)
+
+    tenant = _gated(
+        below("ragmon:faithfulness_score:mean"), "ragmon:faithfulness_score:samples", r.min_samples
+    )
+    intents = _gated(
+        below(by_intent.FAITHFULNESS_MEAN),
+        by_intent.FAITHFULNESS_SAMPLES,
+        r.min_samples_per_intent,
+        by_intent.TVI,
     )
     return _alert(
         cfg,
         "RagmonFaithfulnessLow",
-        _gated(cmp, "ragmon:faithfulness_score:samples", r.min_samples),
+        tenant_or_intents(tenant, intents),
         r.for_,
         "page",
         "guardrail",
-        "Answers of {{ $labels.tenant }} stopped following their context",
+        "Answers of {{ $labels.tenant }}" + ON_INTENT + " stopped following their context",
         f'Mean HHEM faithfulness over {r.window} is {{{{ $value | printf "%.2f" }}}}, below the '
-        f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers.",
+        f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers of the tenant, "
+        f"or {r.min_samples_per_intent} of the intent when an intent label is set (its mean is below the "
+        "floor while the tenant's is not: docs/intents.md). Dashboard Intents: faithfulness by intent.",
         guardrail="faithfulness",
     )
 
@@ -404,40 +416,65 @@ def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
             )
         )
     cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
+    tenant = _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage")
+    intent_parts = []
+    for stage in by_intent.INTENT_STAGES:
+        if stage in r.slo_seconds:
+            overrides = {t: v[stage] for t, v in per_tenant.items() if stage in v}
+            intent_parts.append(
+                compare_with_overrides(
+                    by_intent.LATENCY_QUANTILE,
+                    ">",
+                    r.slo_seconds[stage],
+                    overrides,
+                    variant=PROD,
+                    stage=stage,
+                )
+            )
+    expr = tenant
+    if intent_parts:
+        icmp = "\nor ".join(f"({p})" for p in intent_parts) if len(intent_parts) > 1 else intent_parts[0]
+        intents = _gated(icmp, by_intent.LATENCY_SAMPLES, r.min_samples_per_intent, by_intent.TVI + ", stage")
+        expr = tenant_or_intents(tenant, intents, "tenant, variant, stage")
     q = int(round(r.quantile * 100))
     return _alert(
         cfg,
         "RagmonLatencyAboveSLO",
-        _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage"),
+        expr,
         r.for_,
         "page",
         "guardrail",
-        f"p{q} of stage {{{{ $labels.stage }}}} for {{{{ $labels.tenant }}}} is over its SLO",
+        f"p{q} of stage {{{{ $labels.stage }}}} for {{{{ $labels.tenant }}}}{ON_INTENT} is over its SLO",
         f"p{q} over {r.window} is {{{{ $value | humanizeDuration }}}}, above the stage's SLO "
-        f"(defaults: {', '.join(f'{k} {v}s' for k, v in sorted(r.slo_seconds.items()))}).",
+        f"(defaults: {', '.join(f'{k} {v}s' for k, v in sorted(r.slo_seconds.items()))}; at least "
+        f"{r.min_samples} traces, or {r.min_samples_per_intent} of the intent for total and ttft per intent: "
+        "docs/intents.md).",
         guardrail="latency",
     )
 
 
 def _exclusion(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.false_exclusion
-    cmp = compare_with_overrides(
-        "ragmon:false_exclusion:rate",
-        ">",
-        r.max_rate,
-        cfg.override("false_exclusion", "max_rate"),
-        variant=PROD,
+    overrides = cfg.override("false_exclusion", "max_rate")
+
+    def over(series: str) -> str:
+        return compare_with_overrides(series, ">", r.max_rate, overrides, variant=PROD)
+
+    tenant = _gated(over("ragmon:false_exclusion:rate"), "ragmon:false_exclusion:eligible", r.min_eligible)
+    intents = _gated(
+        over(by_intent.EXCLUSION_RATE), by_intent.EXCLUSION_ELIGIBLE, r.min_eligible_per_intent, by_intent.TVI
     )
     return _alert(
         cfg,
         "RagmonFalseExclusionHigh",
-        _gated(cmp, "ragmon:false_exclusion:eligible", r.min_eligible),
+        tenant_or_intents(tenant, intents),
         r.for_,
         "page",
         "guardrail",
-        "Relevance filters of {{ $labels.tenant }} are removing the right documents",
+        "Relevance filters of {{ $labels.tenant }} are removing the right documents" + ON_INTENT,
         f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
-        f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries). "
+        f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries, or "
+        f"{r.min_eligible_per_intent} of the intent when an intent label is set: docs/intents.md). "
         "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them.",
         guardrail="false_exclusion",
     )
@@ -643,23 +680,28 @@ def _encoder_mismatch(cfg: GuardrailsConfig) -> dict[str, Any]:
 
 def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
     r = cfg.cost
-    cmp = compare_with_overrides(
-        "ragmon:rag_cost_per_query_usd:mean",
-        ">",
-        r.max_mean_usd,
-        cfg.override("cost", "max_mean_usd"),
-        variant=PROD,
+    overrides = cfg.override("cost", "max_mean_usd")
+
+    def over(series: str) -> str:
+        return compare_with_overrides(series, ">", r.max_mean_usd, overrides, variant=PROD)
+
+    tenant = _gated(
+        over("ragmon:rag_cost_per_query_usd:mean"), "ragmon:rag_cost_per_query_usd:samples", r.min_samples
+    )
+    intents = _gated(
+        over(by_intent.COST_MEAN), by_intent.COST_SAMPLES, r.min_samples_per_intent, by_intent.TVI
     )
     return _alert(
         cfg,
         "RagmonCostPerQueryOverBudget",
-        _gated(cmp, "ragmon:rag_cost_per_query_usd:samples", r.min_samples),
+        tenant_or_intents(tenant, intents),
         r.for_,
         "ticket",
         "guardrail",
-        "Cost per query of {{ $labels.tenant }} is over budget",
+        "Cost per query of {{ $labels.tenant }}" + ON_INTENT + " is over budget",
         f'Mean cost per query over {r.window} is ${{{{ $value | printf "%.4f" }}}}, over the budget '
-        f"(default ${r.max_mean_usd}).",
+        f"(default ${r.max_mean_usd}; at least {r.min_samples} queries, or {r.min_samples_per_intent} of the "
+        "intent when an intent label is set: docs/intents.md).",
         guardrail="cost",
     )
 

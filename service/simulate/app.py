@@ -342,11 +342,13 @@ class RagApp:
         variant: str,
     ) -> Generated:
         unfaithful_rate = max(
-            req.active.unfaithful_share(variant), candidate.unfaithful_for(req.intent) if candidate else 0.0
+            req.active.unfaithful_share(variant, req.intent),
+            candidate.unfaithful_for(req.intent) if candidate else 0.0,
         )
         unfaithful = rng.random() < unfaithful_rate
         refuse = self._refuses(rng, req, got.context, candidate, variant)
-        answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful)
+        figures = req.active.unfaithful_figures(variant, req.intent)
+        answer = compose_answer(rng, got.context, req.gold_ids, req.product, refuse, unfaithful, figures)
         model = self._model(rng, candidate)
         usage = token_usage(
             model,

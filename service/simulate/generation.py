@@ -12,6 +12,8 @@ from service.simulate.retrieval import Scored
 from service.simulate.scenario import ModelConfig
 from service.simulate.topics import ANSWER_LEADS, REFUSALS, UNSUPPORTED_CLAIMS
 
+CLAIMS_WITHOUT_FIGURES = tuple(c for c in UNSUPPORTED_CLAIMS if "{n" not in c)
+
 SYSTEM_PROMPT_TOKENS = 150
 _SENTENCE_END = re.compile(r"(?<=\.)\s+")
 
@@ -36,7 +38,10 @@ def compose_answer(
     product: str,
     refuse: bool,
     unfaithful: bool,
+    figures: bool = True,
 ) -> AnswerOutcome:
+    """`figures`: an unfaithful answer may invent figures (which figures_grounded also catches); false,
+    its claims are wrong in words only, which no deterministic check sees (only the judge does)."""
     gold_in_context = any(c.doc.id in gold_ids for c in context)
     if refuse or not context:
         return AnswerOutcome(
@@ -45,7 +50,7 @@ def compose_answer(
     used = context[: 1 + (rng.random() < 0.4 and len(context) > 1)]
     if unfaithful:
         numbers = {"n1": rng.randint(2, 99), "n2": rng.randint(2, 99)}
-        claims = rng.sample(UNSUPPORTED_CLAIMS, 2)
+        claims = rng.sample(UNSUPPORTED_CLAIMS if figures else CLAIMS_WITHOUT_FIGURES, 2)
         text = " ".join(c.format(product=product, **numbers) for c in claims)
     else:
         sentences = []

@@ -130,10 +130,17 @@ class SlowStage(IncidentBase):
 
 
 class UnfaithfulAnswers(IncidentBase):
-    """Answers stop using their context: confident claims no document supports."""
+    """Answers stop using their context: confident claims no document supports. `intent`: only that
+    intent's answers (a prompt or tool change for one kind of question); the tenant's mean faithfulness
+    moves by that intent's share of traffic only, so it can stay above the floor while the intent's mean
+    is far below it (the per-intent guardrail, docs/intents.md). None: every intent."""
 
     kind: Literal["unfaithful_answers"]
     share: Share = 0.7
+    intent: Name | None = None
+    figures: bool = Field(
+        True, description="false: the invented claims carry no figures, so no deterministic check sees them"
+    )
 
 
 class TopicShift(IncidentBase):
@@ -290,8 +297,15 @@ class Active:
     def stage_factor(self, variant: str, stage: str) -> float:
         return math.prod(i.factor for i in self._for(SlowStage, variant) if i.stage == stage)
 
-    def unfaithful_share(self, variant: str) -> float:
-        return max((i.share for i in self._for(UnfaithfulAnswers, variant)), default=0.0)
+    def unfaithful_share(self, variant: str, intent: str) -> float:
+        found = [i.share for i in self._for(UnfaithfulAnswers, variant) if i.intent in (None, intent)]
+        return max(found, default=0.0)
+
+    def unfaithful_figures(self, variant: str, intent: str) -> bool:
+        """Whether this intent's unfaithful answers may invent figures (false only when every incident
+        active on it says so)."""
+        found = [i.figures for i in self._for(UnfaithfulAnswers, variant) if i.intent in (None, intent)]
+        return all(found)
 
     def topic_shift_share(self) -> float:
         return max((i.share for i in self._for(TopicShift)), default=0.0)

@@ -87,9 +87,14 @@ class EventStream:
             if inc.release is not None
             for start in inc.starts_between(after, until)
         )
+        marked: set[tuple[float, str, str]] = set()  # one release with several incidents: one marker
         for start, idx, release in starts:
             for tenant in self.scenario.tenants:
-                if self.scenario.incidents[idx].applies_to(tenant.name):
+                if (
+                    self.scenario.incidents[idx].applies_to(tenant.name)
+                    and (start, tenant.name, release) not in marked
+                ):
+                    marked.add((start, tenant.name, release))
                     self._release(rng, start, tenant.name, release, "production", f"deploy {release}")
 
     def _request(self, rng: random.Random, at_s: float) -> None:

@@ -19,6 +19,7 @@ EXPECTED_UIDS = {
     "ragmon-overview",
     "ragmon-latency-cost",
     "ragmon-quality",
+    "ragmon-intents",
     "ragmon-drift",
     "ragmon-feedback",
     "ragmon-pipeline",

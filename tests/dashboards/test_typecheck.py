@@ -23,7 +23,7 @@ def _toolchain() -> None:
 @pytest.mark.slow
 def test_committed_dashboards_type_check() -> None:
     paths = committed_dashboards()
-    assert len(paths) == 8
+    assert len(paths) == 9
     result = typecheck(paths)
     assert result.ok, result.output
 

@@ -34,7 +34,9 @@ class ExclusionConfig(BaseModel):
         "trace with 50 candidates), and a label for its trace",
     )
     intents: list[IntentName] = Field(
-        default_factory=list, description="intent label values; others are 'other'"
+        default_factory=lambda: list(L.DEFAULT_INTENTS),
+        description="intent label values; others are 'other' (as metrics.intents: the per-intent guardrails "
+        "join on them)",
     )
     predicate_fields: list[FieldName] = Field(
         default_factory=list, description="metadata fields always kept as the `field` label of attributions"

@@ -12,11 +12,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from service.contracts.config import load_section
+from service.contracts.vocabulary import DEFAULT_INTENTS
 
 SECTION = "faithfulness"
 HHEM_HUB_ID = "vectara/hallucination_evaluation_model"
 
 TenantName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_.-]*$")]
+IntentName = TenantName  # the same label-value rule
 Probability = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -87,6 +89,11 @@ class FaithfulnessConfig(BaseModel):
     load_retry_seconds: float = Field(60.0, gt=0, le=86_400, allow_inf_nan=False)
     max_variants: int = Field(
         8, ge=1, le=64, description="variant label values per tenant besides production"
+    )
+    intents: tuple[IntentName, ...] = Field(
+        DEFAULT_INTENTS,
+        description="the intent label's closed set (others are 'other', none is 'none'); as metrics.intents, "
+        "so the per-intent faithfulness guardrail joins on the same values",
     )
 
     def threshold_for(self, tenant: str) -> float:

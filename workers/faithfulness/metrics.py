@@ -71,8 +71,9 @@ class FaithfulnessMetrics:
         )
         self.score = Histogram(
             "ragmon_faithfulness_score_ratio",
-            "Trace faithfulness: HHEM P(consistent) (answer mode) or supported-sentence fraction (sentences mode)",
-            TENANT_VARIANT,
+            "Trace faithfulness: HHEM P(consistent) (answer mode) or supported-sentence fraction (sentences mode), "
+            "by the trace's intent (the configured set, the rest 'other', none 'none')",
+            (*TENANT_VARIANT, "intent"),
             buckets=SCORE_BUCKETS,
             registry=registry,
         )

@@ -39,6 +39,7 @@ class TracePlan:
     body: FaithfulnessTrace
     tenant_label: str
     variant_label: str
+    intent_label: str
     sample_rate: float
     sampled: bool = False
     errored: bool = False

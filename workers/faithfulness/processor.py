@@ -35,7 +35,7 @@ from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
 from workers.faithfulness.views import VIEWS, FaithfulnessTrace
 from workers.runtime.contract import Processor
-from workers.runtime.labels import FirstSeenCap
+from workers.runtime.labels import ClosedSet, FirstSeenCap
 from workers.runtime.types import READY, Emitter, Event, Readiness, Rejection, split_by_body
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,7 @@ class FaithfulnessProcessor(Processor):
         self._loader = loader
         self._clock = clock
         self._variants = FirstSeenCap(config.max_variants)
+        self._intents = ClosedSet(config.intents)
         self._budget = PairBudget(config.pairs_per_second, config.burst_seconds, clock())
         self._scorer: HHEMScorer | None = None
         self._planner: Planner | None = None
@@ -185,6 +186,7 @@ class FaithfulnessProcessor(Processor):
             body=body,
             tenant_label=tenant,
             variant_label=variant,
+            intent_label=self._intents(body.intent),
             sample_rate=self.config.sample_rate_for(tenant),
             failed_checks=self._failed_checks(tenant, body),
         )
@@ -240,7 +242,7 @@ class FaithfulnessProcessor(Processor):
             self.config.min_supported_fraction,
         )
         m.scored.labels(*labels).inc()
-        m.score.labels(*labels).observe(outcome.score)
+        m.score.labels(*labels, plan.intent_label).observe(outcome.score)
         if outcome.below_threshold:
             m.below_threshold.labels(*labels).inc()
         if plan.truncation is not None and plan.truncation.truncated:

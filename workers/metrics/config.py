@@ -5,9 +5,10 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 
 from service.contracts import TOKEN_KINDS
+from service.contracts.vocabulary import DEFAULT_INTENTS as _INTENTS
 
 DEFAULT_STAGES = ["embedding", "retrieval", "rerank", "generation", "postprocess"]
-DEFAULT_INTENTS = ["billing", "troubleshooting", "product_info", "account", "policy"]
+DEFAULT_INTENTS = list(_INTENTS)
 
 
 class ModelPrice(BaseModel):

@@ -51,6 +51,9 @@ COST_BUCKETS = (
 DWELL_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 
 TV = ["tenant", "variant"]
+# The stages whose duration is also kept per intent: what the user waits for. Per-stage latency stays
+# per (tenant, variant) only, so an intent adds 2 histograms, not one per stage (docs/intents.md).
+INTENT_STAGES = ("total", "ttft")
 
 
 class MetricsWorkerMetrics:
@@ -60,6 +63,13 @@ class MetricsWorkerMetrics:
             "ragmon_rag_stage_duration_seconds",
             "Duration of each RAG stage, TTFT and total, per trace",
             [*TV, "stage"],
+            buckets=STAGE_BUCKETS,
+            registry=r,
+        )
+        self.intent_seconds = Histogram(
+            "ragmon_rag_intent_duration_seconds",
+            "Total duration and TTFT per trace, by intent (the per-intent latency guardrail)",
+            [*TV, "intent", "stage"],
             buckets=STAGE_BUCKETS,
             registry=r,
         )
@@ -130,6 +140,19 @@ class MetricsWorkerMetrics:
             "Cost of one query in USD (reported or estimated)",
             [*TV, "source"],
             buckets=COST_BUCKETS,
+            registry=r,
+        )
+        self.intent_cost_usd = Counter(
+            "ragmon_rag_intent_cost_usd_total",
+            "Cost in USD of the queries with a known cost (reported or estimated), by intent: the per-intent "
+            "mean cost's numerator",
+            [*TV, "intent"],
+            registry=r,
+        )
+        self.intent_costed_queries = Counter(
+            "ragmon_rag_intent_costed_queries_total",
+            "Queries with a known cost (reported or estimated), by intent: the per-intent mean cost's denominator",
+            [*TV, "intent"],
             registry=r,
         )
         self.cost_queries = Counter(

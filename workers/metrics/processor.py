@@ -13,7 +13,7 @@ from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
-from workers.metrics.metrics import MetricsWorkerMetrics
+from workers.metrics.metrics import INTENT_STAGES, MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
 from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
@@ -107,6 +107,8 @@ class MetricsProcessor(Processor):
             return self._errored(pipe, tenant, t, t.error, info, weight)
         for stage, seconds in cap_stages(t.timings, self.stages):
             c(m.stage_seconds, *tv, stage).observe(seconds)
+            if stage in INTENT_STAGES:
+                c(m.intent_seconds, *tv, intent, stage).observe(seconds)
         c(m.queries, *tv, intent).inc()
         c(m.queries_estimated, *tv, intent).inc(weight)
         if t.answer.refused:
@@ -125,7 +127,7 @@ class MetricsProcessor(Processor):
         index_model, query_model = t.retrieval.index_embedding_model, t.query.embedding_model
         if index_model is not None and query_model is not None and index_model != query_model:
             mismatch.inc()
-        self._cost(tv, t, weight)
+        self._cost(tv, t, weight, intent=intent)
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
@@ -148,7 +150,9 @@ class MetricsProcessor(Processor):
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
 
-    def _cost(self, tv: tuple[str, str], t: MetricsTrace, weight: float, per_query: bool = True) -> None:
+    def _cost(
+        self, tv: tuple[str, str], t: MetricsTrace, weight: float, per_query: bool = True, intent: str = NONE
+    ) -> None:
         c, m = self.child, self.m
         tokens: dict[str, int] = dict(t.usage.tokens.items())
         model = t.usage.model or NONE
@@ -158,6 +162,8 @@ class MetricsProcessor(Processor):
         if cost is not None and source != UNKNOWN:
             if per_query:
                 c(m.cost_per_query, *tv, source).observe(cost)
+                c(m.intent_cost_usd, *tv, intent).inc(cost)
+                c(m.intent_costed_queries, *tv, intent).inc()
             c(m.cost_estimated_usd, *tv, source).inc(cost * weight)
         model_label = model if self.prices.knows(model) or model == NONE else "other"
         for kind, n in tokens.items():

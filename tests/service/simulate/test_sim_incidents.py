@@ -132,6 +132,21 @@ def test_unfaithful_answers_stop_using_the_context(small, events_of, start):
     assert quality["incident"]["production"]["unfaithful"] == len(answered[True])
 
 
+def test_unfaithful_answers_on_one_intent_only_without_figures(small, events_of, start):
+    """The masked regression (docs/intents.md): one intent's answers stop using their context, the others
+    do not, and with `figures: false` the invented claims carry no figure a deterministic check could see."""
+    incident = {"kind": "unfaithful_answers", "share": 1.0, "intent": "troubleshooting", "figures": False}
+    events, manifest = run(small, events_of, start, incident, rate=60)
+    answered = [b for b in production(events, True) if not b["answer"]["refused"]]
+    hit = [b for b in answered if b["intent"] == "troubleshooting"]
+    rest = [b for b in answered if b["intent"] != "troubleshooting"]
+    assert len(hit) >= 20 and len(rest) >= 60
+    assert not any(uses_context(b) for b in hit)
+    assert all(uses_context(b) for b in rest)
+    assert not any(re.search(r"[0-9]", b["answer"]["text"]) for b in hit)
+    assert manifest["quality"]["by_phase"]["incident"]["production"]["unfaithful"] == len(hit)
+
+
 def test_topic_shift_draws_queries_from_the_off_topic_pool(small, events_of, start):
     events, _ = run(small, events_of, start, {"kind": "topic_shift", "share": 0.5})
     assert not any(b["intent"] == "other" for b in production(events, False))

@@ -88,8 +88,9 @@ def test_a_trace_is_scored_and_its_score_event_emitted(
     assert scored.source_event_id == event.stored.id and scored.model.revision.startswith("sha256:")
     assert scored.truncation is not None and scored.truncation.truncated_tokens == 0
     labels = {"tenant": "acme", "variant": "production"}
-    assert h.value("scored_total", **labels) == 1 and h.value("score_ratio_count", **labels) == 1
-    assert h.value("score_ratio_sum", **labels) == pytest.approx(expected, abs=1e-5)
+    scores = {**labels, "intent": "billing"}  # the score histogram is kept per intent (docs/intents.md)
+    assert h.value("scored_total", **labels) == 1 and h.value("score_ratio_count", **scores) == 1
+    assert h.value("score_ratio_sum", **scores) == pytest.approx(expected, abs=1e-5)
     assert h.value("pairs_total", source="model") == 1 and h.value("scored_tokens_total", **labels) > 0
     # What did not happen reads 0, not "no data", from the first trace on.
     for name, extra in (("skipped_total", {"reason": "over_budget"}), ("below_threshold_total", {})):
@@ -121,7 +122,8 @@ def test_refusals_and_empty_answers_are_no_claims_never_scored(
     labels = {"tenant": "acme", "variant": "production"}
     assert h.value("no_claims_total", reason=reason, **labels) == 1
     assert h.value("eligible_total", **labels) == 0 and h.value("scored_total", **labels) == 0
-    assert h.value("score_ratio_count", **labels) == 0 and h.value("pairs_total", source="model") == 0
+    assert h.value("score_ratio_count", **labels, intent="none") == 0
+    assert h.value("pairs_total", source="model") == 0
     (event,) = h.events()  # sampled: the shadow comparison sees that this side had nothing to score
     assert (event.outcome, event.no_claims_reason, event.score, event.below_threshold) == (
         "no_claims",
@@ -344,3 +346,24 @@ def test_with_skip_an_answer_that_failed_a_check_costs_no_model_time(harness: Ca
     labels = {"tenant": "acme", "variant": "production"}
     assert h.value("skipped_total", reason="failed_check", **labels) == 1
     assert h.value("scored_total", **labels) == 1 and {e.trace_id for e in h.events()} == {"ok"}
+
+
+def test_scores_are_counted_per_intent_capped_to_the_configured_set(harness: Callable[..., Harness]) -> None:
+    """A configured intent is its own label value, any other name `other`, no intent `none`: the
+    per-intent faithfulness guardrail's series stay bounded whatever the app sends."""
+    h = harness(intents=["billing"])
+    events = [
+        trace("t-1", ANSWER, DOCS, intent="billing"),
+        trace("t-2", ANSWER, DOCS, intent="made_up_by_the_client"),
+        trace("t-3", ANSWER, DOCS, intent=None),
+    ]
+    assert h.processor.process(events) == []
+    labels = {"tenant": "acme", "variant": "production"}
+    counts = {i: h.value("score_ratio_count", **labels, intent=i) for i in ("billing", "other", "none")}
+    assert counts == {"billing": 1, "other": 1, "none": 1}
+    assert (
+        h.registry.get_sample_value(
+            PREFIX + "score_ratio_count", {**labels, "intent": "made_up_by_the_client"}
+        )
+        is None
+    )

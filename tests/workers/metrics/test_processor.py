@@ -59,6 +59,36 @@ def test_trace_counts_latency_cost_and_sampling_weight(
     assert val(reg, "ragmon_rag_tokens_total", **tv, kind="prompt", model="gpt-x") == 1000
 
 
+def test_total_ttft_and_cost_are_kept_per_intent_capped(
+    setup: tuple[MetricsProcessor, CollectorRegistry],
+) -> None:
+    """The per-intent latency and cost guardrails' series (docs/intents.md): total and ttft (no other stage)
+    and the known cost per intent, the intent capped to the configured set (the rest `other`)."""
+    proc, reg = setup
+    usage = {"model": "gpt-x", "tokens": {"prompt": 1000, "completion": 500}}
+    timings = {"retrieval": 20.0, "ttft": 300.0, "total": 900.0}
+    events = [
+        as_event(stored("trace", trace_body(1, timings=timings, usage=usage))),
+        as_event(stored("trace", trace_body(2, timings=timings, usage=usage, intent="a_client_invention"))),
+        # no price for this model: no known cost, in neither per-intent cost series
+        as_event(stored("trace", trace_body(3, timings=timings, usage={"model": "unpriced"}))),
+    ]
+    assert proc.process(events) == []
+    tv = {"tenant": "acme", "variant": "production"}
+    seconds = "ragmon_rag_intent_duration_seconds"
+    assert val(reg, f"{seconds}_count", **tv, intent="billing", stage="total") == 2
+    assert val(reg, f"{seconds}_sum", **tv, intent="billing", stage="ttft") == pytest.approx(0.6)
+    assert val(reg, f"{seconds}_count", **tv, intent="other", stage="total") == 1
+    assert reg.get_sample_value(f"{seconds}_count", {**tv, "intent": "billing", "stage": "retrieval"}) is None
+    assert (
+        reg.get_sample_value(f"{seconds}_count", {**tv, "intent": "a_client_invention", "stage": "total"})
+        is None
+    )
+    assert val(reg, "ragmon_rag_intent_costed_queries_total", **tv, intent="billing") == 1
+    assert val(reg, "ragmon_rag_intent_cost_usd_total", **tv, intent="billing") == pytest.approx(0.002)
+    assert val(reg, "ragmon_rag_intent_costed_queries_total", **tv, intent="other") == 1
+
+
 def test_refusals_and_uncited_answers(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:
     proc, reg = setup
     proc.process(
