@@ -144,7 +144,8 @@ class BatchPreparer:
             stored = layout.value(id_bytes, etype, timestamp, raw)
             headers = layout.headers(id_bytes, etype)
             key = (key_prefix + key_part(etype, body)).encode()
-            records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
+            topic = self.topics.for_trace(body.probe is not None) if etype == "trace" else self._topic[etype]
+            records.append(OutgoingRecord(topic, key, stored, headers))
             results.append(EventResult(i, event_id, etype))
         return batch
 
@@ -235,5 +236,8 @@ class BatchPreparer:
             redact_body(etype, body, self.redactor, redactions, tenant)
         stored = stored_value(event_id, etype, tenant, ts.isoformat(), received_at, body)
         headers = record_headers(event_id, etype, tenant, traceparent)
-        record = OutgoingRecord(self._topic[etype], record_key(etype, tenant, body), stored, headers)
+        topic = (
+            self.topics.for_trace(body.get("probe") is not None) if etype == "trace" else self._topic[etype]
+        )
+        record = OutgoingRecord(topic, record_key(etype, tenant, body), stored, headers)
         return EventResult(i, event_id, etype), record
