@@ -51,7 +51,7 @@ def rbo(
       RBO_ext = (1-p)/p · (Σ_{d=1..l} X_d/d · p^d + Σ_{d=s+1..l} X_s·(d-s)/(s·d) · p^d)
                 + ((X_l - X_s)/l + X_s/s) · p^l
     For lists of equal length k it is (1-p)/p · Σ_{d=1..k} A_d p^d + A_k p^k. 1 for identical lists,
-    0 for disjoint ones. None (no data) when either list is empty.
+    0 for disjoint ones and when one list is empty; None (no data) when both are.
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1), got {p}")
@@ -59,7 +59,7 @@ def rbo(
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
     s, ell = len(short), len(long_)
     if s == 0:
-        return None
+        return None if ell == 0 else 0.0
     seen_short: set[str] = set()
     seen_long: set[str] = set()
     overlap = 0

@@ -46,7 +46,8 @@ def test_rbo_cut_at_k_repeats_and_no_data() -> None:
     assert rbo(["a", "b", "x"], ["a", "b", "y"], k=2) == pytest.approx(1.0)
     assert ranked(["a", "a", "b", "a", "c"], 2) == ["a", "b"]
     assert rbo(["a", "a", "b"], ["a", "b"]) == pytest.approx(1.0)
-    assert rbo([], ["a"]) is None
+    assert rbo([], ["a"]) == 0.0
+    assert rbo([], []) is None
     with pytest.raises(ValueError, match="p must be in"):
         rbo(["a"], ["a"], p=1.0)
 
