@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | calibrate | golden."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | calibrate | golden | probes."""
 
 from __future__ import annotations
 
@@ -226,9 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(func=_cmd_models)
 
+    from service.probes.cli import add_commands as add_probe_commands
     from service.review.cli import add_commands
 
     add_commands(sub)
+    add_probe_commands(sub)
     return p
 
 
