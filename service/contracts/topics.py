@@ -61,10 +61,6 @@ class Topics:
         """Trace events marked as probe replays (docs/probes.md): no production worker reads this topic."""
         return f"{self.prefix}.probes"
 
-    def for_trace(self, is_probe: bool) -> str:
-        """The one place a probe trace is kept out of every production series: it goes to the probes topic."""
-        return self.probes if is_probe else self.traces
-
     def for_event(self, event_type: str) -> str:
         return {
             "trace": self.traces,

@@ -39,13 +39,13 @@ class ProbesMetrics:
             registry=r,
         )
         self.results = Counter(
-            "ragmon_rag_probe_stored_traces",
+            "ragmon_rag_probe_stored_traces_total",
             "Probe traces stored (production and candidate variants), by tenant",
             ["tenant"],
             registry=r,
         )
         self.untracked_sets = Counter(
-            "ragmon_rag_probe_untracked_traces",
+            "ragmon_rag_probe_untracked_traces_total",
             "Probe traces of a set over the tenant's cap of exported sets (stored, not exported)",
             ["tenant"],
             registry=r,
