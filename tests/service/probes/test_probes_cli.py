@@ -107,7 +107,7 @@ def test_add_list_export_pin_and_a_declared_change_report(
     proc.process(run(proc, at(120), v2, model="emb-v2", index="idx-2"))
     assert registry.get_sample_value("ragmon_rag_probe_overlap_ratio", labels) == 1.0  # idx-2 has its own
     with reviewdb.connect(url) as conn:
-        hows = dict(conn.execute("SELECT index_version, how FROM probe_baseline").fetchall())
+        hows: dict[str, str] = dict(conn.execute("SELECT index_version, how FROM probe_baseline").fetchall())
     assert hows == {"idx-1": "pinned", "idx-2": "declared"}
     proc.close()
 
