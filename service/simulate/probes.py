@@ -4,8 +4,8 @@ Each tenant's probes are fixed by the seed: probe i is one question (intent, top
 the tenant) with its gold. A replay retrieves each probe's top k with a random stream seeded by the probe
 and the version serving it (embedding model, index version), so a replay under an unchanged version
 returns the same ids. Under another version than the scenario's first (an `embedding_model_change`
-incident, declared by its release or not) the gold stays on top but the other neighbours are drawn from
-the first version's top 3k: a new model's neighbourhood overlaps the old one's only in part (below
+incident, declared by its release or not) the gold stays on top but the other neighbours are drawn at
+random from a wider top 3k: a new model's neighbourhood overlaps the old one's only in part (below
 the alert's 0.7 floor in the `probes` scenario). The traces carry the probe mark and go,
 like the app's, through POST /v1/events; `ragmon simulate probe-set` writes the set for `ragmon probes add`.
 """
