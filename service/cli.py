@@ -1,4 +1,4 @@
-"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | calibrate | golden | probes."""
+"""The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | rules | retrieval | incidents | calibrate | golden | probes."""
 
 from __future__ import annotations
 
@@ -127,6 +127,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return rules_main(args.rest)
 
 
+def _cmd_incidents(args: argparse.Namespace) -> int:
+    from service.incidents.cli import main as incidents_main
+
+    return incidents_main(args.rest)
+
+
 def _cmd_retrieval(args: argparse.Namespace) -> int:
     from service.retrieval.cli import main as retrieval_main
 
@@ -220,6 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     retrieval.add_argument("rest", nargs=argparse.REMAINDER)
     retrieval.set_defaults(func=_cmd_retrieval)
+    incidents = sub.add_parser(
+        "incidents", help="alert history against user signals: lead-time", add_help=False
+    )
+    incidents.add_argument("rest", nargs=argparse.REMAINDER)
+    incidents.set_defaults(func=_cmd_incidents)
     models = sub.add_parser(
         "models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads", add_help=False
     )

@@ -43,6 +43,13 @@ CheckName = Literal[
     "citations_known", "answer_length", "figures_grounded", "json_valid", "json_schema", "forbidden_patterns"
 ]
 CHECK_NAMES: tuple[str, ...] = get_args(CheckName)
+# Implicit user signals of a reviewed trace (the review store's review_signal.signal; docs/review.md): the
+# negative ones are read as "the answer was wrong", the positive ones as "it was right".
+ImplicitSignal = Literal[
+    "thumbs_down", "regenerate", "short_dwell", "edit", "reformulation", "thumbs_up", "copy"
+]
+IMPLICIT_SIGNALS: tuple[str, ...] = get_args(ImplicitSignal)
+POSITIVE_SIGNALS = frozenset({"thumbs_up", "copy"})
 # The stored record's layout version (StoredEvent.schema_version, the schema header).
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]

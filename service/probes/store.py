@@ -1,4 +1,4 @@
-"""A tenant's probe sets in the review store's PostgreSQL (migration 0005): add, list, export, pin.
+"""A tenant's probe sets in the review store's PostgreSQL (migration 0006): add, list, export, pin.
 
 A probe file is JSON lines, one probe per line: {"set", "query_id", "query", "gold_ids"?}; `export`
 writes the same form back, so a set can be kept in the app's repository and replayed from there.

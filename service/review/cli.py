@@ -1,4 +1,4 @@
-"""`ragmon calibrate faithfulness|exclusion|reviewers|rate|refusals --tenant T` and `ragmon golden export --tenant T`."""
+"""`ragmon calibrate faithfulness|exclusion|reviewers|rate|refusals|signals --tenant T` and `ragmon golden export --tenant T`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from service.review.reports import (
     proxy_threshold_from_config,
     refusals_report,
     reviewers_report,
+    signals_report,
     store_reports,
 )
 
@@ -90,7 +91,47 @@ def print_refusal_report(r: dict[str, Any]) -> None:
     print(f"  {r['message']}")
 
 
+def signals_markdown(r: dict[str, Any]) -> str:
+    lines = [
+        f"# Implicit signals against blind review: {r['n']} labelled blind traces "
+        f"({r['wrong']} judged wrong, {r['right']} right)",
+        "",
+        "| signal | predicts | traces with it | precision [95%] | recall [95%] | population precision (1/π) "
+        "| population recall (1/π) | reading |",
+        "|---|---|---:|---|---|---|---|---|",
+    ]
+    for s in r["signals"]:
+
+        def pop(x: dict[str, Any]) -> str:
+            p = x.get("population")
+            return "no data" if not p else f"{p['value']:.3f}{_interval(p['interval'])}"
+
+        lines.append(
+            f"| {s['signal']} | {s['predicts']} | {s['with_signal']} | {_rate_text_short(s['precision'])} "
+            f"| {_rate_text_short(s['recall'])} | {pop(s['precision'])} | {pop(s['recall'])} "
+            f"| {'reading' if s['verdict'] == 'reading' else 'label more'} |"
+        )
+    notes = [s["message"] for s in r["signals"] if s["message"]]
+    if notes:
+        lines += ["", *(f"- {m}" for m in notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _rate_text_short(x: dict[str, Any]) -> str:
+    if x["value"] is None:
+        return "no data"
+    return f"{x['value']:.3f}{_interval(x['interval'])} ({x['count']}/{x['n']})"
+
+
 def _calibrate(args: argparse.Namespace) -> int:
+    if args.what == "signals":
+        with reviewdb.connect(_url()) as conn:
+            report = signals_report(conn, args.tenant, args.min_labels)
+        if args.json or args.format == "json":
+            print(json.dumps(report, default=str))
+        else:
+            print(signals_markdown(report), end="")
+        return 0
     if args.what == "refusals":
         with reviewdb.connect(_url()) as conn:
             report = refusals_report(conn, args.tenant, args.max_false_answers, args.min_labels)
@@ -154,7 +195,9 @@ def _share_arg(text: str) -> float:
 
 def add_commands(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="judges against human labels (review store)")
-    cal.add_argument("what", choices=["faithfulness", "exclusion", "reviewers", "rate", "refusals"])
+    cal.add_argument(
+        "what", choices=["faithfulness", "exclusion", "reviewers", "rate", "refusals", "signals"]
+    )
     cal.add_argument("--tenant", required=True)
     cal.add_argument(
         "--max-width", type=float, default=0.2, help="widest balanced-accuracy interval to suggest"
@@ -177,9 +220,11 @@ def add_commands(sub: Any) -> None:
         "--min-labels",
         type=int,
         default=DEFAULT_MIN_LABELS,
-        help="refusals: labels each class (answerable, not) needs before a verdict",
+        help="refusals: labels each class (answerable, not) needs before a verdict; signals: labelled "
+        "traces with the signal, and of the verdict it predicts, before a reading",
     )
     cal.add_argument("--json", action="store_true")
+    cal.add_argument("--format", choices=["md", "json"], default="md", help="signals: the report's format")
     cal.set_defaults(func=_calibrate)
     golden = sub.add_parser("golden", help="the golden set grown from reviews")
     golden.add_argument("action", choices=["export"])

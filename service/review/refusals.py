@@ -47,7 +47,9 @@ class RefusalItem:
     stratum: str = ""
 
 
-def _share(hits: Sequence[bool], weights: Sequence[float], strata: Sequence[str]) -> dict[str, Any]:
+def rate_with_intervals(
+    hits: Sequence[bool], weights: Sequence[float], strata: Sequence[str]
+) -> dict[str, Any]:
     """A rate with its Wilson interval on the reviewed mix and its population (1/π) estimate."""
     n, k = len(hits), sum(hits)
     interval = wilson(k, n)
@@ -74,8 +76,12 @@ def error_rates(items: Sequence[RefusalItem]) -> dict[str, Any]:
     yes = [i for i in items if i.answerable]
     no = [i for i in items if not i.answerable]
     return {
-        "false_refusals": _share([i.refused for i in yes], [i.weight for i in yes], [i.stratum for i in yes]),
-        "false_answers": _share([not i.refused for i in no], [i.weight for i in no], [i.stratum for i in no]),
+        "false_refusals": rate_with_intervals(
+            [i.refused for i in yes], [i.weight for i in yes], [i.stratum for i in yes]
+        ),
+        "false_answers": rate_with_intervals(
+            [not i.refused for i in no], [i.weight for i in no], [i.stratum for i in no]
+        ),
     }
 
 
@@ -86,12 +92,12 @@ def at_threshold(threshold: float, items: Sequence[RefusalItem]) -> dict[str, An
     no = [i for i in scored if not i.answerable]
     return {
         "threshold": threshold,
-        "false_refusals": _share(
+        "false_refusals": rate_with_intervals(
             [i.confidence is not None and i.confidence < threshold for i in yes],
             [i.weight for i in yes],
             [i.stratum for i in yes],
         ),
-        "false_answers": _share(
+        "false_answers": rate_with_intervals(
             [i.confidence is not None and i.confidence >= threshold for i in no],
             [i.weight for i in no],
             [i.stratum for i in no],

@@ -21,6 +21,8 @@ from service.review.refusals import (
     RefusalItem,
     refusal_report,
 )
+from service.review.signals import DEFAULT_MIN_LABELS as DEFAULT_MIN_SIGNAL_LABELS
+from service.review.signals import SignalItem, signal_report, verdict
 from service.review.stats import (
     Confusion,
     cohen_kappa,
@@ -214,6 +216,29 @@ def refusals_report(
         ).fetchall()
     ]
     return refusal_report(items, max_false_answers, min_labels)
+
+
+# Blind items with their first label and the implicit signals recorded for their trace.
+_BLIND_SIGNALS = f"""
+SELECT DISTINCT ON (l.item_id) i.trace_id, l.faithful, l.reason, {_PI},
+    coalesce((SELECT array_agg(s.signal) FROM review_signal s
+              WHERE s.tenant = i.tenant AND s.trace_id = i.trace_id), '{{}}')
+FROM review_label l JOIN review_item i ON i.id = l.item_id
+LEFT JOIN review_quota q ON q.tenant = i.tenant AND q.day = i.queued_day AND q.stratum = i.stratum
+WHERE l.tenant = %s AND i.stratum = 'blind' ORDER BY l.item_id, l.labelled_at, l.id
+"""
+
+
+def signals_report(
+    conn: psycopg.Connection, tenant: str, min_labels: int = DEFAULT_MIN_SIGNAL_LABELS
+) -> dict[str, Any]:
+    """Each implicit signal against the first reviewer's verdict of each blind item (service/review/signals.py)."""
+    items = []
+    for trace_id, faithful, reason, pi, found in conn.execute(_BLIND_SIGNALS, (tenant,)).fetchall():
+        wrong = verdict(faithful, reason)
+        if wrong is not None:
+            items.append(SignalItem(trace_id, wrong, frozenset(found), _weight(pi)))
+    return signal_report(items, min_labels)
 
 
 def all_reports(

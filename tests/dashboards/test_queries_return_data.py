@@ -25,6 +25,7 @@ from dashboards.queries import PanelQuery, all_panel_queries, needs_history
 from service.local.embedded import free_port, wait_for_port
 from tests.dashboards.catalog import RULES, all_metrics
 from tests.dashboards.synthetic import SyntheticTraffic
+from tests.support.leaks import stop_process
 from tests.support.tools import require_tool
 
 pytestmark = pytest.mark.slow
@@ -62,12 +63,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             wait_for_port("127.0.0.1", port, 30, proc)
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+            stop_process(proc)
             server.shutdown()
 
 

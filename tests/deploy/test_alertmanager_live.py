@@ -20,6 +20,7 @@ import pytest
 
 from service.local.embedded import free_port, wait_for_port
 from tests.deploy.test_alert_routing import ALERTS, PLAIN
+from tests.support.leaks import stop_process
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +49,7 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         wait_for_port("127.0.0.1", port, 30, proc)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
 
 

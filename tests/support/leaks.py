@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -75,6 +76,16 @@ def stop_pids(pids: list[int], grace_s: float = 5.0) -> None:
             _reap()
             time.sleep(0.05)
     _reap()
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """SIGTERM a process this test started, SIGKILL it after the grace period, and reap it."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def _alive(pid: int) -> bool:

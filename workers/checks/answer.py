@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from service.contracts.vocabulary import CHECK_NAMES
 from workers.checks.config import ChecksConfig
-from workers.checks.figures import figures
+from workers.checks.figures import figures, ungrounded
 from workers.checks.schema import validate
 from workers.runtime import boundedjson
 
@@ -88,8 +88,7 @@ def run_checks(a: AnswerFacts, cfg: ChecksConfig, tenant: str) -> Result:
         locale = cfg.locale_for(tenant)
         said = figures(a.text, locale)
         if said:
-            context = figures(" \n ".join(text for _, text in a.documents), locale) if a.documents else set()
-            missing = sorted(said - context)
+            missing = ungrounded(said, [text for _, text in a.documents], locale)
             if missing:
                 fail("figures_grounded", f"{len(missing)} figure(s) not in the context, e.g. {missing[0]}")
             else:

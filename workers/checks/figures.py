@@ -71,14 +71,18 @@ def _decimal_comma(locale: str) -> bool:
 
 
 def _value(raw: str, decimal_comma: bool) -> Decimal | None:
-    text = unicodedata.normalize("NFKC", raw)
+    if raw.isdigit() and raw.isascii():  # the common case: a plain ASCII integer
+        return Decimal(raw).normalize()
+    text = raw if raw.isascii() else unicodedata.normalize("NFKC", raw)
     decimal_mark, group = (",", ".") if decimal_comma else (".", ",")
     for sep in (*GROUP_SPACES, group):
         text = text.replace(sep, "")
     if text.count(decimal_mark) > 1:
         return None
     text = text.replace(decimal_mark, ".")
-    digits = "".join(str(unicodedata.decimal(c, c)) if c != "." else c for c in text)
+    digits = (
+        text if text.isascii() else "".join(str(unicodedata.decimal(c, c)) if c != "." else c for c in text)
+    )
     try:
         return Decimal(digits).normalize()
     except InvalidOperation:
@@ -101,3 +105,32 @@ def figures(text: str, locale: str = "en") -> set[Decimal]:
         ):
             out.add(value)
     return out
+
+
+CACHE_ENTRIES = 4096  # documents' figures kept: popular documents are given to the generator again and again
+CACHE_MAX_CHARS = 8192  # longer texts are read each time (the cache holds at most ~32 MiB of keys)
+_cache: dict[tuple[bool, str], frozenset[Decimal]] = {}
+
+
+def document_figures(text: str, locale: str = "en") -> frozenset[Decimal]:
+    """figures(text, locale), remembered for documents seen before (a bounded cache, oldest out first)."""
+    if len(text) > CACHE_MAX_CHARS:
+        return frozenset(figures(text, locale))
+    key = (_decimal_comma(locale), text)
+    found = _cache.get(key)
+    if found is None:
+        found = frozenset(figures(text, locale))
+        if len(_cache) >= CACHE_ENTRIES:
+            del _cache[next(iter(_cache))]
+        _cache[key] = found
+    return found
+
+
+def ungrounded(said: set[Decimal], documents: list[str], locale: str = "en") -> list[Decimal]:
+    """The figures of `said` found in none of the documents, in order; reads documents until all are found."""
+    missing = set(said)
+    for text in documents:
+        missing -= document_figures(text, locale)
+        if not missing:
+            break
+    return sorted(missing)

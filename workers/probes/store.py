@@ -1,4 +1,4 @@
-"""The probes worker's reads and writes in the review store's PostgreSQL (migration 0005, docs/probes.md).
+"""The probes worker's reads and writes in the review store's PostgreSQL (migration 0006, docs/probes.md).
 
 A batch is one transaction: results and release markers are inserted once per event id (a redelivered
 batch changes nothing), versions are accepted as baselines, and the comparison is read back.

@@ -58,6 +58,9 @@ class ReviewConfig(BaseModel):
         le=1,
         description="share of the answers a deterministic check failed that are queued (stratum failed_check)",
     )
+    short_dwell_s: float = Field(
+        10.0, gt=0, description="a dwell under this many seconds is the implicit signal short_dwell"
+    )
     near_margin: float = Field(0.05, ge=0, le=1, description="scores below threshold + margin are 'near'")
     double_review_share: float = Field(0.1, ge=0, le=1, description="items given to a second reviewer")
     stash_ttl_s: int = Field(

@@ -20,15 +20,18 @@ import orjson
 import redis
 
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from service.contracts.vocabulary import IMPLICIT_SIGNALS
 from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
 from workers.review.config import ReviewConfig, Stratum
 from workers.review.sampler import Sampler, Trigger, display_content
-from workers.review.views import ReviewTrace
+from workers.review.views import ReviewFeedback, ReviewTrace
 from workers.runtime.types import Event
 
 CONTENT, FAITH, EXCL = "c", "f", "x"
 TRIGGERS = ("q:low_confidence", "q:negative_feedback")
+# The implicit signals seen for a trace before its item exists (the first time each), picked up with it.
+SIGNALS = tuple(f"s:{name}" for name in IMPLICIT_SIGNALS)
 # When one trace qualifies several ways in one batch, the blind sample wins (it must stay a probability
 # sample), then negative feedback (a user told us), then low confidence, then a failed deterministic
 # check, then a drifted window.
@@ -57,6 +60,7 @@ class NewItem:
     faithfulness: dict[str, Any] | None
     exclusion: dict[str, Any] | None
     reviews_wanted: int
+    signals: dict[str, str] = field(default_factory=dict)  # implicit signal -> first seen (ISO time)
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Plan:
         default_factory=Counter
     )  # (tenant, day, scored|faithful)
     parked: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # (tenant, trace id, signal, ISO time) of the batch's feedback: recorded where the trace has an item
+    signals: list[tuple[str, str, str, str]] = field(default_factory=list)
 
     def offer(self, item: NewItem) -> None:
         key = (item.tenant, item.trace_id)
@@ -118,11 +124,11 @@ for i, key in ipairs(KEYS) do
   if redis.call('HLEN', key) == 1 then
     out[i] = false
   else
-    out[i] = redis.call('HMGET', key, 'f', 'x', 'q:low_confidence', 'q:negative_feedback')
+    out[i] = redis.call('HMGET', key, 'f', 'x', 'q:low_confidence', 'q:negative_feedback', SIGNAL_FIELDS)
   end
 end
 return out
-"""
+""".replace("SIGNAL_FIELDS", ", ".join(f"'{f}'" for f in SIGNALS))
 
 
 class Planner:
@@ -174,7 +180,13 @@ class Planner:
     def _queue(self, pipe: Any, plan: Plan, e: Event) -> _Step | None:
         body = e.body
         if e.type == "feedback":
-            return self._select(pipe, e, e.tenant, body.trace_id, self.sampler.feedback(e.tenant, body), 0)
+            signal = implicit_signal(body, self.config.short_dwell_s)
+            if signal is not None:
+                at = e.stored.timestamp.isoformat()
+                plan.signals.append((e.tenant, body.trace_id, signal, at))
+                pipe.hsetnx(stash_key(e.tenant, body.trace_id), f"s:{signal}", at)
+            trigger = self.sampler.feedback(e.tenant, body)
+            return self._select(pipe, e, e.tenant, body.trace_id, trigger, 0 if signal is None else 1)
         if body is None or body.variant != "production":
             return None  # shadow candidates are compared by the shadow worker, not reviewed
         key = stash_key(e.tenant, body.trace_id)
@@ -203,7 +215,7 @@ class Planner:
             e,
             self.sampler.blind(e.tenant, t),
             0,
-            (FAITH, EXCL, *TRIGGERS),
+            (FAITH, EXCL, *TRIGGERS, *SIGNALS),
             content,
             opens_run=len(keys) == 1,
             drift=self.sampler.drift(e.tenant, t, flagged) if flagged else None,
@@ -226,8 +238,8 @@ class Planner:
             return _Step(e, None, writes + (1 if writes else 0))
         pipe.hset(key, f"q:{trigger.stratum}", _pack_trigger(trigger))
         pipe.expire(key, self.config.stash_ttl_s)
-        pipe.hmget(key, CONTENT, FAITH, EXCL)
-        return _Step(e, trigger, writes + 2, (CONTENT, FAITH, EXCL))
+        pipe.hmget(key, CONTENT, FAITH, EXCL, *SIGNALS)
+        return _Step(e, trigger, writes + 2, (CONTENT, FAITH, EXCL, *SIGNALS))
 
     # -- turning replies into items -------------------------------------------
 
@@ -261,7 +273,25 @@ class Planner:
             faithfulness=orjson.loads(fields[FAITH]) if fields.get(FAITH) else None,
             exclusion=orjson.loads(fields[EXCL]) if fields.get(EXCL) else None,
             reviews_wanted=self.sampler.reviews_wanted(tenant, trace_id),
+            signals={
+                name: _text(fields[f"s:{name}"]) for name in IMPLICIT_SIGNALS if fields.get(f"s:{name}")
+            },
         )
+
+
+def implicit_signal(f: ReviewFeedback, short_dwell_s: float) -> str | None:
+    """The implicit signal a feedback event is (docs/review.md), or None (a citation click, a follow-up)."""
+    if f.kind == "thumbs":
+        return "thumbs_up" if f.thumbs_up else "thumbs_down"
+    if f.kind in ("regenerate", "copy", "edit"):
+        return f.kind
+    if f.kind == "dwell" and isinstance(f.value, int | float) and f.value < short_dwell_s:
+        return "short_dwell"
+    return None
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
 
 
 def _unpack_trigger(raw: bytes) -> Trigger:

@@ -123,6 +123,15 @@ FROM unnest(%b::text[], %b::text[], %b::bool[], %b::text[]) AS u(tenant, trace_i
 WHERE i.tenant = u.tenant AND i.trace_id = u.trace_id
 """
 
+# Implicit signals of traces that have an item (queued before or in this batch), the first time each.
+_SIGNALS = """
+INSERT INTO review_signal AS s (tenant, trace_id, signal, first_at)
+SELECT u.tenant, u.trace_id, u.signal, u.first_at
+FROM unnest(%b::text[], %b::text[], %b::text[], %b::timestamptz[]) AS u(tenant, trace_id, signal, first_at)
+WHERE EXISTS (SELECT 1 FROM review_item i WHERE i.tenant = u.tenant AND i.trace_id = u.trace_id)
+ON CONFLICT (tenant, trace_id, signal) DO UPDATE SET first_at = LEAST(s.first_at, EXCLUDED.first_at)
+"""
+
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
@@ -206,6 +215,7 @@ class QueueStore:
         today = datetime.now(UTC).date()
         self._admit(cur, list(plan.items.values()), today, outcome)
         self._attach(cur, plan)
+        self._record_signals(cur, plan)
         totals = sorted({(t, d) for t, d, _ in plan.score_totals})
         if totals:
             scored = [plan.score_totals[(t, d, "scored")] for t, d in totals]
@@ -299,6 +309,26 @@ class QueueStore:
             self.config.policy_version,
             self.config_version,
         )
+
+    @staticmethod
+    def _record_signals(cur: psycopg.Cursor, plan: Plan) -> None:
+        """The batch's feedback signals and those stashed with its new items, where an item exists."""
+        first: dict[tuple[str, str, str], datetime] = {}
+        rows = [*plan.signals]
+        rows += [
+            (i.tenant, i.trace_id, name, at) for i in plan.items.values() for name, at in i.signals.items()
+        ]
+        for tenant, trace_id, signal, at in rows:
+            when = datetime.fromisoformat(at)
+            key = (tenant, trace_id, signal)
+            if key not in first or when < first[key]:
+                first[key] = when  # one row per key: ON CONFLICT DO UPDATE cannot touch a row twice
+        if first:
+            keys = sorted(first)
+            cur.execute(
+                _SIGNALS,
+                ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [first[k] for k in keys]),
+            )
 
     @staticmethod
     def _attach(cur: psycopg.Cursor, plan: Plan) -> None:

@@ -6,18 +6,15 @@ in 90% of runs.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
-from service.rules.cli import rendered_text
 from service.rules.config import RefusalRule
+from tests.service.rules.mirror import Counter, assert_rules_count_as_simulated
 from tests.service.rules.refusal_sim import STATIONARY_RATE
-from tests.service.rules.regeneration_sim import Band, _window, false_alarms_per_day, power, traffic
-from tests.support.tools import require_tool
+from tests.service.rules.regeneration_sim import Band, false_alarms_per_day, power, traffic
 
 FALSE_ALERTS_PER_DAY_BUDGET = 0.01
 SERIES = '{tenant="acme",variant="production",intent="billing"}'
@@ -30,47 +27,14 @@ def test_the_simulation_counts_what_promtool_counts(tmp_path: Path) -> None:
     minutes = 1600
     queries, refusals = traffic(np.random.default_rng(3), 1, minutes, 200, STATIONARY_RATE)
     qc, rc = np.cumsum(queries, axis=1)[0], np.cumsum(refusals, axis=1)[0]
-    (tmp_path / "rules.yml").write_text(rendered_text(None))
-    t = np.array([30, 60, 61, 1499, 1500, 1501, 1560])
-    base_end = t - band.baseline_offset
-    expected = {
-        "queries": _window(qc[None, :], t, band.window)[0],
-        "refusals": _window(rc[None, :], t, band.window)[0],
-        "baseline_queries": _window(qc[None, :], base_end, band.baseline_window)[0],
-        "baseline_refusals": _window(rc[None, :], base_end, band.baseline_window)[0],
-    }
-    cases = [
-        {
-            "expr": f"ragmon:refusal:{name}",
-            "eval_time": f"{minute}m",
-            "exp_samples": [{"labels": f"ragmon:refusal:{name}{SERIES}", "value": int(value)}],
-        }
-        for name, values in expected.items()
-        for minute, base_minute, value in zip(t, base_end, values, strict=True)
-        if not (name.startswith("baseline") and base_minute < 0)
-    ]
     labels = 'tenant="acme",variant="production",intent="billing"'
-    series = [
-        {"series": f"ragmon_rag_queries_total{{{labels}}}", "values": " ".join(map(str, qc))},
-        {"series": f"ragmon_rag_refusals_total{{{labels}}}", "values": " ".join(map(str, rc))},
+    counters = [
+        Counter("queries", f"ragmon_rag_queries_total{{{labels}}}", qc),
+        Counter("refusals", f"ragmon_rag_refusals_total{{{labels}}}", rc),
     ]
-    (tmp_path / "sim.test.yml").write_text(
-        yaml.safe_dump(
-            {
-                "rule_files": ["rules.yml"],
-                "evaluation_interval": "1m",
-                "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": cases}],
-            }
-        )
+    assert_rules_count_as_simulated(
+        tmp_path, band, "refusal", SERIES, counters, [30, 60, 61, 1499, 1500, 1501, 1560]
     )
-    out = subprocess.run(
-        [require_tool("promtool"), "test", "rules", "sim.test.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
 
 
 def test_false_alarms_on_stationary_refusals_are_within_budget() -> None:

@@ -8,9 +8,10 @@ from decimal import Decimal
 
 import pytest
 
+from workers.checks import figures as figures_module
 from workers.checks.answer import CHECKS, AnswerFacts, run_checks
 from workers.checks.config import ChecksConfig
-from workers.checks.figures import figures
+from workers.checks.figures import figures, ungrounded
 from workers.checks.schema import SchemaError, compile_schema, validate
 
 DOCS = [
@@ -104,6 +105,27 @@ def test_the_tenant_locale_decides_the_decimal_mark() -> None:
         _check("A taxa é 1250,5 reais.", cfg, tenant="globex", documents=docs)["figures_grounded"] == "pass"
     )
     assert _check("A taxa é 1.205,50.", cfg, tenant="globex", documents=docs)["figures_grounded"] == "fail"
+
+
+def test_figures_are_grounded_across_documents_and_the_cache_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(figures_module, "_cache", {})
+    monkeypatch.setattr(figures_module, "CACHE_ENTRIES", 3)
+    docs = ["Refunds take 30 days.", "The fee is 1,250.50.", "Nothing here."]
+    said = figures("30 days and 1250.5 and 45 more")
+    assert ungrounded(said, docs) == [Decimal(45)]
+    assert ungrounded(said, docs, "pt") == [Decimal(45), Decimal("1250.5")]  # pt reads 1,250.50 as 1.2505
+    # the same text under the other decimal mark is its own entry; the oldest goes first
+    assert len(figures_module._cache) <= 3
+    for n in range(10):
+        figures_module.document_figures(f"row {n}0 of the table")
+    assert len(figures_module._cache) == 3
+    assert figures_module.document_figures("row 90 of the table") == {Decimal(90)}
+    # a document longer than the cache's bound is read, not kept
+    long_text = "x " * figures_module.CACHE_MAX_CHARS + " 77"
+    assert figures_module.document_figures(long_text) == {Decimal(77)}
+    assert all(len(text) <= figures_module.CACHE_MAX_CHARS for _, text in figures_module._cache)
 
 
 SCHEMA = {

@@ -1,0 +1,1 @@
+"""Incidents after the fact: each guardrail alert against what users reported (docs/lead-time.md)."""
