@@ -1,4 +1,4 @@
-"""`ragmon probes add|list|export|pin|report --tenant T` (docs/probes.md)."""
+"""`ragmon probes add|list|export|baselines|pin|report --tenant T` (docs/probes.md)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from service.probes.report import ReportOptions, compare_versions, render_text
 from service.probes.store import (
     ProbeFileError,
     add_probes,
+    baselines,
     list_probes,
     parse_probe,
     parse_version,
@@ -81,6 +82,18 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baselines(args: argparse.Namespace) -> int:
+    with reviewdb.connect(_url()) as conn:
+        rows = baselines(conn, args.tenant)
+    current: set[str] = set()
+    for probe_set, model, index, how, pinned_at, _accepted_at in rows:
+        mark = "current" if probe_set not in current else "earlier"
+        current.add(probe_set)
+        print(f"{probe_set}\t{model}@{index}\t{how}\t{mark}\tresults from {pinned_at.isoformat()}")
+    print(f"{len(rows)} baselines", file=sys.stderr)
+    return 0
+
+
 def _version(text: str) -> tuple[str, str]:
     try:
         return parse_version(text)
@@ -127,6 +140,9 @@ def add_commands(sub: Any) -> None:
         if name == "export":
             p.add_argument("--out", default=None, help="file to write (default: stdout)")
         p.set_defaults(func=_list)
+    base = actions.add_parser("baselines", help="the versions whose results are baselines, current first")
+    base.add_argument("--tenant", required=True)
+    base.set_defaults(func=_baselines)
     pin = actions.add_parser("pin", help="pin a version's results (from --at on) as the set's baseline")
     pin.add_argument("--tenant", required=True)
     pin.add_argument("--set", required=True)

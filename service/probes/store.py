@@ -36,6 +36,12 @@ SET pinned_at = EXCLUDED.pinned_at, accepted_at = now(), how = 'pinned'
 """
 
 
+_BASELINES = """
+SELECT probe_set, embedding_model, index_version, how, pinned_at, accepted_at FROM probe_baseline
+WHERE tenant = %s ORDER BY probe_set, accepted_at DESC
+"""
+
+
 class ProbeFileError(ValueError):
     """A line of a probe file breaks a rule; the message names the line, the field and the rule."""
 
@@ -118,3 +124,8 @@ def pin_baseline(
     """Pin the version's results from `pinned_at` on as the set's baseline (it becomes the current one)."""
     with conn.transaction():
         conn.execute(_PIN, (tenant, probe_set, version[0], version[1], pinned_at))
+
+
+def baselines(conn: psycopg.Connection, tenant: str) -> list[tuple[str, str, str, str, datetime, datetime]]:
+    """(set, embedding model, index version, how, pinned at, accepted at), each set's current one first."""
+    return [tuple(row) for row in conn.execute(_BASELINES, (tenant,)).fetchall()]  # type: ignore[misc]

@@ -106,6 +106,11 @@ def test_add_list_export_pin_and_a_declared_change_report(
          "emb-v1@idx-1", "--at", at(0).isoformat())  # fmt: skip
     proc.process(run(proc, at(120), v2, model="emb-v2", index="idx-2"))
     assert registry.get_sample_value("ragmon_rag_probe_overlap_ratio", labels) == 1.0  # idx-2 has its own
+    listed = _cli(monkeypatch, capsys, url, "probes", "baselines", "--tenant", "acme").splitlines()
+    assert [line.split("\t")[:4] for line in listed] == [
+        ["billing", "emb-v1@idx-1", "pinned", "current"],
+        ["billing", "emb-v2@idx-2", "declared", "earlier"],
+    ]
     with reviewdb.connect(url) as conn:
         hows: dict[str, str] = dict(conn.execute("SELECT index_version, how FROM probe_baseline").fetchall())
     assert hows == {"idx-1": "pinned", "idx-2": "declared"}
