@@ -128,4 +128,4 @@ def pin_baseline(
 
 def baselines(conn: psycopg.Connection, tenant: str) -> list[tuple[str, str, str, str, datetime, datetime]]:
     """(set, embedding model, index version, how, pinned at, accepted at), each set's current one first."""
-    return [tuple(row) for row in conn.execute(_BASELINES, (tenant,)).fetchall()]  # type: ignore[misc]
+    return [tuple(row) for row in conn.execute(_BASELINES, (tenant,)).fetchall()]
