@@ -17,7 +17,7 @@ def build(ctx: WorkerContext[ProbesConfig]) -> ProbesProcessor:
             "RAGMON_DATABASE_URL is not set: the probes worker keeps probe results and baselines in PostgreSQL "
             "(`ragmon up` starts a private one)"
         )
-    store = ProbeStore(url, ctx.config.declare_grace_s)
+    store = ProbeStore(url, ctx.config.declare_grace_s, ctx.config.declare_window_s)
     return ProbesProcessor(ctx.config, ProbesMetrics(ctx.registry), store, ctx.settings.topics)
 
 

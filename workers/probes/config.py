@@ -16,6 +16,11 @@ class ProbesConfig(BaseModel):
         ge=0,
         description="a release up to this long after a version's first probe result still declares it",
     )
+    declare_window_s: float = Field(
+        86400.0,
+        gt=0,
+        description="a release at most this long before a version's first probe result declares it",
+    )
     max_sets_per_tenant: int = Field(
         5, ge=1, le=50, description="probe sets of a tenant exported as series (first seen kept)"
     )

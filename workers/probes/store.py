@@ -27,7 +27,8 @@ _INSERT_CHANGE = (
 )
 
 # Accept a version as a baseline: the set's first version, or one whose first production result follows a
-# release of the tenant made after the set's current baseline was accepted (up to `grace` seconds late).
+# release of the tenant made after the set's current baseline was accepted, at most `window` seconds before
+# that first result (an old release of something else declares nothing) and up to `grace` seconds after it.
 _ACCEPT = """
 INSERT INTO probe_baseline (tenant, probe_set, embedding_model, index_version, pinned_at, accepted_at, how)
 SELECT %(t)s, %(s)s, %(m)s, %(i)s, f.first_seen, f.first_seen,
@@ -38,7 +39,8 @@ FROM (SELECT min(observed_at) AS first_seen FROM probe_result
      (SELECT max(accepted_at) AS accepted_at FROM probe_baseline WHERE tenant = %(t)s AND probe_set = %(s)s) cur
 WHERE f.first_seen IS NOT NULL AND (cur.accepted_at IS NULL OR EXISTS (
     SELECT 1 FROM probe_change c WHERE c.tenant = %(t)s AND c.changed_at > cur.accepted_at
-      AND c.changed_at <= f.first_seen + %(grace)s * interval '1 second'))
+      AND c.changed_at <= f.first_seen + %(grace)s * interval '1 second'
+      AND c.changed_at >= f.first_seen - %(window)s * interval '1 second'))
 ON CONFLICT DO NOTHING
 """
 
@@ -119,9 +121,10 @@ class Compared:
 
 
 class ProbeStore:
-    def __init__(self, url: str, declare_grace_s: float) -> None:
+    def __init__(self, url: str, declare_grace_s: float, declare_window_s: float = 86400.0) -> None:
         self.url = url
         self.grace = declare_grace_s
+        self.window = declare_window_s
         self._conn: psycopg.Connection | None = None
 
     def migrate(self) -> None:
@@ -173,7 +176,8 @@ class ProbeStore:
     def accept(self, cur: psycopg.Cursor, tenant: str) -> None:
         """Accept as baselines the tenant's versions that are first or declared, oldest first."""
         for probe_set, model, index, _first_seen in cur.execute(_UNACCEPTED, (tenant,)).fetchall():
-            cur.execute(_ACCEPT, {"t": tenant, "s": probe_set, "m": model, "i": index, "grace": self.grace})
+            key = {"t": tenant, "s": probe_set, "m": model, "i": index}
+            cur.execute(_ACCEPT, {**key, "grace": self.grace, "window": self.window})
 
     def serving(self, cur: psycopg.Cursor, tenant: str, probe_set: str) -> tuple[str, str] | None:
         row = cur.execute(_SERVING, (tenant, probe_set)).fetchone()

@@ -100,6 +100,14 @@ def test_a_release_long_after_the_version_appeared_declares_nothing(proc: Any) -
     assert _get(registry, "ragmon_rag_probe_overlap_ratio", "emb-v2", "idx-2") == 0.5
 
 
+def test_a_release_long_before_the_version_appeared_declares_nothing(proc: Any) -> None:
+    p, registry = proc
+    p.process(run(p, at(0), BEFORE))
+    p.process([release_event(at(10))])  # a release of something else, the day before
+    p.process(run(p, at(10 + 24 * 60 + 1), WORSE, model="emb-v2", index="idx-2"))
+    assert _get(registry, "ragmon_rag_probe_overlap_ratio", "emb-v2", "idx-2") == 0.5
+
+
 def test_redelivery_stores_once_and_candidates_do_not_move_production(proc: Any) -> None:
     p, registry = proc
     batch = run(p, at(0), BEFORE)
