@@ -1,5 +1,5 @@
 """The `ragmon` command: up | api | worker NAME | simulate | schema | keys | drift | shadow | gate | rules | retrieval |
-incidents | calibrate | golden."""
+incidents | calibrate | golden | probes."""
 
 from __future__ import annotations
 
@@ -247,9 +247,11 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("rest", nargs=argparse.REMAINDER)
     models.set_defaults(func=_cmd_models)
 
+    from service.probes.cli import add_commands as add_probe_commands
     from service.review.cli import add_commands
 
     add_commands(sub)
+    add_probe_commands(sub)
     return p
 
 

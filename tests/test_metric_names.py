@@ -29,6 +29,7 @@ from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.phoenix.metrics import PhoenixMetrics
+from workers.probes.metrics import ProbesMetrics
 from workers.review.metrics import ReviewMetrics
 from workers.runtime.metrics import RuntimeMetrics
 from workers.shadow.metrics import ShadowMetrics
@@ -50,6 +51,7 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "service/local/metrics.py": SupervisorMetrics,
     "workers/forwarder/metrics.py": ForwarderMetrics,
     "workers/review/metrics.py": ReviewMetrics,
+    "workers/probes/metrics.py": ProbesMetrics,
 }
 
 SUBSYSTEMS = (

@@ -1,4 +1,4 @@
-"""Query / embedding drift: MMD² against its permutation threshold, p-values, windows, model resets."""
+"""Query / embedding drift: MMD² against its permutation threshold, p-values, windows, model resets; probe sets."""
 
 from __future__ import annotations
 
@@ -198,12 +198,68 @@ def _inputs() -> list[Panel]:
     ]
 
 
+PROBE = "tenant, probe_set, embedding_model, index_version"
+PROBE_SERIES = "{{tenant}} {{probe_set}} {{embedding_model}}@{{index_version}}"
+
+
+def _probe(metric: str) -> str:
+    return f"min by ({PROBE}) ({sel(metric, TENANT)})"
+
+
+def _probes(limits: Limits) -> list[Panel]:
+    rule = limits.guardrails.probes
+    return [
+        Panel(
+            "Probe sets: overlap@k and RBO with the baseline",
+            "timeseries",
+            [
+                Target(_probe("ragmon_rag_probe_overlap_ratio"), "overlap " + PROBE_SERIES),
+                Target(_probe("ragmon_rag_probe_rbo_ratio"), "rbo " + PROBE_SERIES),
+            ],
+            description="Replayed probe queries against their pinned baseline, labelled with the serving embedding "
+            f"model and index version (docs/probes.md). RagmonProbeNeighboursChanged: overlap below "
+            f"{rule.min_overlap:g} over at least {rule.min_probes} probes for {rule.for_}; a declared change "
+            "re-pins the baseline.",
+            thresholds=bad_below(rule.min_overlap),
+            minimum=0,
+            maximum=1,
+            decimals=3,
+            width=12,
+            height=9,
+        ),
+        Panel(
+            "Probe sets: gold recall@k",
+            "timeseries",
+            [Target(_probe("ragmon_rag_probe_gold_recall_ratio"), PROBE_SERIES)],
+            description="Mean recall@k of the registered gold ids over the probes that have gold; no gold, no line.",
+            minimum=0,
+            maximum=1,
+            decimals=3,
+            width=6,
+            height=9,
+        ),
+        Panel(
+            "Probes compared",
+            "timeseries",
+            [Target(f"max by ({PROBE}) ({sel('ragmon_rag_probe_compared_queries', TENANT)})", PROBE_SERIES)],
+            description=f"Probes with a baseline result; the alert needs {rule.min_probes}.",
+            decimals=0,
+            width=6,
+            height=9,
+        ),
+    ]
+
+
 def build(limits: Limits) -> Board:
     return Board(
         UID,
         "ragmon / Drift",
         "Whether what users ask moved away from the reference window: MMD² with a permutation test, per tenant, "
         "signal (pinned encoder or the app's embedding), intent and embedding model. Drift has no variant.",
-        [Row("Drift tests", _tests(limits)), Row("Inputs and cost of the tests", _inputs())],
+        [
+            Row("Drift tests", _tests(limits)),
+            Row("Probe sets (embedding and index migrations)", _probes(limits)),
+            Row("Inputs and cost of the tests", _inputs()),
+        ],
         tags=("drift",),
     )

@@ -73,6 +73,9 @@ class BatchPreparer:
     ) -> None:
         self.topics = topics
         self._topic = {etype: topics.for_event(etype) for etype in BODY_MODELS}
+        # A trace with a probe mark goes to the probes topic: the one place replayed probe queries are kept
+        # out of every production series (docs/probes.md); only the probes worker reads that topic.
+        self._probes_topic = topics.probes
         self.redactor = redactor
         self.max_age = timedelta(seconds=max_age_s)
         self.max_skew = timedelta(seconds=max_skew_s)
@@ -144,7 +147,8 @@ class BatchPreparer:
             stored = layout.value(id_bytes, etype, timestamp, raw)
             headers = layout.headers(id_bytes, etype)
             key = (key_prefix + key_part(etype, body)).encode()
-            records.append(OutgoingRecord(self._topic[etype], key, stored, headers))
+            topic = self._probes_topic if etype == "trace" and body.probe is not None else self._topic[etype]
+            records.append(OutgoingRecord(topic, key, stored, headers))
             results.append(EventResult(i, event_id, etype))
         return batch
 
@@ -235,5 +239,8 @@ class BatchPreparer:
             redact_body(etype, body, self.redactor, redactions, tenant)
         stored = stored_value(event_id, etype, tenant, ts.isoformat(), received_at, body)
         headers = record_headers(event_id, etype, tenant, traceparent)
-        record = OutgoingRecord(self._topic[etype], record_key(etype, tenant, body), stored, headers)
+        topic = (
+            self._probes_topic if etype == "trace" and body.get("probe") is not None else self._topic[etype]
+        )
+        record = OutgoingRecord(topic, record_key(etype, tenant, body), stored, headers)
         return EventResult(i, event_id, etype), record

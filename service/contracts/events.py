@@ -219,6 +219,9 @@ class Retrieval(Strict):
     index_embedding_model: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN)] | None = (
         None
     )
+    # The version of the searched index (a rebuild, a re-chunking): probe results are compared per
+    # (embedding model, index version) (docs/probes.md).
+    index_version: Annotated[str, StringConstraints(min_length=1, max_length=L.MAX_ID_LEN)] | None = None
 
 
 EMBEDDING_NEEDS_MODEL = (
@@ -275,6 +278,14 @@ class Usage(Strict):
     cost_usd: Annotated[float, Field(ge=0, le=L.MAX_COST_USD, allow_inf_nan=False)] | None = None
 
 
+class ProbeMark(Strict):
+    """The trace is a replay of a registered probe query (`ragmon probes add`), not a user's request: it is
+    produced to the probes topic and never counted in a production series (docs/probes.md)."""
+
+    set: Name  # the probe set, as registered
+    query_id: Identifier  # the probe query's id within the set
+
+
 class TraceBody(Strict):
     trace_id: Identifier
     request_id: Identifier
@@ -292,6 +303,7 @@ class TraceBody(Strict):
     usage: Usage = Field(default_factory=Usage)
     error: TraceError | None = None
     response_format: ResponseFormat | None = None
+    probe: ProbeMark | None = None
 
 
 class FeedbackBody(Strict):

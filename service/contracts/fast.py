@@ -69,6 +69,7 @@ __all__ = [
     "FastDocument",
     "FastFeedbackBody",
     "FastLabelBody",
+    "FastProbeMark",
     "FastQuery",
     "FastReleaseBody",
     "FastResponseFormat",
@@ -146,6 +147,7 @@ class FastRetrieval(View, forbid_unknown_fields=True):
     filters: FastFilters = msgspec.field(default_factory=FastFilters)
     exclusion_sample: FastExclusionSample | None = None
     index_embedding_model: ModelName | None = None
+    index_version: ModelName | None = None
 
 
 class FastQuery(QueryEmbedding, forbid_unknown_fields=True):
@@ -169,6 +171,13 @@ class FastResponseFormat(View, forbid_unknown_fields=True):
     schema_name: NameText | None = None
 
 
+class FastProbeMark(View, forbid_unknown_fields=True):
+    """events.ProbeMark: `set` checked against NAME_PATTERN, `query_id` against ID_PATTERN by rules_hold."""
+
+    set: NameText
+    query_id: IdText
+
+
 class FastTraceBody(View, forbid_unknown_fields=True):
     trace_id: IdText
     request_id: IdText
@@ -184,6 +193,7 @@ class FastTraceBody(View, forbid_unknown_fields=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     error: FastTraceError | None = None
     response_format: FastResponseFormat | None = None
+    probe: FastProbeMark | None = None
 
 
 class FastFeedbackBody(View, forbid_unknown_fields=True):
@@ -241,8 +251,13 @@ def body_ids(event_type: str, body: Any) -> list[str]:
             *(d.id for d in body.retrieval.documents),
             *body.answer.citations,
         ]
-        error = body.error
-        for optional in (body.release, body.session_id, None if error is None else error.provider_request_id):
+        error, probe = body.error, body.probe
+        for optional in (
+            body.release,
+            body.session_id,
+            None if error is None else error.provider_request_id,
+            None if probe is None else probe.query_id,
+        ):
             if optional is not None:
                 ids.append(optional)
         sample = body.retrieval.exclusion_sample
@@ -280,6 +295,8 @@ def rules_hold(event_type: str, body: Any) -> bool:
         return False
     fmt = body.response_format
     if fmt is not None and fmt.schema_name is not None and _NAME.fullmatch(fmt.schema_name) is None:
+        return False
+    if body.probe is not None and _NAME.fullmatch(body.probe.set) is None:
         return False
     filters = body.retrieval.filters
     if not (predicates_fit(filters.entitlement) and predicates_fit(filters.relevance)):

@@ -56,6 +56,11 @@ class Topics:
         """Raw OTLP spans, one record per trace per export (service/contracts/spans.py)."""
         return f"{self.prefix}.spans"
 
+    @property
+    def probes(self) -> str:
+        """Trace events marked as probe replays (docs/probes.md): no production worker reads this topic."""
+        return f"{self.prefix}.probes"
+
     def for_event(self, event_type: str) -> str:
         return {
             "trace": self.traces,
@@ -66,7 +71,16 @@ class Topics:
         }[event_type]
 
     def all(self) -> list[str]:
-        return [self.traces, self.feedback, self.releases, self.labels, self.dlq, self.scores, self.spans]
+        return [
+            self.traces,
+            self.feedback,
+            self.releases,
+            self.labels,
+            self.dlq,
+            self.scores,
+            self.spans,
+            self.probes,
+        ]
 
 
 def record_key(event_type: str, tenant: str, body: dict[str, Any]) -> bytes:

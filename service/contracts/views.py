@@ -136,6 +136,13 @@ class TraceError(View, forbid_unknown_fields=True):
     provider_request_id: Identifier | None = None
 
 
+class ProbeMark(View, forbid_unknown_fields=True):
+    """events.ProbeMark: which registered probe query a probe trace replays."""
+
+    set: Name
+    query_id: Identifier
+
+
 StageMillis = Annotated[float, Meta(ge=0, le=L.MAX_TIMING_MS)]
 Timings = Annotated[dict[StageName, StageMillis], Meta(max_length=L.MAX_TIMING_STAGES)]
 

@@ -236,6 +236,17 @@ class ReviewRule(Strict):
     for_: Duration = Field("1h", alias="for")
 
 
+class ProbeRule(Strict):
+    """Probe sets (docs/probes.md): a drop of neighbour overlap against the pinned baseline, without a declared
+    change (a declared one re-pins the baseline, so it never drops here)."""
+
+    min_overlap: float = Field(
+        0.7, gt=0, le=1, description="ticket when the mean overlap@k of a set's probes falls below"
+    )
+    min_probes: int = Field(10, ge=1, description="probes compared with a baseline before the mean counts")
+    for_: Duration = Field("15m", alias="for")
+
+
 TENANT_OVERRIDABLE = {
     "faithfulness": ("min_mean_score",),
     "latency": ("slo_seconds",),
@@ -267,6 +278,7 @@ class GuardrailsConfig(Strict):
     shadow: ShadowRule = Field(default_factory=ShadowRule)
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
     review: ReviewRule = Field(default_factory=ReviewRule)
+    probes: ProbeRule = Field(default_factory=ProbeRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}"
     )

@@ -102,6 +102,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *error_rules(cfg),
         *check_rules(cfg),
         *encoder_rules(),
+        *probe_rules(),
         *session_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
@@ -224,6 +225,30 @@ def encoder_rules() -> list[dict[str, Any]]:
     w = ENCODER_WINDOW
     count = window_count("ragmon_rag_encoder_mismatch_total", w, "tenant, variant", window_s=seconds(w))
     return [{"record": "ragmon:encoder_mismatch:count", "expr": count}]
+
+
+PROBE_SERIES = "tenant, probe_set, embedding_model, index_version"
+
+
+def probe_rules() -> list[dict[str, Any]]:
+    """Each probe set's overlap with its baseline (docs/probes.md). Probes replay production's retrieval (the
+    worker exports production's only), so the recorded series carry variant="production"; min/max over the
+    worker's replicas."""
+    by = PROBE_SERIES
+
+    def production(expr: str) -> str:
+        return f'label_replace({expr}, "variant", "{PROD}", "", "")'
+
+    return [
+        {
+            "record": "ragmon:probe_overlap:ratio",
+            "expr": production(f"min by ({by}) (ragmon_rag_probe_overlap_ratio)"),
+        },
+        {
+            "record": "ragmon:probe_compared:queries",
+            "expr": production(f"max by ({by}) (ragmon_rag_probe_compared_queries)"),
+        },
+    ]
 
 
 def error_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
@@ -362,6 +387,7 @@ def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         _truncation(cfg),
         _check_failing(cfg),
         _encoder_mismatch(cfg),
+        _probe_neighbours(cfg),
         _cost(cfg),
         _drift(cfg),
         _leak(cfg),
@@ -675,6 +701,29 @@ def _encoder_mismatch(cfg: GuardrailsConfig) -> dict[str, Any]:
         "of different models are not comparable, so retrieval returns garbage while every score looks normal. "
         "A half-done embedding migration: roll the query encoder or the index back together.",
         guardrail="encoder_mismatch",
+    )
+
+
+def _probe_neighbours(cfg: GuardrailsConfig) -> dict[str, Any]:
+    """A probe set's neighbours moved away from its pinned baseline without a declared change (a release
+    re-pins the baseline: docs/probes.md), over at least min_probes compared probes."""
+    r = cfg.probes
+    return _alert(
+        cfg,
+        "RagmonProbeNeighboursChanged",
+        f'ragmon:probe_overlap:ratio{{variant="{PROD}"}} < {number(r.min_overlap)}\n'
+        f"and on ({PROBE_SERIES}, variant) "
+        f'(ragmon:probe_compared:queries{{variant="{PROD}"}} >= {r.min_probes})',
+        r.for_,
+        "ticket",
+        "guardrail",
+        "Probe set {{ $labels.probe_set }} of {{ $labels.tenant }} retrieves other neighbours than its baseline",
+        "The replayed probes of set {{ $labels.probe_set }} (embedding model {{ $labels.embedding_model }}, "
+        "index {{ $labels.index_version }}) overlap their pinned baseline's top k by {{ $value | humanizePercentage }} "
+        f"on average (floor {number(r.min_overlap)}), and no release declared a change: a provider-side model "
+        "change, an index rebuilt or re-chunked, or data drift under the same names. "
+        "`ragmon probes report` compares the versions.",
+        guardrail="probes",
     )
 
 

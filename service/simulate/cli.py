@@ -1,4 +1,4 @@
-"""`ragmon simulate validate|generate|send`: the traffic simulator's command line.
+"""`ragmon simulate validate|generate|send|probe-set`: the traffic simulator's command line.
 
 Exit codes: 0 done (when sending: every event accepted), 1 some events were
 rejected or failed, 2 a bad scenario or bad arguments.
@@ -64,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(g)
     g.add_argument("--out", default="-", help="output file, '-' for stdout (default)")
     g.add_argument("--start", type=_datetime, help="timestamp of scenario second 0 (default: now)")
+    ps = sub.add_parser(
+        "probe-set",
+        help="write a scenario's probe set as JSON lines for `ragmon probes add` (docs/probes.md)",
+    )
+    ps.add_argument("scenario")
+    ps.add_argument("--tenant", required=True)
+    ps.add_argument("--start", type=_datetime, help="timestamp of scenario second 0 (default: now)")
     s = sub.add_parser("send", help="send events to the ragmon API")
     _common(s)
     s.add_argument(
@@ -155,6 +162,24 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe_set(args: argparse.Namespace) -> int:
+    import json
+
+    from service.simulate.stream import EventStream
+
+    scenario = load_scenario(args.scenario)
+    if scenario.probes is None:
+        raise ScenarioError("probes: the scenario replays no probe set (add a `probes:` section)")
+    stream = EventStream(scenario, args.start or datetime.now().astimezone())
+    if args.tenant not in stream.probes:
+        raise ScenarioError(
+            f"--tenant: {args.tenant!r} is not one of the scenario's tenants {sorted(stream.probes)}"
+        )
+    for probe in stream.probes[args.tenant]:
+        print(json.dumps(probe.line(scenario.probes.set)))
+    return 0
+
+
 def _send(args: argparse.Namespace) -> int:
     scenario = _scenario(args)
     try:
@@ -190,7 +215,8 @@ def _send(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"validate": _validate, "generate": _generate, "send": _send}[args.command](args)
+        commands = {"validate": _validate, "generate": _generate, "send": _send, "probe-set": _probe_set}
+        return commands[args.command](args)
     except ScenarioError as exc:
         print(f"ragmon simulate: {exc}", file=sys.stderr)
         return 2

@@ -87,7 +87,21 @@ class ReleaseFacts:
     at_s: float
 
 
-Facts = TraceFacts | FeedbackFacts | LabelFacts | ReleaseFacts
+@dataclass(slots=True, eq=False)
+class ProbeFacts:
+    """A replayed probe query (service/simulate/probes.py): never a production trace in the manifest."""
+
+    event_id: str
+    tenant: str
+    probe_set: str
+    query_id: str
+    embedding_model: str
+    index_version: str
+    at_s: float
+    retrieved_ids: list[str]
+
+
+Facts = TraceFacts | FeedbackFacts | LabelFacts | ReleaseFacts | ProbeFacts
 
 
 @dataclass(slots=True, eq=False)

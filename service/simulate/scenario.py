@@ -167,6 +167,16 @@ class EmbeddingConfig(Strict):
     noise: Annotated[float, Field(ge=0, le=10)] = 0.35
 
 
+class ProbeReplayConfig(Strict):
+    """The app replays a fixed probe set every `every_s` (docs/probes.md; service/simulate/probes.py)."""
+
+    set: Name = "core"
+    queries: Annotated[int, Field(ge=1, le=500)] = 20
+    every_s: Annotated[float, Field(gt=0)] = 60.0
+    k: Annotated[int, Field(ge=1, le=50)] = 10
+    index_version: Identifier = "idx-1"
+
+
 class Scenario(Strict):
     name: Name = "scenario"
     seed: int = 1
@@ -186,6 +196,7 @@ class Scenario(Strict):
     feedback: FeedbackConfig = Field(default_factory=lambda: FeedbackConfig.model_validate({}))
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     incidents: list[Incident] = Field(default_factory=list)
+    probes: ProbeReplayConfig | None = None
 
     @field_validator("tenants", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from datetime import datetime
 from service.simulate.app import RagApp, Served
 from service.simulate.corpus import build_corpus
 from service.simulate.feedback import review_label, user_feedback
+from service.simulate.probes import probe_queries, replay
 from service.simulate.records import FeedbackFacts, ReleaseFacts, SimEvent, TraceFacts, event_id
 from service.simulate.scenario import Scenario
 
@@ -32,6 +33,10 @@ class EventStream:
         self.app = RagApp(scenario, build_corpus(scenario, start.date()), start.date())
         self._heap: list[tuple[float, int, SimEvent]] = []
         self._seq = itertools.count()
+        # Probe replays draw from their own stream: a scenario's other events are the same with or without.
+        self.probes = probe_queries(scenario, self.app.corpus) if scenario.probes is not None else {}
+        self._probe_rng = random.Random(f"probe-stream/{scenario.seed}")
+        self._next_replay_s = 0.0
 
     def __iter__(self) -> Iterator[SimEvent]:
         master = random.Random(f"stream/{self.scenario.seed}")
@@ -44,6 +49,7 @@ class EventStream:
                 break
             self._incident_releases(master, released_until, t)
             released_until = t
+            self._replays(t)
             yield from self._due(t)
             self._request(random.Random(master.getrandbits(64)), t)
         yield from self._due(float("inf"))
@@ -96,6 +102,18 @@ class EventStream:
                 ):
                     marked.add((start, tenant.name, release))
                     self._release(rng, start, tenant.name, release, "production", f"deploy {release}")
+
+    def _replays(self, until: float) -> None:
+        """The probe replays due by `until` (scenario.probes), one per tenant every every_s from 0."""
+        cfg = self.scenario.probes
+        while cfg is not None and self._next_replay_s <= until:
+            for tenant in self.scenario.tenants:
+                probes = self.probes[tenant.name]
+                for event in replay(
+                    self.scenario, self.app.corpus, probes, self._next_replay_s, self._probe_rng
+                ):
+                    self._push(event)
+            self._next_replay_s += cfg.every_s
 
     def _request(self, rng: random.Random, at_s: float) -> None:
         req = self.app.plan(rng, at_s)

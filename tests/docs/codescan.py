@@ -46,14 +46,16 @@ def worker_topics() -> dict[str, tuple[set[str], set[str]]]:
     """worker -> (topics it consumes, topics it produces).
 
     Consumed: the topics of its processor class's `event_types` (imported), and
-    the spans topic when it names `topics.spans` (the assembler's and the
-    forwarder's subscription, built from it in `__init__`).
+    the spans and probes topics when it names `topics.spans` / `topics.probes` (the
+    assembler's, the forwarder's and the probes worker's subscriptions, built from them
+    in `__init__`).
     Produced: every other topic it names as `topics.<name>`.
     """
     result = {}
+    subscribed = {"spans", "probes"}
     for name in registry.specs():
         named = topics_referenced(ROOT / "workers" / name)
-        result[name] = registry.native_topics(name) | (named & {"spans"}), named - {"spans"}
+        result[name] = registry.native_topics(name) | (named & subscribed), named - subscribed
     return result
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from service.contracts import StoredEvent
 from service.contracts.spans import SPANS_EVENT_TYPE, SpanRecordError, decode_span_record
-from workers.runtime.decode import Undecodable
+from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
 
@@ -71,3 +71,10 @@ def decode_spans_record(record: Any) -> Event | Undecodable:
     received = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else datetime.now(UTC)
     stored = envelope(spans.event_id, SPANS_EVENT_TYPE, spans.tenant, received)
     return Event(source=source, stored=stored, body=spans, raw=record.value, headers=headers)
+
+
+def native_subscription(topic: str, event_type: str, view: type[Any] | None = None) -> Subscription:
+    """Native events of `event_type` on a topic other than their type's own (the probes topic holds trace
+    events, docs/probes.md), decoded exactly as on their own topic (decode.py), into `view` when given."""
+    decoder = RecordDecoder({event_type: view} if view is not None else None)
+    return Subscription(topic, event_type, lambda record: decoder.decode(record, event_type))

@@ -265,3 +265,18 @@ def test_nesting_and_embedding_dimensions_get_one_verdict_on_both_paths() -> Non
 
     mutate()
     assert seen["taken"] and seen["declined"] and seen["refused max_json_depth"], seen
+
+
+def test_a_probe_trace_goes_to_the_probes_topic_on_both_paths() -> None:
+    """docs/probes.md: the topic is the one place probes are kept out of every production series."""
+    probe = trace_event(request_id="probe-r1", probe={"set": "billing", "query_id": "q-001"})
+    data = _batch(trace_event(), probe, feedback_event())
+    assert _agree(data)
+    now = datetime.now(UTC)
+    for batch in (_plain(_preparer(), data, now), _full(_preparer(), data, now)):
+        assert batch is not None
+        assert [r.topic for r in batch.records] == ["t.traces", "t.probes", "t.feedback"]
+    # a trace whose mark breaks the contract is refused alone, naming the field
+    bad = _full(_preparer(), _batch(trace_event(probe={"set": "Bad Set", "query_id": "q"})), now)
+    assert bad is not None and bad.records == []
+    assert "probe.set" in (bad.rejected[0].error or "")
