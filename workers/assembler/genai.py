@@ -73,6 +73,8 @@ KNOWN_ATTRIBUTES = frozenset(
         "gen_ai.embeddings.dimension.count",
         "gen_ai.input.messages",
         "gen_ai.output.messages",
+        "gen_ai.input.messages.ref",  # the messages uploaded elsewhere (a completion hook): not read
+        "gen_ai.output.messages.ref",
         "gen_ai.system_instructions",
         "gen_ai.tool.definitions",
         "gen_ai.tool.name",
