@@ -25,10 +25,12 @@ KIND_OF_OPERATION = {
     "embeddings": "EMBEDDING",
     "embedding": "EMBEDDING",
     "retrieval": "RETRIEVER",
+    "vector_db_retrieve": "RETRIEVER",  # Traceloop's LangChain retrievers
     "execute_tool": "TOOL",
     "invoke_agent": "AGENT",
     "create_agent": "AGENT",
     "invoke_workflow": "CHAIN",
+    "execute_task": "CHAIN",  # Traceloop's LangChain runnables
 }
 # Token attributes -> the contract's token kinds, per neutral kind; the first key present wins.
 # input_tokens include the cached ones and output_tokens the reasoning ones (as OpenInference's counts).
@@ -94,11 +96,25 @@ KNOWN_ATTRIBUTES = frozenset(
         "gen_ai.openai.request.response_format",
         "gen_ai.openai.request.seed",
         "gen_ai.openai.api_base",
+        "gen_ai.usage.total_tokens",
+        # Traceloop's tasks (opentelemetry-instrumentation-langchain 0.62): input and output as JSON
+        "gen_ai.task.name",
+        "gen_ai.task.id",
+        "gen_ai.task.parent.id",
+        "gen_ai.task.input",
+        "gen_ai.task.output",
+        "gen_ai.task.status",
         *(key for _, keys in _LLM_TOKENS for key in keys),
     }
 )
 # Traceloop's indexed messages: gen_ai.prompt.N.{role,content}, gen_ai.completion.N.{role,content,finish_reason}.
 _INDEXED_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.")
+# The last: Traceloop's copy of LangChain's model metadata, where its gen_ai.*.model say "unknown".
+MODEL_KEYS = (
+    "gen_ai.response.model",
+    "gen_ai.request.model",
+    "traceloop.association.properties.ls_model_name",
+)
 DOCUMENT_TEXT_KEYS = ("content", "text", "page_content")
 
 
@@ -135,6 +151,25 @@ def _messages(view: SpanView, key: str, indexed: str) -> list[dict[str, Any]]:
     return list(view.indexed(indexed).values())  # Traceloop's gen_ai.prompt.N.* / gen_ai.completion.N.*
 
 
+def _task(view: SpanView, key: str, field: str) -> Any:
+    """A field of Traceloop's JSON `gen_ai.task.input` / `gen_ai.task.output` ({"inputs": ...}, {"query": ...})."""
+    value = view.attrs.get(key)
+    if not isinstance(value, str) or not value.startswith("{"):
+        return None
+    parsed = _json(value)
+    return parsed.get(field) if isinstance(parsed, dict) else None
+
+
+def _task_text(view: SpanView, key: str, fields: tuple[str, ...]) -> str | None:
+    if key not in view.attrs:
+        return None
+    for field in fields:
+        found = _task(view, key, field)
+        if isinstance(found, str) and found:
+            return found
+    return None
+
+
 def _number(view: SpanView, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         n = view.number(key)
@@ -153,10 +188,12 @@ class GenAIReader:
         return KIND_OF_OPERATION.get(operation.strip().lower(), "UNKNOWN")
 
     def input_text(self, view: SpanView) -> str | None:
-        return view.text("gen_ai.retrieval.query.text")
+        return view.text("gen_ai.retrieval.query.text") or _task_text(
+            view, "gen_ai.task.input", ("query", "inputs")
+        )
 
     def output_text(self, view: SpanView) -> str | None:
-        return None  # an LLM call's output is its messages (answers)
+        return _task_text(view, "gen_ai.task.output", ("outputs",))  # an LLM call's output is its messages
 
     def question(self, view: SpanView) -> str | None:
         for message in reversed(_messages(view, "gen_ai.input.messages", "gen_ai.prompt")):
@@ -172,6 +209,8 @@ class GenAIReader:
 
     def documents(self, view: SpanView) -> list[RawDocument]:
         parsed = _json(view.attrs.get("gen_ai.retrieval.documents"))
+        if parsed is None and "gen_ai.task.output" in view.attrs:
+            parsed = _task(view, "gen_ai.task.output", "documents")  # Traceloop's retriever output
         if not isinstance(parsed, list):
             return []
         source = view.text("gen_ai.data_source.id")
@@ -203,7 +242,11 @@ class GenAIReader:
         return out
 
     def model(self, view: SpanView) -> str | None:
-        return view.text("gen_ai.response.model") or view.text("gen_ai.request.model")
+        for key in MODEL_KEYS:
+            model = view.text(key)
+            if model and model != "unknown":  # Traceloop's placeholder when LangChain names no model
+                return model
+        return None
 
     def cost(self, view: SpanView) -> float | None:
         return None  # the conventions have no cost: the metrics worker prices the tokens

@@ -1,10 +1,15 @@
 """An app instrumented with a real GenAI instrumentation from PyPI, run in its own process by test_genai_otlp.py.
 
-`python -m tests.workers.assembler.genai_app openai-v2 API_URL KEY MODEL_URL`: the official `openai` client,
-instrumented by `opentelemetry-instrumentation-openai-v2`, calls the test's fixed-reply model server (an
-embedding of the question, then a chat completion) under one plain root span, and the OTel SDK exports the
-spans over OTLP/HTTP to the ragmon API. Each instrumentation patches its client globally and reads its
-settings once per process, hence a process of its own.
+`python -m tests.workers.assembler.genai_app MODE API_URL KEY MODEL_URL`, and the OTel SDK exports the
+spans over OTLP/HTTP to the ragmon API:
+- `openai-v2`: the official `openai` client, instrumented by `opentelemetry-instrumentation-openai-v2`,
+  calls the test's fixed-reply model server (an embedding of the question, then a chat completion) under
+  one plain root span;
+- `traceloop-langchain`: the LangChain RAG chain of tests/workers/assembler/test_langchain.py (a fake chat
+  model, an in-memory vector store), instrumented by Traceloop's `opentelemetry-instrumentation-langchain`
+  (MODEL_URL unused).
+Each instrumentation patches its library globally and reads its settings once per process (and the
+OpenInference LangChain instrumentor of the other test patches LangChain too), hence a process of its own.
 """
 
 from __future__ import annotations
@@ -56,8 +61,27 @@ def run_openai_v2(api_url: str, key: str, model_url: str) -> None:
     provider.shutdown()
 
 
+def run_traceloop_langchain(api_url: str, key: str, model_url: str) -> None:
+    import warnings
+
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from tests.workers.assembler.test_langchain import rag_chain
+
+    provider = _provider(api_url, key)
+    assert isinstance(provider, TracerProvider)
+    LangchainInstrumentor().instrument(tracer_provider=provider)
+    with warnings.catch_warnings():  # langchain-core's deprecations, raised by the instrumented library
+        warnings.simplefilter("ignore")
+        print(rag_chain().invoke(QUESTION))
+    provider.shutdown()
+
+
+MODES = {"openai-v2": run_openai_v2, "traceloop-langchain": run_traceloop_langchain}
+
 if __name__ == "__main__":
     mode, api, api_key, model = sys.argv[1:5]
-    if mode != "openai-v2":
-        raise SystemExit(f"unknown mode {mode!r}")
-    run_openai_v2(api, api_key, model)
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}: one of {sorted(MODES)}")
+    MODES[mode](api, api_key, model)

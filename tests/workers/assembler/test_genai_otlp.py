@@ -1,6 +1,8 @@
-"""The official `openai` client, instrumented by the real `opentelemetry-instrumentation-openai-v2` (pinned in
-pyproject's dev extra), against a local server answering Chat Completions and Embeddings with fixed replies;
-its `gen_ai.*` spans exported over OTLP/HTTP to a running API and assembled into a trace event."""
+"""Real GenAI instrumentations from PyPI (pinned in pyproject's dev extra), each in an app process of its own
+(genai_app.py), their `gen_ai.*` spans exported over OTLP/HTTP to a running API and assembled into a trace event:
+the official `openai` client instrumented by `opentelemetry-instrumentation-openai-v2` against a local server
+answering Chat Completions and Embeddings with fixed replies, and the LangChain chain of test_langchain.py
+instrumented by Traceloop's `opentelemetry-instrumentation-langchain`, held to the OpenInference test's fields."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from tests.workers.assembler.oi_spans import store_records
 from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
+from workers.assembler.documents import content_id
 from workers.assembler.metrics import AssemblerMetrics
 from workers.runtime.decode import decode_record
 from workers.runtime.emitter import KafkaEmitter
@@ -156,6 +159,33 @@ def test_openai_v2_chat_and_embeddings_become_a_trace_event(
     assert registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": "llm"}) == 1
     assert registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": "embedding"}) == 1
     # every gen_ai.* attribute the pinned instrumentation writes is one ragmon knows
+    assert (
+        registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
+        is None
+    )
+
+
+@pytest.mark.slow
+def test_traceloop_langchain_chain_becomes_the_same_trace_event_as_with_openinference(
+    api: RunningApi, model_url: str, redis_client: redis.Redis
+) -> None:
+    """The fields test_langchain.py checks for the OpenInference instrumentor, where Traceloop emits them."""
+    assert _run_app("traceloop-langchain", api, model_url) == ANSWER
+    [event], registry = _assemble(api, redis_client)
+    assert isinstance(event, Event), event
+    body = event.body
+    assert body.query.text == QUESTION and body.answer.text == ANSWER and body.release == "2026.12.1"
+    assert {d.id: d.text for d in body.retrieval.documents} == {
+        "kb-1": "Reset the router with the pin button.",
+        content_id("The warranty lasts two years."): "The warranty lasts two years.",
+    }
+    assert body.usage.model == "fake-gpt"
+    assert body.usage.tokens == {"prompt": 50, "completion": 6, "cached_prompt": 20}
+    assert {"retrieval", "generation", "total"} <= set(body.timings)
+    assert body.timings["total"] >= body.timings["retrieval"] + body.timings["generation"] > 0
+    assert body.answer.finish_reason is None  # Traceloop sends an empty finish reason for the fake model
+    assert body.error is None
+    assert registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": "retriever"}) == 1
     assert (
         registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
         is None
