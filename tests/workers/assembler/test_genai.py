@@ -385,3 +385,64 @@ def test_a_trace_of_plain_spans_is_still_not_openinference() -> None:
     span = genai_span(os.urandom(16), "s", 1, 1, attrs={"gen_ai.request.model": "m"})  # no operation
     result = run([span])
     assert result.drop_reason == "not_openinference"
+
+
+def test_traceloop_task_input_output_and_retriever_documents() -> None:
+    """What Traceloop's LangChain instrumentation writes: its steps' input and output as JSON task attributes."""
+    tid = os.urandom(16)
+    t0 = time.time_ns() - 2_000 * MS
+    root = genai_span(
+        tid,
+        "RunnableSequence.workflow",
+        t0,
+        500,
+        attrs={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.task.input": json.dumps({"inputs": QUESTION, "tags": []}),
+            "gen_ai.task.output": json.dumps({"outputs": ANSWER}),
+        },
+    )
+    documents = {
+        "documents": [{"page_content": "Reset with the pin.", "metadata": {"id": "kb-1"}}],
+        "count": 1,
+    }
+    retriever = genai_span(
+        tid,
+        "VectorStoreRetriever",
+        t0 + 10 * MS,
+        20,
+        root.span_id,
+        {
+            "gen_ai.operation.name": "vector_db_retrieve",
+            "gen_ai.task.input": json.dumps({"query": QUESTION}),
+            "gen_ai.task.output": json.dumps(documents),
+        },
+    )
+    chat = genai_span(
+        tid,
+        "FakeChatModel.chat",
+        t0 + 40 * MS,
+        400,
+        root.span_id,
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "unknown",
+            "gen_ai.response.model": "unknown",
+            "traceloop.association.properties.ls_model_name": "fake-gpt",
+            "gen_ai.usage.input_tokens": 50,
+            "gen_ai.usage.output_tokens": 6,
+            "gen_ai.usage.total_tokens": 56,
+            "gen_ai.output.messages": messages(("assistant", "the model's words"), finish=""),
+        },
+    )
+    spans = [root, retriever, chat]
+    body = body_of(spans)
+    assert (
+        body["query"]["text"] == QUESTION and body["answer"]["text"] == ANSWER
+    )  # the root's task input/output
+    assert [(d["id"], d["text"]) for d in body["retrieval"]["documents"]] == [("kb-1", "Reset with the pin.")]
+    assert body["usage"]["model"] == "fake-gpt"  # "unknown" is no model name
+    assert "finish_reason" not in body["answer"]  # an empty finish reason is none
+    assert body["timings"]["retrieval"] == 20.0
+    assert run(spans).unknown == {}
+    assert read(SpanView.of(retriever)).input_text == QUESTION
