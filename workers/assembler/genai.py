@@ -180,6 +180,7 @@ def _number(view: SpanView, keys: tuple[str, ...]) -> int | None:
 
 class GenAIReader:
     name = "gen_ai"
+    counts_unknown = True
 
     def kind(self, view: SpanView) -> str | None:
         operation = view.attrs.get(OPERATION_KEY)

@@ -70,25 +70,29 @@ class TraceSpans:
     # Computed once from the spans (every step of the mapping reads them): the neutral spans in start order,
     # spans by kind, the root.
     neutral: list[NeutralSpan] = field(init=False, repr=False)
-    _kinds: dict[str | None, list[NeutralSpan]] = field(init=False, repr=False)
+    kinds: dict[str | None, list[NeutralSpan]] = field(init=False, repr=False)
+    counted: list[NeutralSpan] = field(init=False, repr=False)  # spans whose unknown attributes are counted
     _root: NeutralSpan | None = field(init=False, repr=False)
     _found: dict[str, Any] | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.neutral = [read(view) for view in sorted(self.spans, key=_start_ns)]
         kinds: dict[str | None, list[NeutralSpan]] = {}
+        counted = []
         root = None
         for span in self.neutral:
             kinds.setdefault(span.kind, []).append(span)
             if root is None and not span.parent_id:
                 root = span
-        self._kinds, self._root = kinds, root
+            if span.counted:
+                counted.append(span)
+        self.kinds, self.counted, self._root = kinds, counted, root
 
     def root(self) -> NeutralSpan | None:
         return self._root
 
     def of_kind(self, kind: str) -> list[NeutralSpan]:
-        return list(self._kinds.get(kind, ()))
+        return list(self.kinds.get(kind, ()))
 
     def lookup(self, key: str, root: NeutralSpan) -> Any:
         """A ragmon.* setting: on the root span, in its `metadata`, on the resource, then on any span."""
@@ -177,14 +181,11 @@ def _retrieval(trace: TraceSpans, root: NeutralSpan) -> dict[str, Any]:
 
 def _census(trace: TraceSpans) -> tuple[dict[str, int], dict[str, int]]:
     """Spans by kind ("none": no convention read it), and the attributes ragmon does not know, by convention."""
-    counts: dict[str, int] = {}
+    counts = {kind or "none": len(spans) for kind, spans in trace.kinds.items()}
     unknown: dict[str, int] = {}
-    for span in trace.neutral:
-        kind = span.kind or "none"
-        counts[kind] = counts.get(kind, 0) + 1
-        if span.readers:
-            for convention, n in span.unknown_attributes().items():
-                unknown[convention] = unknown.get(convention, 0) + n
+    for span in trace.counted:
+        for convention, n in span.unknown_attributes().items():
+            unknown[convention] = unknown.get(convention, 0) + n
     return counts, unknown
 
 

@@ -36,6 +36,7 @@ class Reader(Protocol):
     """What a convention answers about one span; None, empty or zero when it does not say."""
 
     name: str  # the convention, a metric label value
+    counts_unknown: bool  # whether its unknown attributes are counted (unknown_attributes)
 
     def kind(self, view: SpanView) -> str | None: ...
     def input_text(self, view: SpanView) -> str | None: ...
@@ -70,6 +71,7 @@ class NeutralSpan:
         "dropped_attributes",
         "readers",
         "kind",
+        "counted",
         "_input",
         "_output",
         "_question",
@@ -85,13 +87,14 @@ class NeutralSpan:
         "_first_token",
     )
 
-    def __init__(self, view: SpanView, readers: tuple[Reader, ...], kind: str | None) -> None:
+    def __init__(self, view: SpanView, readers: tuple[Reader, ...], kind: str | None, counted: bool) -> None:
         self.view = view
         self.span_id, self.parent_id = view.span_id, view.parent_id
         self.start_ns, self.end_ns, self.events = view.start_ns, view.end_ns, view.events
         self.dropped_attributes = view.dropped_attributes
         self.readers = readers
         self.kind = kind  # OpenInference's kind names are the neutral kinds (LLM, RETRIEVER, EMBEDDING, ...)
+        self.counted = counted  # a reader of it counts unknown attributes (any of readers' counts_unknown)
         self._input = self._output = self._question = self._answers = self._documents = _UNSET
         self._embedding_model = self._embeddings = self._tokens = self._model = self._cost = _UNSET
         self._finish = self._error_type = self._first_token = _UNSET

@@ -61,6 +61,7 @@ def _output_finish(span: SpanView) -> Any:
 
 class OpenInferenceReader:
     name = "openinference"
+    counts_unknown = False  # OpenInference spans carry many attributes ragmon has no use for
 
     def kind(self, view: SpanView) -> str | None:
         return view.kind
@@ -133,7 +134,7 @@ class OpenInferenceReader:
         return None  # the first-token span events, read for every span (mapping.py)
 
     def unknown_attributes(self, view: SpanView) -> int:
-        return 0  # OpenInference spans carry many attributes ragmon has no use for: not counted
+        return 0
 
 
 OPENINFERENCE = OpenInferenceReader()
