@@ -1,10 +1,11 @@
-"""An app instrumented with a real GenAI instrumentation from PyPI, run in its own process by test_genai_otlp.py.
+"""An app instrumented with a real instrumentation from PyPI, run in its own process by test_genai_otlp.py.
 
 `python -m tests.workers.assembler.genai_app MODE API_URL KEY MODEL_URL`, and the OTel SDK exports the
 spans over OTLP/HTTP to the ragmon API:
 - `openai-v2`: the official `openai` client, instrumented by `opentelemetry-instrumentation-openai-v2`,
   calls the test's fixed-reply model server (an embedding of the question, then a chat completion) under
   one plain root span;
+- `openinference-langchain`: the same chain, instrumented by OpenInference's LangChain instrumentor;
 - `traceloop-langchain`: the LangChain RAG chain of tests/workers/assembler/test_langchain.py (a fake chat
   model, an in-memory vector store), instrumented by Traceloop's `opentelemetry-instrumentation-langchain`
   (MODEL_URL unused).
@@ -78,7 +79,28 @@ def run_traceloop_langchain(api_url: str, key: str, model_url: str) -> None:
     provider.shutdown()
 
 
-MODES = {"openai-v2": run_openai_v2, "traceloop-langchain": run_traceloop_langchain}
+def run_openinference_langchain(api_url: str, key: str, model_url: str) -> None:
+    import warnings
+
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from tests.workers.assembler.test_langchain import rag_chain
+
+    provider = _provider(api_url, key)
+    assert isinstance(provider, TracerProvider)
+    LangChainInstrumentor().instrument(tracer_provider=provider)
+    with warnings.catch_warnings():  # langchain-core's deprecations, raised by the instrumentor
+        warnings.simplefilter("ignore")
+        print(rag_chain().invoke(QUESTION))
+    provider.shutdown()
+
+
+MODES = {
+    "openai-v2": run_openai_v2,
+    "openinference-langchain": run_openinference_langchain,
+    "traceloop-langchain": run_traceloop_langchain,
+}
 
 if __name__ == "__main__":
     mode, api, api_key, model = sys.argv[1:5]

@@ -1,8 +1,9 @@
-"""Real GenAI instrumentations from PyPI (pinned in pyproject's dev extra), each in an app process of its own
-(genai_app.py), their `gen_ai.*` spans exported over OTLP/HTTP to a running API and assembled into a trace event:
-the official `openai` client instrumented by `opentelemetry-instrumentation-openai-v2` against a local server
-answering Chat Completions and Embeddings with fixed replies, and the LangChain chain of test_langchain.py
-instrumented by Traceloop's `opentelemetry-instrumentation-langchain`, held to the OpenInference test's fields."""
+"""Real instrumentations from PyPI (pinned in pyproject's dev extra), each in an app process of its own
+(genai_app.py), their spans exported over OTLP/HTTP to a running API and assembled into a trace event: the
+official `openai` client instrumented by `opentelemetry-instrumentation-openai-v2` (`gen_ai.*`) against a local
+server answering Chat Completions and Embeddings with fixed replies, and the LangChain chain of test_langchain.py
+instrumented by Traceloop's `opentelemetry-instrumentation-langchain` (`gen_ai.*`) and by OpenInference's; one
+parametrised test holds the three to the same trace fields, for every field each of them emits."""
 
 from __future__ import annotations
 
@@ -165,28 +166,65 @@ def test_openai_v2_chat_and_embeddings_become_a_trace_event(
     )
 
 
+LANGCHAIN_DOCUMENTS = {
+    "kb-1": "Reset the router with the pin button.",
+    content_id("The warranty lasts two years."): "The warranty lasts two years.",
+}
+SAME = {"query": QUESTION, "answer": ANSWER, "release": "2026.12.1", "error": None}
+# Per instrumentation, every field it emits; where one emits nothing, the field says so (None, empty).
+EXPECTED: dict[str, dict[str, Any]] = {
+    "openinference-langchain": {
+        **SAME,
+        "documents": LANGCHAIN_DOCUMENTS,
+        "model": "fake-gpt",
+        "tokens": {"prompt": 50, "completion": 6, "cached_prompt": 20},
+        "stages": {"retrieval", "generation", "total"},
+        "finish_reason": None,
+    },
+    "traceloop-langchain": {
+        **SAME,
+        "documents": LANGCHAIN_DOCUMENTS,
+        "model": "fake-gpt",
+        "tokens": {"prompt": 50, "completion": 6, "cached_prompt": 20},
+        "stages": {"retrieval", "generation", "total"},
+        "finish_reason": None,  # an empty finish reason for the fake model
+    },
+    "openai-v2": {  # no retrieval span; a real provider's finish reason; the embedding call's tokens
+        **SAME,
+        "documents": {},
+        "model": "gpt-4o-mini-2024-07-18",
+        "tokens": {"prompt": 50, "completion": 6, "embedding": 7},
+        "stages": {"embedding", "generation", "total"},
+        "finish_reason": "stop",
+    },
+}
+
+
 @pytest.mark.slow
-def test_traceloop_langchain_chain_becomes_the_same_trace_event_as_with_openinference(
-    api: RunningApi, model_url: str, redis_client: redis.Redis
+@pytest.mark.parametrize("mode", sorted(EXPECTED))
+def test_each_instrumentation_gives_the_same_trace_fields(
+    mode: str, api: RunningApi, model_url: str, redis_client: redis.Redis
 ) -> None:
-    """The fields test_langchain.py checks for the OpenInference instrumentor, where Traceloop emits them."""
-    assert _run_app("traceloop-langchain", api, model_url) == ANSWER
+    assert _run_app(mode, api, model_url) == ANSWER
     [event], registry = _assemble(api, redis_client)
-    assert isinstance(event, Event), event
+    assert isinstance(event, Event), event  # decoded and validated exactly like a native event
     body = event.body
-    assert body.query.text == QUESTION and body.answer.text == ANSWER and body.release == "2026.12.1"
-    assert {d.id: d.text for d in body.retrieval.documents} == {
-        "kb-1": "Reset the router with the pin button.",
-        content_id("The warranty lasts two years."): "The warranty lasts two years.",
+    fields = {
+        "query": body.query.text,
+        "answer": body.answer.text,
+        "release": body.release,
+        "error": body.error,
+        "documents": {d.id: d.text for d in body.retrieval.documents},
+        "model": body.usage.model,
+        "tokens": body.usage.tokens,
+        "stages": set(body.timings) - {"ttft"},
+        "finish_reason": body.answer.finish_reason,
     }
-    assert body.usage.model == "fake-gpt"
-    assert body.usage.tokens == {"prompt": 50, "completion": 6, "cached_prompt": 20}
-    assert {"retrieval", "generation", "total"} <= set(body.timings)
-    assert body.timings["total"] >= body.timings["retrieval"] + body.timings["generation"] > 0
-    assert body.answer.finish_reason is None  # Traceloop sends an empty finish reason for the fake model
-    assert body.error is None
-    assert registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": "retriever"}) == 1
-    assert (
-        registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
-        is None
-    )
+    assert fields == EXPECTED[mode]
+    assert body.timings["total"] >= body.timings["generation"] > 0
+    kinds = {"retriever": 0 if mode == "openai-v2" else 1, "llm": 1}
+    for kind, n in kinds.items():
+        assert (registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": kind}) or 0) == n
+    # every gen_ai.* attribute the pinned GenAI instrumentations write is one ragmon knows
+    unknown = registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
+    assert unknown is None
