@@ -446,3 +446,29 @@ def test_traceloop_task_input_output_and_retriever_documents() -> None:
     assert body["timings"]["retrieval"] == 20.0
     assert run(spans).unknown == {}
     assert read(SpanView.of(retriever)).input_text == QUESTION
+
+
+def test_spans_of_both_conventions_make_one_trace() -> None:
+    """An OpenInference retriever beside a GenAI chat call: one trace event, each span read by its reader."""
+    spans = [s for s in genai_trace() if s.name != "retrieval kb"]
+    root = spans[0]
+    retriever = genai_span(
+        root.trace_id,
+        "retrieve",
+        root.start_time_unix_nano + 30 * MS,
+        50,
+        root.span_id,
+        {
+            "openinference.span.kind": "RETRIEVER",
+            "input.value": QUESTION,
+            "retrieval.documents.0.document.id": "kb-7",
+            "retrieval.documents.0.document.content": "Reset with the pin.",
+        },
+    )
+    body = body_of([*spans, retriever])
+    assert (
+        body["query"]["text"] == QUESTION
+    )  # the OpenInference retriever's input, before the chat's question
+    assert [(d["id"], d["text"]) for d in body["retrieval"]["documents"]] == [("kb-7", "Reset with the pin.")]
+    assert body["answer"]["text"] == ANSWER and body["usage"]["model"] == "gpt-4o-mini-2024-07-18"
+    assert body["timings"]["retrieval"] == 50.0 and body["timings"]["generation"] == 380.0
