@@ -28,6 +28,7 @@ from service.contracts.stored import record_headers, stored_document
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events
+from workers.assembler.genai import KIND_OF_OPERATION, OPERATION_KEY
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
 from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
@@ -42,7 +43,8 @@ from workers.runtime.types import Emitter, SourceRecord
 
 log = logging.getLogger("ragmon.worker.assembler")
 WORKER = "assembler"
-# The span kinds of the OpenInference specification (metric label values), plus "none" for plain OTel spans.
+# The span kinds of the OpenInference specification, which are the neutral kinds GenAI operations map onto
+# (workers/assembler/genai.py), as metric label values, plus "none" for spans of no convention.
 OPENINFERENCE_KINDS = frozenset(
     {
         "CHAIN",
@@ -92,6 +94,20 @@ _KIND_KEY = "openinference.span.kind"
 _KIND_KEY_BYTES = _KIND_KEY.encode()
 _ANNOTATIONS = "annotations."
 _ANNOTATIONS_BYTES = _ANNOTATIONS.encode()
+_OPERATION_KEY_BYTES = OPERATION_KEY.encode()
+# The conventions whose unknown attributes are counted (metric label values), plus "other".
+CONVENTIONS = frozenset({"gen_ai"})
+
+
+def _genai_kind(span: Span, payload: bytes) -> str | None:
+    """The neutral kind of a GenAI span (gen_ai.operation.name), found the same way as the OpenInference one."""
+    if _OPERATION_KEY_BYTES not in payload:
+        return None
+    operation = None
+    for item in span.attributes:
+        if item.key == OPERATION_KEY:
+            operation = item.value.string_value.strip().lower()
+    return KIND_OF_OPERATION.get(operation, "UNKNOWN") if operation else None
 
 
 def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]:
@@ -134,6 +150,7 @@ class Assembler:
         self.topics = topics
         self.m = metrics
         self._kind_counts: dict[str, int] = {}
+        self._unknown_counts: dict[str, int] = {}
 
     # -- consuming ---------------------------------------------------------
 
@@ -158,6 +175,8 @@ class Assembler:
             resource = resource or rs.resource.SerializeToString()
             payload = span.SerializeToString()
             kind, annotated = _kind_and_annotations(span, payload)
+            if kind is None:
+                kind = _genai_kind(span, payload)
             if annotated:
                 view = SpanView.of(span)
                 self._feedback(record, view)
@@ -192,6 +211,7 @@ class Assembler:
         """Assemble every due trace (up to max_traces_per_tick); returns the trace events produced."""
         now = now or time.time()
         self._kind_counts = {}  # what a failed tick counted is counted again when the trace is redone
+        self._unknown_counts = {}
         due = self.store.claim_due(now, self.config.max_traces_per_tick)
         finished: list[tuple[OpenTrace, str | None]] = []
         for (tenant, trace_id), trace in zip(due, self.store.load_many(due), strict=True):
@@ -212,6 +232,8 @@ class Assembler:
         kind_counts = self._kind_counts
         for kind, n in kind_counts.items():
             self.m.trace_spans.labels(kind.lower() if kind in OPENINFERENCE_KINDS else "other").inc(n)
+        for convention, n in self._unknown_counts.items():
+            self.m.unknown_attributes.labels(convention if convention in CONVENTIONS else "other").inc(n)
         late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
         by_tenant: dict[str, int] = {}
         for (trace, drop_reason), n in zip(finished, late, strict=True):
@@ -230,7 +252,7 @@ class Assembler:
 
     def _emit_each(self, finished: list[tuple[OpenTrace, str | None]]) -> list[tuple[OpenTrace, str | None]]:
         """Emit and acknowledge the tick's events one by one (ids are deterministic: a repeat is deduped)."""
-        counts = self._kind_counts
+        counts, unknown = self._kind_counts, self._unknown_counts
         out: list[tuple[OpenTrace, str | None]] = []
         for trace, drop_reason in finished:
             if drop_reason is None:
@@ -240,7 +262,7 @@ class Assembler:
                 except RecordTooLarge as exc:
                     drop_reason = self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
             out.append((trace, drop_reason))
-        self._kind_counts = counts  # counted once, by the first pass
+        self._kind_counts, self._unknown_counts = counts, unknown  # counted once, by the first pass
         return out
 
     def _emit_guarded(self, trace: OpenTrace) -> str | None:
@@ -291,6 +313,8 @@ class Assembler:
         result = assemble(TraceSpans(trace.trace_id, spans, resource))  # what it raises: _emit_guarded
         for kind, n in result.counts.items():  # counted per tick: one metric update per kind, not per trace
             self._kind_counts[kind] = self._kind_counts.get(kind, 0) + n
+        for convention, n in result.unknown.items():
+            self._unknown_counts[convention] = self._unknown_counts.get(convention, 0) + n
         if result.body is None:
             log.info(
                 "trace %s/%s dropped: %s (%s)",

@@ -1,6 +1,6 @@
-"""OpenInference documents (`<prefix>.N.document.{id,content,score,metadata}`) -> contract documents.
+"""Retrieved documents, as a convention's reader found them (neutral.RawDocument) -> contract documents.
 
-LangChain's instrumentor sets neither a document id nor a score: the id is then taken
+LangChain's instrumentors set neither a document id nor a score: the id is then taken
 from the metadata (`id`, `doc_id`, `document_id`), else it is `sha256:` + the first 32
 hex digits of the content's SHA-256 (stable across traces, so the same chunk keeps its
 id). See docs/otlp.md.
@@ -16,7 +16,8 @@ from itertools import islice
 from typing import Any
 
 from service.contracts import vocabulary as L
-from workers.assembler.view import SpanView, json_object
+from workers.assembler.neutral import NeutralSpan, RawDocument
+from workers.assembler.view import json_object
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9._:/@#+=-]+$")
 METADATA_ID_KEYS = ("id", "doc_id", "document_id")
@@ -86,11 +87,10 @@ def _score(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def document(fields: dict[str, Any], truncated: bool) -> dict[str, Any]:
-    content = fields.get("document.content")
-    content = content if isinstance(content, str) else ""
-    raw_meta = json_object(fields.get("document.metadata"))
-    doc_id = identifier(fields.get("document.id"))
+def document(raw: RawDocument, truncated: bool) -> dict[str, Any]:
+    content = raw.content if isinstance(raw.content, str) else ""
+    raw_meta = json_object(raw.metadata)
+    doc_id = identifier(raw.id)
     if doc_id is None:
         doc_id = next((i for i in (identifier(raw_meta.get(k)) for k in METADATA_ID_KEYS) if i), None)
     metadata = clean_metadata(raw_meta)
@@ -99,26 +99,25 @@ def document(fields: dict[str, Any], truncated: bool) -> dict[str, Any]:
     return {
         "id": doc_id or content_id(content),
         "text": content[: L.MAX_DOCUMENT_CHARS],
-        "score": _score(fields.get("document.score")),
+        "score": _score(raw.score),
         "metadata": metadata,
     }
 
 
-def documents_of(span: SpanView, prefix: str) -> tuple[list[dict[str, Any]], bool]:
-    """(documents, truncated): truncated when the span dropped attributes or had more than the contract allows."""
-    items = list(span.indexed(prefix).values())
+def documents_of(span: NeutralSpan) -> list[dict[str, Any]]:
+    """Its documents, each marked truncated when the span dropped attributes or had more than the contract allows."""
+    items = span.documents
     truncated = span.dropped_attributes > 0 or len(items) > L.MAX_DOCUMENTS
-    return [document(fields, truncated) for fields in items[: L.MAX_DOCUMENTS]], truncated
+    return [document(raw, truncated) for raw in items[: L.MAX_DOCUMENTS]]
 
 
-def context_documents(retrievers: list[SpanView], rerankers: list[SpanView]) -> list[dict[str, Any]]:
+def context_documents(retrievers: list[NeutralSpan], rerankers: list[NeutralSpan]) -> list[dict[str, Any]]:
     """The context given to the generator: the last reranker's output if there is one, else every retriever's."""
     for reranker in reversed(rerankers):
-        docs, _ = documents_of(reranker, "reranker.output_documents")
+        docs = documents_of(reranker)
         if docs:
             return docs
     out: list[dict[str, Any]] = []
     for retriever in retrievers:
-        docs, _ = documents_of(retriever, "retrieval.documents")
-        out.extend(docs)
+        out.extend(documents_of(retriever))
     return out[: L.MAX_DOCUMENTS]

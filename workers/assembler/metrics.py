@@ -42,9 +42,16 @@ class AssemblerMetrics:
         )
         self.trace_spans = Counter(
             "ragmon_assembler_trace_spans_total",
-            "Spans of finished traces by OpenInference kind (none: not "
-            "OpenInference, other: a kind outside the spec)",
+            "Spans of finished traces by kind: OpenInference's, onto which GenAI operations map (none: "
+            "no convention, other: a kind outside the spec)",
             ["kind"],
+            registry=registry,
+        )
+        self.unknown_attributes = Counter(
+            "ragmon_assembler_unknown_attributes_total",
+            "Attributes of a convention ragmon reads (gen_ai.*) that it does not know, on spans of finished "
+            "traces, by convention: ignored, never fatal",
+            ["convention"],
             registry=registry,
         )
         self.pending = Gauge(

@@ -1,17 +1,16 @@
-"""A trace's error and its generation's finish reason, from OTLP spans (pure; the table is in docs/otlp.md).
+"""A trace's error and its generation's finish reason, from its neutral spans (pure; the table is in docs/otlp.md).
 
 Error. A trace is errored when its root span has status ERROR, or when a span failed (status ERROR) and
 the trace has no answer: a failure the app retried past, with an answer in the end, is not an error of
-the trace. The failing span is the earliest failed span below the root (else the root); its OpenInference
-kind gives the stage and its exception event (`exception.type`, `exception.message`, else the status
-message) the type, by the words providers and their SDKs use: rate limits and 429s, timeouts and
+the trace. A span failed when its status is ERROR or its convention gave an error type (GenAI's
+`error.type`). The failing span is the earliest failed span below the root (else the root); its kind
+gives the stage and its exception event (`exception.type`, `exception.message`), status message and
+error type the type, by the words providers and their SDKs use: rate limits and 429s, timeouts and
 deadlines, context-length refusals, content filters, 5xx and connection failures; anything else is
 `other`. Only a bounded prefix of each text is read (view.MAX_ERROR_TEXT), with substring tests.
 
-Finish reason. The last LLM span's `gen_ai.response.finish_reasons` (the GenAI conventions' array, its
-first item), else `llm.finish_reason` / `ragmon.finish_reason`, else its JSON `output.value`'s
-`choices[0].finish_reason` (OpenAI's raw response) or `stop_reason` (Anthropic's), mapped onto the
-contract's closed set.
+Finish reason. The last LLM span's, as its readers found it (openinference.py, genai.py), mapped onto
+the contract's closed set.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from workers.assembler.view import SpanView
-from workers.runtime import boundedjson
+from workers.assembler.neutral import NeutralSpan
 
 STAGE_OF_KIND = {
     "LLM": "generation",
@@ -96,7 +94,6 @@ _FINISH = {
     "tool_use": "tool_calls",
     "function_call": "tool_calls",
 }
-FINISH_KEYS = ("gen_ai.response.finish_reasons", "llm.finish_reason", "ragmon.finish_reason")
 
 
 def error_type(*texts: str) -> str:
@@ -107,15 +104,14 @@ def error_type(*texts: str) -> str:
     return "provider_error" if _STATUS_5XX.search(text) else "other"
 
 
-def trace_error(root: SpanView, spans: list[SpanView], answered: bool) -> dict[str, Any] | None:
+def trace_error(root: NeutralSpan, spans: list[NeutralSpan], answered: bool) -> dict[str, Any] | None:
     """The contract's `error` of a trace (spans in start order), or None."""
     failed = [s for s in spans if s.failed]
     if not failed or (answered and not root.failed):
         return None
     below = [s for s in failed if s is not root]
     culprit = below[0] if below else root
-    kind, message = culprit.exception or ("", "")
-    etype = error_type(kind, message, culprit.status_message)
+    etype = error_type(*culprit.error_texts)
     stage = STAGE_OF_KIND.get(culprit.kind or "", "generation" if culprit is root else "other")
     return {"type": etype, "stage": stage, "retryable": etype in RETRYABLE}
 
@@ -128,30 +124,8 @@ def _reason(value: Any) -> str | None:
     return _FINISH.get(value.strip().lower()[:64], "other")
 
 
-def finish_reason(llms: list[SpanView]) -> str | None:
+def finish_reason(llms: list[NeutralSpan]) -> str | None:
     """The contract's `answer.finish_reason` from the last LLM span to end, or None."""
     if not llms:
         return None
-    last = max(llms, key=lambda s: s.end_ns)
-    for key in FINISH_KEYS:
-        found = _reason(last.attrs.get(key))
-        if found is not None:
-            return found
-    output = last.attrs.get("output.value")
-    if (
-        isinstance(output, str)
-        and output.startswith("{")
-        and last.attrs.get("output.mime_type") == "application/json"
-    ):
-        try:
-            parsed = boundedjson.loads(output)
-        except ValueError:
-            return None
-        if isinstance(parsed, dict):
-            choices = parsed.get("choices")
-            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-                found = _reason(choices[0].get("finish_reason"))
-                if found is not None:
-                    return found
-            return _reason(parsed.get("stop_reason"))
-    return None
+    return _reason(max(llms, key=lambda s: s.end_ns).finish_reason)

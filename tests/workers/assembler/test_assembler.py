@@ -22,6 +22,7 @@ from service.contracts.spans import encode_span_record, trace_event_id
 from service.contracts.topics import Topics
 from tests.service.api.api_harness import KafkaReader
 from tests.workers.assembler.oi_spans import oi_span, rag_trace, store_records, traces_data
+from tests.workers.assembler.test_genai import chat_attrs, genai_span, genai_trace
 from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
@@ -256,3 +257,26 @@ def test_the_runtime_halts_the_assembler_on_a_dead_letter_flood_without_dead_let
     finally:
         runtime.consumer.close()
         emitter.close()
+
+
+def test_a_genai_trace_is_bounded_by_its_operations_and_counts_unknown_attributes(rig: Rig) -> None:
+    """GenAI spans are classed at store time by gen_ai.operation.name, as OpenInference ones by their kind."""
+    spans = genai_trace(chat_attrs(**{"gen_ai.brand_new.thing": "x"}))
+    root = spans[0]
+    tools = [
+        genai_span(
+            root.trace_id, f"t{i}", root.start_time_unix_nano, 1, root.span_id, {"gen_ai.operation.name": "x"}
+        )
+        for i in range(100)
+    ]
+    rig.send(tools)
+    rig.send(spans)
+    rig.consume_all()
+    assert rig.assembler.tick() == 1
+    # 20 other spans (unknown operations), the root, and the three GenAI spans the mapping reads
+    assert rig.metric("ragmon_assembler_spans_total", outcome="stored") == 24
+    [event] = rig.trace_events()
+    assert event.body.usage.model == "gpt-4o-mini-2024-07-18" and len(event.body.retrieval.documents) == 2
+    assert rig.metric("ragmon_assembler_unknown_attributes_total", convention="gen_ai") == 1
+    assert rig.metric("ragmon_assembler_trace_spans_total", kind="llm") == 1
+    assert rig.metric("ragmon_assembler_trace_spans_total", kind="unknown") == 20
