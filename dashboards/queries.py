@@ -90,6 +90,7 @@ ABSENT_INPUT_SERIES = (
     "ragmon_review_judge_",
     "ragmon_review_reviewer_kappa",
     "ragmon_review_faithful_ratio",
+    "ragmon_rag_probe_",  # probe replays need a registered probe set (tests/workers/probes end to end)
 )
 
 

@@ -23,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,15 +293,13 @@ def test_the_broken_predicate_is_attributed(run: Run) -> None:
     assert max(by_field, key=by_field.get) == "locale", by_field  # type: ignore[arg-type]
 
 
-# Users see these incidents (a missing gold document, a wrong answer) and regenerate: the regenerate band's
-# expression rises for the tenant. A cost spike, a provider outage or a truncation spike users may not
-# regenerate over; their lead time is measured and reported, not required.
-USERS_NOTICE = ("filter-regression", "unfaithful-answers")
-
-
 def test_each_incident_alert_has_its_lead_time_over_user_signals(
     run: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`ragmon incidents lead-time` on this run's Prometheus: one episode per firing run of each incident's
+    alert (the same runs the tests above read), and the users' regenerate band rising near some of them
+    (the simulator's users regenerate after wrong, incomplete and cut answers; which incidents cross the
+    band within the window depends on its minimum counts, so the table is measured, not required)."""
     from service.incidents.cli import main as incidents_main
 
     args = ["lead-time", "--prometheus", run.stack.prometheus, "--since", str(run.t0 - 5)]
@@ -310,13 +309,16 @@ def test_each_incident_alert_has_its_lead_time_over_user_signals(
     assert incidents_main(args) == 0
     table = capsys.readouterr().out
     with capsys.disabled():
-        print("\n" + table)  # the README's lead-time table comes from this run
+        print("\n" + table)  # the README's lead-time table comes from a run of this test
     summary = {s["alert"]: s for s in report["summary"]}
+    runs_of = Counter(labels["alertname"] for _, labels in firing_runs(run))
     for incident, (alertname, _) in EXPECTED.items():
-        assert summary.get(alertname, {}).get("episodes", 0) >= 1, f"{incident}: {alertname} has no episode"
-    for incident in USERS_NOTICE:
-        alertname = EXPECTED[incident][0]
-        assert summary[alertname]["with_user_signal"] >= 1, (incident, summary[alertname], table)
+        episodes = summary.get(alertname, {}).get("episodes", 0)
+        assert episodes == runs_of[alertname] >= 1, f"{incident}: {alertname} {episodes} vs {runs_of}"
+    matched = [e for e in report["episodes"] if e["lead_s"] is not None]
+    assert matched, f"no user rise near any guardrail alert:\n{table}"
+    assert all(abs(e["lead_s"]) <= 90 for e in matched)
+    assert all(e["user_rise"]["tenant"] == e["alert"]["tenant"] for e in matched)
 
 
 def test_every_dashboard_panel_returns_data(run: Run) -> None:
