@@ -52,7 +52,11 @@ from service.local.supervise import (
 DEMO_TENANTS = ("acme", "globex", "initech")
 DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"
 # Workers that feed an external system start only when it is configured (docs/phoenix.md).
-OPTIONAL_WORKERS = {"phoenix": "RAGMON_PHOENIX_URL", "forwarder": "RAGMON_FORWARD_ENDPOINT"}
+OPTIONAL_WORKERS = {
+    "phoenix": "RAGMON_PHOENIX_URL",
+    "forwarder": "RAGMON_FORWARD_ENDPOINT",
+    "evaluations": "RAGMON_EVALUATIONS_ENDPOINT",
+}
 
 
 @dataclass
