@@ -8,28 +8,23 @@ event name, trace id, attributes and their values.
 
 from __future__ import annotations
 
-import gzip
-import threading
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
-    ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from service.contracts.scores import ImplicitSignalEvent, signal_event_id
 from service.local.embedded import free_port
 from tests.support.decoded import decoded_event
+from tests.workers.evaluations.collector import Collector, attributes
 from tests.workers.phoenix.phoenix_data import exclusion_result, faithfulness_score, score_event
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.processor import CollectorUnavailable, EvaluationExporter
@@ -40,68 +35,11 @@ from workers.runtime.types import Event
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-class Collector:
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], ExportLogsServiceRequest]] = []
-        self.answers: list[tuple[int, bytes]] = []  # scripted, in order; then 200 with an empty response
-        self.posts = 0
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
-                collector.posts += 1
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                request = ExportLogsServiceRequest.FromString(body)
-                status, answer = collector.answers.pop(0) if collector.answers else (200, b"")
-                if status == 200:
-                    collector.requests.append((dict(self.headers), request))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                """Quiet: the test asserts on what was received."""
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/logs"
-
-    def records(self) -> list[tuple[dict[str, Any], LogRecord]]:
-        """(resource attributes, record) of every accepted record, in order."""
-        return [
-            (attributes(rl.resource.attributes), r)
-            for _, req in self.requests
-            for rl in req.resource_logs
-            for sl in rl.scope_logs
-            for r in sl.log_records
-        ]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def collector() -> Iterator[Collector]:
     c = Collector()
     yield c
     c.close()
-
-
-def _plain(v: AnyValue) -> Any:
-    return getattr(v, v.WhichOneof("value"))
-
-
-def attributes(kvs: Any) -> dict[str, Any]:
-    return {kv.key: _plain(kv.value) for kv in kvs}
 
 
 def exporter(collector: Collector, **settings: Any) -> tuple[EvaluationExporter, CollectorRegistry]:
