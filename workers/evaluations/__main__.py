@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.processor import EvaluationExporter
+from workers.evaluations.roots import RootSpans
 from workers.evaluations.settings import EvaluationsSettings
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
 
 
 def build(ctx: WorkerContext[EvaluationsSettings]) -> EvaluationExporter:
-    return EvaluationExporter(ctx.config, EvaluationsMetrics(ctx.registry))
+    settings = ctx.config
+    if not settings.root_spans:
+        return EvaluationExporter(settings, EvaluationsMetrics(ctx.registry))
+    roots = RootSpans(ctx.redis, settings.root_span_ttl_s)
+    return EvaluationExporter(settings, EvaluationsMetrics(ctx.registry), roots, ctx.settings.topics.spans)
 
 
 WORKER = WorkerSpec("evaluations", build, EvaluationsSettings)

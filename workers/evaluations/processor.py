@@ -2,7 +2,9 @@
 
 It reads the scores topic (faithfulness scores, exclusion results; implicit
 signals share the topic and are skipped: they are not evaluations) and the
-labels topic (a label's `faithful` and `answerable` judgements), turns each
+labels topic (a label's `faithful` and `answerable` judgements), and the
+spans topic for the root span id of each OTLP trace (workers/evaluations/roots.py,
+unless RAGMON_EVALUATIONS_ROOT_SPANS=false), turns each
 evaluation into one OpenTelemetry log record (workers/evaluations/records.py)
 and sends them, grouped per tenant in one resource each, as
 `ExportLogsServiceRequest`s (protobuf) to RAGMON_EVALUATIONS_ENDPOINT.
@@ -40,6 +42,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from service.contracts import LabelBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
+from service.contracts.spans import SpanRecord
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.records import (
     Evaluation,
@@ -47,8 +50,10 @@ from workers.evaluations.records import (
     faithfulness_records,
     label_records,
 )
+from workers.evaluations.roots import RootSpans, root_key, roots_of
 from workers.evaluations.settings import EvaluationsSettings
 from workers.runtime.contract import Processor
+from workers.runtime.records import Subscription, decode_spans_record
 from workers.runtime.types import Event, Rejection
 
 log = logging.getLogger("ragmon.worker.evaluations")
@@ -81,9 +86,15 @@ class EvaluationExporter(Processor):
         self,
         settings: EvaluationsSettings,
         metrics: EvaluationsMetrics,
+        roots: RootSpans | None = None,
+        spans_topic: str | None = None,
         http_client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        # With a root-span store and the spans topic, records name the root span (workers/evaluations/roots.py).
+        self._roots = roots
+        if roots is not None and spans_topic is not None:
+            self.subscriptions = (Subscription(spans_topic, "otlp_spans", decode_spans_record),)
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
@@ -97,7 +108,18 @@ class EvaluationExporter(Processor):
 
     def process(self, events: list[Event]) -> list[Rejection]:
         done = Done()
+        if self._roots is not None:
+            roots: dict[str, str] = {}
+            for event in events:
+                if isinstance(event.body, SpanRecord):
+                    roots |= roots_of(event.body)
+            self._roots.remember(roots)  # before the lookup: a score in the same batch finds its root
         done.built = self.evaluations(events, done)
+        if self._roots is not None and done.built:
+            found = self._roots.find(root_key(e.tenant, e.trace_id) for e in done.built if e.record.trace_id)
+            for e in done.built:
+                if e.record.trace_id:
+                    e.record.span_id = found.get(root_key(e.tenant, e.trace_id), b"")
         for chunk in self._chunks(done.built):
             self._send(chunk, done)
         self._record(done)

@@ -11,8 +11,10 @@
 
 Every record names the evaluated trace: its OTLP trace id when the ragmon trace id is one (32 hex
 digits, not all zero: traces assembled from OTLP spans, or a native trace that sends its own
-OpenTelemetry trace id, docs/otlp.md "Native traces and span ids"); the span id is left empty (no
-ragmon topic carries the root span's id), so a backend attaches the record to the trace, not a span.
+OpenTelemetry trace id, docs/otlp.md "Native traces and span ids"); the span id is left empty here (no
+score event carries a span id): the exporter fills in the trace's root span id where it has seen the
+trace's spans on the spans topic (workers/evaluations/roots.py), so the record is attached to the root
+span; otherwise to the trace only.
 `ragmon.evaluation.id` is stable across redeliveries and replays: a backend can deduplicate on it.
 """
 
@@ -63,6 +65,7 @@ def otlp_trace_id(trace_id: str) -> bytes:
 class Evaluation:
     kind: str  # one of KINDS
     tenant: str
+    trace_id: str  # the ragmon trace id
     at: float  # when it was evaluated (epoch seconds): the record's time
     record: LogRecord
 
@@ -104,7 +107,7 @@ def _record(
         trace_id=otlp_trace_id(trace_id),
         attributes=[KeyValue(key=k, value=_value(v)) for k, v in attrs.items() if v is not None],
     )
-    return Evaluation(kind, tenant, at, record)
+    return Evaluation(kind, tenant, trace_id, at, record)
 
 
 def _eval_id(event_id: uuid.UUID, name: str, index: int = 0) -> uuid.UUID:

@@ -31,6 +31,14 @@ class EvaluationsSettings(BaseSettings):
         description="unsupported sentences' (redacted) text in gen_ai.evaluation.explanation; "
         "false: only their index and score",
     )
+    root_spans: bool = Field(
+        True,
+        description="read the spans topic too and name each OTLP trace's root span in span_id; "
+        "false: records carry the trace id only",
+    )
+    root_span_ttl_s: int = Field(
+        86_400, ge=60, description="how long a root span id is kept in Redis (longer than scoring takes)"
+    )
     timeout_s: float = Field(10.0, gt=0, le=300)
     max_records_per_request: int = Field(1000, ge=1, le=100_000)
     max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")

@@ -18,12 +18,13 @@ from kafka import KafkaProducer
 
 from service.contracts import Topics
 from service.contracts.scores import score_record
+from service.contracts.spans import encode_span_record
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, stored
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.evaluations.collector import Collector, attributes
 from tests.workers.evaluations.test_evaluations_processor import TRACE, signal
-from tests.workers.phoenix.phoenix_data import faithfulness_score, wait_for
+from tests.workers.phoenix.phoenix_data import faithfulness_score, rag_trace, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +65,11 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
     labels = RecordWriter(kafka_bootstrap, topics)
     try:
         collector.down = True
+        otlp = rag_trace(["d1"])  # an OTLP trace: its spans name the root span
+        key, value, headers = encode_span_record("acme", otlp.trace_id, otlp.data)
+        producer.send(topics.spans, key=key, value=value, headers=headers)
         score = faithfulness_score(TRACE, score=0.9, mode="answer")
-        for event in (signal(TRACE), score):
+        for event in (signal(TRACE), score, faithfulness_score(otlp.trace_id, score=0.1, mode="answer")):
             key, value, headers = score_record(event)
             producer.send(topics.scores, key=key, value=value, headers=headers)
         producer.flush(timeout=10)
@@ -78,9 +82,9 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         assert collector.records() == []
 
         collector.down = False
-        received = wait_for(lambda: collector.records() if len(collector.records()) >= 2 else None, 30)
+        wait_for(lambda: len(collector.records()) >= 3, 30)
         wait_for(
-            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-evaluations", topics.scores) == (2, 2),
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-evaluations", topics.scores) == (3, 3),
             timeout_s=15,
         )
         wait_for(
@@ -89,10 +93,14 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         )
         wait_for(worker.ready, timeout_s=15)
         received = collector.records()
+        (root,) = [r for _, r in received if r.trace_id.hex() == otlp.trace_id]
+        assert root.span_id.hex() == otlp.root  # the worker saw the trace's spans
+        assert attributes(root.attributes)["gen_ai.evaluation.score.label"] == "unfaithful"
+        received = [(res, r) for res, r in received if r.trace_id.hex() == TRACE]
         names = sorted(attributes(r.attributes)["gen_ai.evaluation.name"] for _, r in received)
         assert names == ["ragmon.faithfulness", "ragmon.label.faithful"]  # once each; no signal
         for _, record in received:
-            assert record.event_name == "gen_ai.evaluation.result" and record.trace_id.hex() == TRACE
+            assert record.event_name == "gen_ai.evaluation.result" and record.span_id == b""  # no spans seen
         by_name = {
             attributes(r.attributes)["gen_ai.evaluation.name"]: attributes(r.attributes) for _, r in received
         }
@@ -100,7 +108,7 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         assert faith["gen_ai.evaluation.score.value"] == 0.9
         assert faith["gen_ai.evaluation.score.label"] == "faithful"
         assert by_name["ragmon.label.faithful"]["ragmon.annotator.kind"] == "HUMAN"
-        assert worker.total("ragmon_evaluations_records_total", outcome="sent") == 2
+        assert worker.total("ragmon_evaluations_records_total", outcome="sent") == 3
         assert worker.total("ragmon_evaluations_skipped_total", reason="implicit_signal") == 1
         assert worker.total("ragmon_evaluations_requests_total", outcome="unavailable") >= 2
         assert worker.total("ragmon_worker_dead_letters_total") == 0

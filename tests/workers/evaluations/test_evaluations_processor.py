@@ -110,7 +110,7 @@ def test_every_evaluation_is_a_gen_ai_evaluation_result_record(collector: Collec
     for record, attrs in by_name.values():
         assert record.event_name == EVENT_NAME == "gen_ai.evaluation.result"
         assert record.trace_id.hex() == TRACE
-        assert record.span_id == b""  # no ragmon topic carries the root span's id
+        assert record.span_id == b""  # this exporter has no root-span store (test_evaluations_roots.py)
         assert record.severity_text == "INFO" and record.time_unix_nano > 0
         assert attrs["ragmon.tenant"] == "acme" and attrs["ragmon.trace_id"] == TRACE
         assert uuid.UUID(attrs["ragmon.evaluation.id"])
