@@ -81,12 +81,13 @@ def substitute(
 
 
 # Panels fed by inputs the simulator's `incidents` run (the demo traffic of the end-to-end test) does not
-# send: OTLP exports (the assembler), a Phoenix or OTLP collector (the exporter and forwarder start only when
+# send: OTLP exports (the assembler), a Phoenix or OTLP collector (the exporters and forwarder start only when
 # one is configured) and human labels (the review calibration). "No data" is the truth for them there.
 ABSENT_INPUT_SERIES = (
     "ragmon_assembler_",
     "ragmon_forwarder_",
     "ragmon_phoenix_",
+    "ragmon_evaluations_",
     "ragmon_review_judge_",
     "ragmon_review_reviewer_kappa",
     "ragmon_review_faithful_ratio",

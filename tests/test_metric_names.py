@@ -23,6 +23,7 @@ from service.api.metrics import ApiMetrics
 from service.local.metrics import SupervisorMetrics
 from workers.assembler.metrics import AssemblerMetrics
 from workers.drift.metrics import DriftMetrics
+from workers.evaluations.metrics import EvaluationsMetrics
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.faithfulness.metrics import FaithfulnessMetrics
@@ -50,6 +51,7 @@ BUILDERS: dict[str, Callable[[CollectorRegistry], object]] = {
     "workers/shadow/metrics.py": ShadowMetrics,
     "service/local/metrics.py": SupervisorMetrics,
     "workers/forwarder/metrics.py": ForwarderMetrics,
+    "workers/evaluations/metrics.py": EvaluationsMetrics,
     "workers/review/metrics.py": ReviewMetrics,
     "workers/probes/metrics.py": ProbesMetrics,
 }
@@ -65,6 +67,7 @@ SUBSYSTEMS = (
     "drift",
     "phoenix",
     "forwarder",
+    "evaluations",
     "assembler",
     "supervisor",
     "shadow",

@@ -395,6 +395,21 @@ def _otlp(limits: Limits) -> list[Panel]:
             decimals=1,
             width=8,
         ),
+        Panel(
+            "Evaluation exporter: records and requests by outcome",
+            "timeseries",
+            [
+                Target(per_second("ragmon_evaluations_records_total", "outcome", ""), "records {{outcome}}"),
+                Target(
+                    per_second("ragmon_evaluations_requests_total", "outcome", ""), "requests {{outcome}}"
+                ),
+            ],
+            description="gen_ai.evaluation.result log records (docs/otlp.md, Evaluations out). unavailable: "
+            f"retried with backoff (a ticket when every request fails for {pipe.export_failing_for}); "
+            "rejected: refused for good by the collector (a ticket).",
+            unit="reqps",
+            width=8,
+        ),
     ]
 
 

@@ -51,8 +51,12 @@ from service.local.supervise import (
 # The tenants of the bundled demo scenario; each gets its own key so dashboards split by tenant.
 DEMO_TENANTS = ("acme", "globex", "initech")
 DEMO_CONFIG = Path(__file__).resolve().parent / "demo" / "ragmon-demo.yaml"
-# Workers that feed an external system start only when it is configured (docs/phoenix.md).
-OPTIONAL_WORKERS = {"phoenix": "RAGMON_PHOENIX_URL", "forwarder": "RAGMON_FORWARD_ENDPOINT"}
+# Workers that feed an external system start only when it is configured (docs/phoenix.md, docs/otlp.md).
+OPTIONAL_WORKERS = {
+    "phoenix": "RAGMON_PHOENIX_URL",
+    "forwarder": "RAGMON_FORWARD_ENDPOINT",
+    "evaluations": "RAGMON_EVALUATIONS_ENDPOINT",
+}
 
 
 @dataclass

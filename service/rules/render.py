@@ -982,7 +982,8 @@ def otlp_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             cfg,
             "RagmonExportFailing",
             f"{failing('ragmon_forwarder_requests_total', 'forwarder')} or "
-            f"{failing('ragmon_phoenix_requests_total', 'phoenix')}",
+            f"{failing('ragmon_phoenix_requests_total', 'phoenix')} or "
+            f"{failing('ragmon_evaluations_requests_total', 'evaluations')}",
             p.export_failing_for,
             "ticket",
             "pipeline",
@@ -994,13 +995,14 @@ def otlp_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             cfg,
             "RagmonExportRefused",
             f"{refused('ragmon_forwarder_spans_total', 'forwarder')} or "
-            f"{refused('ragmon_phoenix_annotations_total', 'phoenix')}",
+            f"{refused('ragmon_phoenix_annotations_total', 'phoenix')} or "
+            f"{refused('ragmon_evaluations_records_total', 'evaluations')}",
             "0m",
             "ticket",
             "pipeline",
             "Worker {{ $labels.worker }}'s collector refused data for good",
-            "The collector answered 400/404/413/422 in the last 5m: those spans or annotations are counted as "
-            "rejected and not sent again. The worker log has the collector's answer.",
+            "The collector answered 400/404/413/422 in the last 5m: those spans, annotations or evaluation "
+            "records are counted as rejected and not sent again. The worker log has the collector's answer.",
         ),
     ]
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "constraints.txt"
-# The workers `ragmon up` starts by default (phoenix and forwarder need a destination configured).
+# The workers `ragmon up` starts by default (phoenix, forwarder and evaluations need a destination configured).
 BASE_READY = ("assembler", "drift", "exclusion", "metrics", "probes", "review", "shadow")
 EXTRA_LINE = "Faithfulness: off: the 'ml' extra is not installed"
 

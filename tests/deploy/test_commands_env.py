@@ -29,6 +29,7 @@ from tests.deploy.deployfiles import (
     k8s_ragmon_containers,
 )
 from workers.drift.config import DriftConfig
+from workers.evaluations.settings import EvaluationsSettings
 from workers.exclusion.config import ExclusionConfig
 from workers.faithfulness.config import SECTION as FAITHFULNESS_SECTION
 from workers.faithfulness.config import FaithfulnessConfig
@@ -63,6 +64,7 @@ def simulator_env_names() -> set[str]:
 
 def allowed_env(role: str) -> set[str]:
     workers = env_names(WorkerSettings) | env_names(PhoenixSettings) | env_names(ForwarderSettings)
+    workers |= env_names(EvaluationsSettings)
     by_role = {"api": env_names(ApiSettings), "worker": workers, "simulate": simulator_env_names()}
     return by_role[role] | {CONFIG_ENV}
 

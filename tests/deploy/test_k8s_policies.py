@@ -97,7 +97,7 @@ def test_api_accepts_only_its_port_and_workers_only_metrics_from_prometheus() ->
     assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
 
 
-def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_for_the_exporter() -> None:
+def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_or_the_collector_for_the_exporters() -> None:
     allowed = {9092, 6379, POSTGRES_PORT, KUBE_DNS_PORT}
     for name, template in pod_templates().items():
         labels = template["metadata"]["labels"]
@@ -106,6 +106,9 @@ def test_egress_only_to_kafka_redis_postgres_dns_and_phoenix_for_the_exporter() 
             assert ports == {KUBE_DNS_PORT}, name
         elif labels.get("ragmon.io/egress-phoenix") == "true":
             assert ports == allowed | {6006}, name
+        elif labels.get("ragmon.io/egress-otel-collector") == "true":
+            assert labels["ragmon.io/worker"] == "evaluations", name  # the evaluation exporter alone
+            assert ports == allowed | {4318}, name
         else:
             assert ports == allowed, name
     exporter = {

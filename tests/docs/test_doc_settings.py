@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings
 from service.api.settings import ApiSettings
 from service.contracts.settings import CommonSettings
 from tests.docs.markdown import ROOT
+from workers.evaluations.settings import EvaluationsSettings
 from workers.forwarder.settings import ForwarderSettings
 from workers.phoenix.settings import PhoenixSettings
 from workers.runtime.settings import WorkerSettings
@@ -26,6 +27,7 @@ SETTINGS: tuple[type[BaseSettings], ...] = (
     WorkerSettings,
     ForwarderSettings,
     PhoenixSettings,
+    EvaluationsSettings,
 )
 DOCUMENTS = ("README.md", "docs/architecture.md")
 VARIABLE = re.compile(r"\bRAGMON_[A-Z0-9_]*[A-Z0-9]\b")

@@ -1,0 +1,244 @@
+"""The evaluation exporter: ragmon's evaluations as `gen_ai.evaluation.result` log records over OTLP/HTTP.
+
+It reads the scores topic (faithfulness scores, exclusion results; implicit
+signals share the topic and are skipped: they are not evaluations) and the
+labels topic (a label's `faithful` and `answerable` judgements), and the
+spans topic for the root span id of each OTLP trace (workers/evaluations/roots.py,
+unless RAGMON_EVALUATIONS_ROOT_SPANS=false), turns each
+evaluation into one OpenTelemetry log record (workers/evaluations/records.py)
+and sends them, grouped per tenant in one resource each, as
+`ExportLogsServiceRequest`s (protobuf) to RAGMON_EVALUATIONS_ENDPOINT.
+
+Delivery is the span forwarder's (workers/forwarder/processor.py): the
+runtime commits offsets only after every request was acknowledged. An
+unreachable collector, a timeout, 401/403/404/408, 429 or 5xx raises and the
+batch is retried with backoff, the worker not ready meanwhile (never
+dead-lettered); a request refused for good (another 4xx) is counted as
+rejected records and not sent again; one that is too large (413) is split in
+halves until each part is accepted or is a single record. A retried batch
+may resend records that an earlier request of it delivered: at least once,
+with `ragmon.evaluation.id` for the backend to deduplicate on. Metrics are
+recorded once the whole batch succeeded, so a retry never counts twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import httpx
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import ResourceLogs, ScopeLogs
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+from service.contracts import LabelBody
+from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
+from service.contracts.spans import SpanRecord
+from workers.evaluations.metrics import EvaluationsMetrics
+from workers.evaluations.records import (
+    Evaluation,
+    exclusion_records,
+    faithfulness_records,
+    label_records,
+)
+from workers.evaluations.roots import RootSpans, root_key, roots_of
+from workers.evaluations.settings import EvaluationsSettings
+from workers.runtime.contract import Processor
+from workers.runtime.records import Subscription, decode_spans_record
+from workers.runtime.types import Event, Rejection
+
+log = logging.getLogger("ragmon.worker.evaluations")
+SCOPE = "ragmon.evaluations"
+_RETRYABLE = {401, 403, 404, 408, 429}
+
+
+class CollectorUnavailable(Exception):
+    """The collector cannot take log records now: the batch is retried."""
+
+
+@dataclass
+class Done:
+    """What a batch did, recorded in metrics only after every request of it succeeded."""
+
+    built: list[Evaluation] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    sent: int = 0
+    rejected: int = 0
+    requests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    request_seconds: list[float] = field(default_factory=list)
+    delays: list[float] = field(default_factory=list)
+
+
+class EvaluationExporter(Processor):
+    name = "evaluations"
+    event_types: tuple[str, ...] = ("score", "label")  # the scores and labels topics
+
+    def __init__(
+        self,
+        settings: EvaluationsSettings,
+        metrics: EvaluationsMetrics,
+        roots: RootSpans | None = None,
+        spans_topic: str | None = None,
+        http_client: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        # With a root-span store and the spans topic, records name the root span (workers/evaluations/roots.py).
+        self._roots = roots
+        if roots is not None and spans_topic is not None:
+            self.subscriptions = (Subscription(spans_topic, "otlp_spans", decode_spans_record),)
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._http = http_client or httpx.Client(timeout=settings.timeout_s)
+        self._headers = {**settings.header_map(), "Content-Type": "application/x-protobuf"}
+        if settings.gzip:
+            self._headers["Content-Encoding"] = "gzip"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        done = Done()
+        if self._roots is not None:
+            roots: dict[str, str] = {}
+            for event in events:
+                if isinstance(event.body, SpanRecord):
+                    roots |= roots_of(event.body)
+            self._roots.remember(roots)  # before the lookup: a score in the same batch finds its root
+        done.built = self.evaluations(events, done)
+        if self._roots is not None and done.built:
+            found = self._roots.find(root_key(e.tenant, e.trace_id) for e in done.built if e.record.trace_id)
+            for e in done.built:
+                if e.record.trace_id:
+                    e.record.span_id = found.get(root_key(e.tenant, e.trace_id), b"")
+        for chunk in self._chunks(done.built):
+            self._send(chunk, done)
+        self._record(done)
+        return []
+
+    def evaluations(self, events: list[Event], done: Done | None = None) -> list[Evaluation]:
+        """Every evaluation the batch holds, in order; what is none is counted in `done.skipped`."""
+        done = done or Done()
+        now = self._clock()
+        out: list[Evaluation] = []
+        for event in events:
+            body = event.body
+            if isinstance(body, ImplicitSignalEvent):
+                done.skipped["implicit_signal"] += 1
+            elif isinstance(body, FaithfulnessScoreEvent):
+                out += faithfulness_records(body, now, self._settings.include_text)
+            elif isinstance(body, ExclusionResultEvent):
+                out += exclusion_records(body, now)
+            elif isinstance(body, LabelBody):
+                found = list(
+                    label_records(event.stored.id, event.tenant, event.stored.received_at, body, now)
+                )
+                if not found:
+                    done.skipped["gold_only"] += 1
+                out += found
+        return out
+
+    def request(self, chunk: list[Evaluation]) -> ExportLogsServiceRequest:
+        """One ExportLogsServiceRequest: a resource per tenant (service.name, ragmon.tenant), one scope."""
+        by_tenant: dict[str, list[Evaluation]] = defaultdict(list)
+        for e in chunk:
+            by_tenant[e.tenant].append(e)
+        req = ExportLogsServiceRequest()
+        for tenant, group in by_tenant.items():
+            resource = Resource(
+                attributes=[
+                    KeyValue(key="service.name", value=AnyValue(string_value=self._settings.service_name)),
+                    KeyValue(key="ragmon.tenant", value=AnyValue(string_value=tenant)),
+                ]
+            )
+            scope = ScopeLogs(scope=InstrumentationScope(name=SCOPE), log_records=[e.record for e in group])
+            req.resource_logs.append(ResourceLogs(resource=resource, scope_logs=[scope]))
+        return req
+
+    def _chunks(self, evaluations: list[Evaluation]) -> Iterator[list[Evaluation]]:
+        chunk: list[Evaluation] = []
+        size = 0
+        for e in evaluations:
+            b = e.record.ByteSize()
+            if chunk and (
+                len(chunk) + 1 > self._settings.max_records_per_request
+                or size + b > self._settings.max_bytes_per_request
+            ):
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(e)
+            size += b
+        if chunk:
+            yield chunk
+
+    def _send(self, chunk: list[Evaluation], done: Done) -> None:
+        body = self.request(chunk).SerializeToString()
+        started = time.perf_counter()
+        try:
+            answer = self._http.post(
+                self._settings.endpoint,
+                headers=self._headers,
+                content=gzip.compress(body, 1) if self._settings.gzip else body,
+            )
+        except httpx.TransportError as exc:
+            self._metrics.requests.labels("unavailable").inc()  # per attempt: the alert reads these
+            raise CollectorUnavailable(f"{self._settings.endpoint}: {type(exc).__name__}: {exc}") from exc
+        code = answer.status_code
+        if code == 413 and len(chunk) > 1:
+            done.requests["too_large"] += 1
+            half = len(chunk) // 2
+            self._send(chunk[:half], done)
+            self._send(chunk[half:], done)
+            return
+        if code in _RETRYABLE or code >= 500:
+            self._metrics.requests.labels("unavailable").inc()
+            raise CollectorUnavailable(f"{self._settings.endpoint} answered {code}: {answer.text[:300]}")
+        if code >= 300:
+            done.requests["rejected"] += 1
+            done.rejected += len(chunk)
+            log.error(
+                "the collector refused %d evaluation records with %d: %s", len(chunk), code, answer.text[:300]
+            )
+            return
+        rejected = 0
+        if answer.content and "protobuf" in answer.headers.get("content-type", ""):
+            try:
+                rejected = ExportLogsServiceResponse.FromString(
+                    answer.content
+                ).partial_success.rejected_log_records
+            except DecodeError:
+                log.warning(
+                    "the collector's answer is not an ExportLogsServiceResponse; taken as full success"
+                )
+        if rejected:
+            log.warning("the collector rejected %d of %d evaluation records", rejected, len(chunk))
+        done.requests["ok"] += 1
+        done.request_seconds.append(time.perf_counter() - started)
+        done.sent += len(chunk) - rejected
+        done.rejected += rejected
+        acked = self._clock()
+        done.delays += [max(0.0, acked - e.at) for e in chunk]
+
+    def _record(self, done: Done) -> None:
+        m = self._metrics
+        for e in done.built:
+            m.evaluations.labels(e.kind).inc()
+        for reason, n in done.skipped.items():
+            m.skipped.labels(reason).inc(n)
+        for outcome, n in done.requests.items():
+            m.requests.labels(outcome).inc(n)
+        for s in done.request_seconds:
+            m.request_seconds.observe(s)
+        for d in done.delays:
+            m.delay_seconds.observe(d)
+        m.records.labels("sent").inc(done.sent)
+        m.records.labels("rejected").inc(done.rejected)
