@@ -17,6 +17,7 @@ from service.contracts.views import (
     Identifier,
     ModelName,
     Name,
+    ReleaseMarker,
     ResponseFormat,
     SampleRate,
     Timings,
@@ -81,9 +82,8 @@ class MetricsFeedback(View):
         return float(v) if self.kind == "dwell" and isinstance(v, int | float) else None
 
 
-class MetricsRelease(View):
-    release: Identifier
-    variant: Name = "production"
+class MetricsRelease(ReleaseMarker):
+    """The whole marker: the release, its variant, and which component changed from and to what."""
 
 
 VIEWS: dict[str, type[View]] = {"trace": MetricsTrace, "feedback": MetricsFeedback, "release": MetricsRelease}
