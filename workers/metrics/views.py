@@ -39,6 +39,7 @@ class MetricsDocument(View):
 class MetricsRetrieval(View):
     documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
     index_embedding_model: ModelName | None = None
+    index_version: ModelName | None = None  # a new index taking the traffic is a change (changes.py)
 
 
 class MetricsQuery(View):
