@@ -67,7 +67,7 @@ def traffic(
 ) -> None:
     """`per_minute` traces a minute, split over values by `mix`, in batches alternating between replicas."""
     procs, _, clock = replicas
-    for minute in range(minutes):
+    for _ in range(minutes):
         batch: list[Event] = []
         for value, share in mix.items():
             batch += [traced(**{field: value}) for _ in range(round(per_minute * share))]
