@@ -57,9 +57,7 @@ def probe_event(proc: ProbesProcessor, when: datetime, tenant: str = "acme", **k
     return out
 
 
-def release_event(
-    when: datetime, tenant: str = "acme", release: str = "2026.12.1", **change: str
-) -> Event:
+def release_event(when: datetime, tenant: str = "acme", release: str = "2026.12.1", **change: str) -> Event:
     """A release marker; `change`: its component, from (as from_) and to, when it names them."""
     body: dict[str, Any] = {"release": release, "variant": "production", "description": "new embedding index"}
     body.update({("from" if k == "from_" else k): v for k, v in change.items()})
