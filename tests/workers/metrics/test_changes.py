@@ -4,12 +4,14 @@ and declared ones, exported as the latest change per tenant and component."""
 from __future__ import annotations
 
 import itertools
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
+from service.simulate import generate_events, parse_scenario
 from tests.support.decoded import decoded_event
 from tests.support.kafka import stored, trace_body
 from workers.metrics.changes import MARKERS_KEY, WINDOW_KEY
@@ -169,3 +171,80 @@ def test_a_declared_change_is_kept_when_the_traffic_confirms_it(
     (labels,) = series(regs[1], "embedding_model")
     assert (labels["from"], labels["to"], labels["source"]) == ("emb-v1", "emb-v2", "declared")
     assert len(redis_client.hgetall(MARKERS_KEY)) == 1
+
+
+# -- simulated incidents (service/simulate: embedding_model_change, generation_model_change) ---------------
+
+SIM_START = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+MIGRATIONS = {
+    "seed": 3,
+    "duration_s": 900,
+    "rate": 4,
+    "tenants": ["acme", "globex"],
+    "models": [{"name": "gpt-4o-mini"}],
+    "incidents": [
+        # acme declares its embedding migration; globex migrates without a word
+        {"kind": "embedding_model_change", "name": "declared", "tenants": ["acme"], "start_s": 300,
+         "model": "app-embed-v2", "release": "v2", "declared": True},
+        {"kind": "embedding_model_change", "name": "undeclared", "tenants": ["globex"], "start_s": 300,
+         "model": "app-embed-v2"},
+        # the provider swaps globex's model behind the same name, no release; acme's provider canaries one
+        {"kind": "generation_model_change", "name": "swap", "tenants": ["globex"], "start_s": 300},
+        {"kind": "generation_model_change", "name": "canary", "tenants": ["acme"], "start_s": 300,
+         "model": "gen-canary", "share": 0.1},
+    ],
+}  # fmt: skip
+
+
+def test_simulated_model_changes_are_recorded_once_and_a_canary_not_at_all(
+    redis_client: redis.Redis,
+) -> None:
+    clock = Clock()
+    config = MetricsConfig(change_min_traces=60, change_window_s=120)
+    regs = [CollectorRegistry(), CollectorRegistry()]
+    procs = [MetricsProcessor(config, MetricsWorkerMetrics(r), redis_client, clock=clock) for r in regs]
+    releases: list[dict[str, Any]] = []
+    batch: list[Event] = []
+    for n, sim in enumerate(generate_events(parse_scenario(MIGRATIONS), SIM_START)):
+        if sim.type not in ("trace", "release"):
+            continue
+        if sim.type == "release":
+            releases.append(sim.body)
+        when = SIM_START + timedelta(seconds=sim.at_s)
+        batch.append(
+            decoded_event(stored(sim.type, sim.body, tenant=sim.tenant, when=when), VIEWS, topic="t")
+        )
+        if len(batch) == 25:
+            clock.now = when.timestamp()
+            procs[n % 2].process(batch)
+            batch = []
+    procs[0].process(batch)
+    procs[0].tick(clock.now)
+    declared = [r for r in releases if r.get("component") == "embedding_model"]
+    assert declared == [
+        {"release": "v2", "variant": "production", "description": "deploy v2", "component": "embedding_model",
+         "from": "app-embed-v1", "to": "app-embed-v2"}
+    ]  # fmt: skip
+
+    def count(tenant: str, component: str) -> float:
+        key = {"tenant": tenant, "component": component}
+        return sum(r.get_sample_value("ragmon_release_detected_changes_total", key) or 0.0 for r in regs)
+
+    def latest(tenant: str, component: str) -> tuple[str, str, str] | None:
+        found = [
+            (s.labels["from"], s.labels["to"], s.labels["source"])
+            for metric in regs[0].collect()
+            if metric.name == CHANGE
+            for s in metric.samples
+            if s.labels["tenant"] == tenant and s.labels["component"] == component
+        ]
+        assert len(found) <= 1, found
+        return found[0] if found else None
+
+    assert count("globex", "embedding_model") == 1
+    assert latest("globex", "embedding_model") == ("app-embed-v1", "app-embed-v2", "detected")
+    assert count("globex", "generator_model") == 1
+    assert latest("globex", "generator_model") == ("gpt-4o-mini", "provider-gen-v2", "detected")
+    assert count("acme", "embedding_model") == 0  # the declared marker stands for it
+    assert latest("acme", "embedding_model") == ("app-embed-v1", "app-embed-v2", "declared")
+    assert count("acme", "generator_model") == 0 and latest("acme", "generator_model") is None  # the canary
