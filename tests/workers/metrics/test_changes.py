@@ -11,7 +11,7 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
-from service.simulate import generate_events, parse_scenario
+from service.simulate import generate_events, load_scenario
 from tests.support.decoded import decoded_event
 from tests.support.kafka import stored, trace_body
 from workers.metrics.changes import MARKERS_KEY, WINDOW_KEY
@@ -176,24 +176,6 @@ def test_a_declared_change_is_kept_when_the_traffic_confirms_it(
 # -- simulated incidents (service/simulate: embedding_model_change, generation_model_change) ---------------
 
 SIM_START = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-MIGRATIONS = {
-    "seed": 3,
-    "duration_s": 900,
-    "rate": 4,
-    "tenants": ["acme", "globex"],
-    "models": [{"name": "gpt-4o-mini"}],
-    "incidents": [
-        # acme declares its embedding migration; globex migrates without a word
-        {"kind": "embedding_model_change", "name": "declared", "tenants": ["acme"], "start_s": 300,
-         "model": "app-embed-v2", "release": "v2", "declared": True},
-        {"kind": "embedding_model_change", "name": "undeclared", "tenants": ["globex"], "start_s": 300,
-         "model": "app-embed-v2"},
-        # the provider swaps globex's model behind the same name, no release; acme's provider canaries one
-        {"kind": "generation_model_change", "name": "swap", "tenants": ["globex"], "start_s": 300},
-        {"kind": "generation_model_change", "name": "canary", "tenants": ["acme"], "start_s": 300,
-         "model": "gen-canary", "share": 0.1},
-    ],
-}  # fmt: skip
 
 
 def test_simulated_model_changes_are_recorded_once_and_a_canary_not_at_all(
@@ -205,7 +187,7 @@ def test_simulated_model_changes_are_recorded_once_and_a_canary_not_at_all(
     procs = [MetricsProcessor(config, MetricsWorkerMetrics(r), redis_client, clock=clock) for r in regs]
     releases: list[dict[str, Any]] = []
     batch: list[Event] = []
-    for n, sim in enumerate(generate_events(parse_scenario(MIGRATIONS), SIM_START)):
+    for n, sim in enumerate(generate_events(load_scenario("markers"), SIM_START)):
         if sim.type not in ("trace", "release"):
             continue
         if sim.type == "release":
