@@ -138,6 +138,16 @@ def test_only_the_latest_change_per_component_is_exported(replicas: Any) -> None
     assert (labels["from"], labels["to"]) == ("emb-v2", "emb-v3")
 
 
+def test_a_rebuilt_index_is_a_change_of_the_index_alone(replicas: Any) -> None:
+    _, regs, _ = replicas
+    traffic(replicas, 5, {"idx-1": 1.0}, field="index")
+    traffic(replicas, 5, {"idx-1": 0.3, "idx-2": 0.7}, field="index")  # old share 30% < 40%, new 70% > 60%
+    assert detected(regs, "index") == 1
+    (labels,) = series(regs[0], "index")
+    assert (labels["from"], labels["to"], labels["source"]) == ("idx-1", "idx-2", "detected")
+    assert detected(regs, "embedding_model") == 0 and detected(regs, "generator_model") == 0
+
+
 def test_garbage_model_names_grow_no_state_and_no_series(replicas: Any, redis_client: redis.Redis) -> None:
     procs, regs, clock = replicas
     traffic(replicas, 5, {"gen-a": 1.0})
