@@ -21,6 +21,11 @@ VARIANT_VALUES = f"label_values({sel('ragmon_rag_queries_total', TENANT)}, varia
 # Grafana draws one marker at the moment of the release (the first release included), not
 # at the scrape that noticed it.
 RELEASE_ANNOTATION_EXPR = f"{sel('ragmon:release:last_timestamp_seconds', TV)} * 1000"
+# The latest change per tenant and component, declared or detected in the traces (docs/markers.md).
+_NOT_APP = 'component!="app"'
+CHANGE_ANNOTATION_EXPR = (
+    f"{sel('ragmon:release:component_change_timestamp_seconds', TENANT, _NOT_APP)} * 1000"
+)
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,29 @@ def release_annotation() -> JsonObj:
     }
 
 
+def change_annotation() -> JsonObj:
+    return {
+        "name": "Component changes",
+        "enable": True,
+        "hide": False,
+        "iconColor": "orange",
+        "datasource": DATASOURCE,
+        "target": {
+            "datasource": DATASOURCE,
+            "refId": "Changes",
+            "editorMode": "code",
+            "expr": CHANGE_ANNOTATION_EXPR,
+            "interval": "1m",
+            "range": True,
+            "instant": False,
+        },
+        "titleFormat": "{{component}} changed",
+        "textFormat": "{{tenant}}: {{component}} {{from}} -> {{to}} ({{source}})",
+        "tagKeys": "tenant,component,source",
+        "useValueForTime": True,
+    }
+
+
 def _links() -> list[JsonObj]:
     return [
         {
@@ -138,7 +166,7 @@ def dashboard_json(board: Board) -> JsonObj:
         "fiscalYearStartMonth": 0,
         "liveNow": False,
         "links": _links(),
-        "annotations": {"list": [release_annotation()]},
+        "annotations": {"list": [release_annotation(), change_annotation()]},
         "templating": {"list": variables()},
         "panels": layout(board.rows),
     }

@@ -37,6 +37,7 @@ from service.contracts.vocabulary import (
     FeedbackReason,
     FinishReason,
     PredicateOp,
+    ReleaseComponent,
     SchemaVersion,
     TokenKind,
 )
@@ -345,10 +346,36 @@ def feedback_value_problem(kind: str, v: Any) -> str | None:
     return None
 
 
+def release_change_problem(component: str, from_: str | None, to: str | None) -> str | None:
+    """Why a release marker's component and versions do not fit together, or None (shared with
+    fast.py and the workers' views). An app release needs neither version (its `release` names it);
+    a component's marker names the version now serving in `to`; `from` and `to` must differ."""
+    if component != L.DEFAULT_COMPONENT and to is None:
+        return f"'to': required when component is '{component}' (the version now serving)"
+    if from_ is not None and from_ == to:
+        return f"'from' and 'to' are both {to!r}: a change needs two different versions"
+    return None
+
+
 class ReleaseBody(Strict):
+    """A release marker: the app (`component` app, the default) or one component of it changed,
+    from the version `from` (optional) to `to` (required for a component other than app)."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)  # dumps `from`, as the wire has it
+
     release: Identifier
     variant: Name = DEFAULT_VARIANT
     description: Annotated[str, StringConstraints(max_length=L.MAX_NOTE_CHARS)] | None = None
+    component: ReleaseComponent = L.DEFAULT_COMPONENT
+    from_: Identifier | None = Field(None, alias="from")
+    to: Identifier | None = None
+
+    @model_validator(mode="after")
+    def _change_fits(self) -> ReleaseBody:
+        problem = release_change_problem(self.component, self.from_, self.to)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 LABEL_NEEDS_A_JUDGEMENT = "a label needs at least one of gold_ids, faithful, answerable"

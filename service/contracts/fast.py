@@ -30,6 +30,7 @@ from service.contracts.events import (
     LABEL_NEEDS_A_JUDGEMENT,
     feedback_value_problem,
     predicate_value_problem,
+    release_change_problem,
 )
 from service.contracts.views import (
     AnswerOutcome,
@@ -58,6 +59,7 @@ from service.contracts.vocabulary import (
     FeedbackKind,
     FeedbackReason,
     PredicateOp,
+    ReleaseComponent,
     whole_pattern,
 )
 
@@ -213,6 +215,14 @@ class FastReleaseBody(View, forbid_unknown_fields=True):
     release: IdText
     variant: NameText = DEFAULT_VARIANT
     description: Note | None = None
+    component: ReleaseComponent = L.DEFAULT_COMPONENT
+    from_: IdText | None = msgspec.field(default=None, name="from")
+    to: IdText | None = None
+
+    def __post_init__(self) -> None:
+        problem = release_change_problem(self.component, self.from_, self.to)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 class FastLabelBody(View, forbid_unknown_fields=True):
@@ -268,7 +278,7 @@ def body_ids(event_type: str, body: Any) -> list[str]:
     if event_type == "feedback":
         return [body.trace_id] if body.document_id is None else [body.trace_id, body.document_id]
     if event_type == "release":
-        return [body.release]
+        return [body.release, *(v for v in (body.from_, body.to) if v is not None)]
     return [body.trace_id, *(body.gold_ids or ()), *([body.reviewer] if body.reviewer is not None else ())]
 
 

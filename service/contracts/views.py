@@ -24,7 +24,7 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.events import EMBEDDING_NEEDS_MODEL, predicate_value_problem
+from service.contracts.events import EMBEDDING_NEEDS_MODEL, predicate_value_problem, release_change_problem
 from service.contracts.vocabulary import (
     ID_PATTERN,
     NAME_PATTERN,
@@ -40,6 +40,7 @@ from service.contracts.vocabulary import FeedbackKind as FeedbackKind
 from service.contracts.vocabulary import FeedbackReason as FeedbackReason
 from service.contracts.vocabulary import FinishReason as FinishReason
 from service.contracts.vocabulary import PredicateOp as PredicateOp
+from service.contracts.vocabulary import ReleaseComponent as ReleaseComponent
 from service.contracts.vocabulary import TokenKind as TokenKind
 
 Identifier = Annotated[str, Meta(min_length=1, max_length=L.MAX_ID_LEN, pattern=whole_pattern(ID_PATTERN))]
@@ -134,6 +135,22 @@ class TraceError(View, forbid_unknown_fields=True):
     stage: StageName = "generation"
     retryable: bool = False
     provider_request_id: Identifier | None = None
+
+
+class ReleaseMarker(View):
+    """events.ReleaseBody as the workers read it: what changed (the app or one component), from and to
+    which version; the same rules (events.release_change_problem)."""
+
+    release: Identifier
+    variant: Name = L.DEFAULT_VARIANT
+    component: ReleaseComponent = L.DEFAULT_COMPONENT
+    from_: Identifier | None = msgspec.field(default=None, name="from")
+    to: Identifier | None = None
+
+    def __post_init__(self) -> None:
+        problem = release_change_problem(self.component, self.from_, self.to)
+        if problem is not None:
+            raise ValueError(problem)
 
 
 class ProbeMark(View, forbid_unknown_fields=True):

@@ -50,6 +50,13 @@ ImplicitSignal = Literal[
 ]
 IMPLICIT_SIGNALS: tuple[str, ...] = get_args(ImplicitSignal)
 POSITIVE_SIGNALS = frozenset({"thumbs_up", "copy"})
+# What a release marker says changed (docs/markers.md): the app itself, or one component of it. A
+# label value of ragmon_release_component_change_timestamp_seconds and of the triage annotation.
+ReleaseComponent = Literal[
+    "app", "generator_model", "embedding_model", "reranker", "index", "prompt", "provider"
+]
+RELEASE_COMPONENTS: tuple[str, ...] = get_args(ReleaseComponent)
+DEFAULT_COMPONENT: ReleaseComponent = "app"
 # The stored record's layout version (StoredEvent.schema_version, the schema header).
 SchemaVersion = Literal[1]
 SCHEMA_VERSION: SchemaVersion = get_args(SchemaVersion)[0]

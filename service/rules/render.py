@@ -52,18 +52,26 @@ def _alert(
 
 
 def _triage(cfg: GuardrailsConfig, within: str) -> str:
-    """Triage (docs/architecture.md): right after a release suggests a regression; without one, drift.
-    `within`: how long before the alert a release counts as "right before" (release_window, or longer
-    for an alert whose own window and `for:` take longer than that to see a change)."""
+    """Triage (docs/architecture.md, docs/markers.md): right after an app release suggests a regression from
+    it; right after a component change (a declared marker naming the component, or one detected in the
+    traces) names the component, its versions and how the change was known; without either, drift.
+    `within`: how long before the alert a change counts as "right before" (release_window, or longer for an
+    alert whose own window and `for:` take longer than that to see a change)."""
     window = int(seconds(within))
-    match = 'tenant=\\"%s\\",variant=\\"production\\"'
-    args = " $labels.tenant"
-    query = f"ragmon:release:last_timestamp_seconds{{{match}}} > time() - {window}"
+    release = 'ragmon:release:last_timestamp_seconds{tenant=\\"%s\\",variant=\\"production\\"}'
+    change = 'ragmon:release:component_change_timestamp_seconds{tenant=\\"%s\\",component!=\\"app\\"}'
+    query = f"{release} > time() - {window} or {change} > time() - {window}"
+    args = " $labels.tenant $labels.tenant"
     return (
         f'{{{{ with printf "{query}"{args} | query }}}}'
-        "{{ range . }}Release {{ .Labels.release }} ({{ .Labels.tenant }}/{{ .Labels.variant }}) went out at "
+        "{{ range . }}{{ if .Labels.component }}"
+        '{{ .Labels.component | reReplaceAll "_" " " }} changed from {{ .Labels.from }} to '
+        "{{ .Labels.to }} ({{ .Labels.source }}) at {{ .Value | humanizeTimestamp }}, within "
+        + within
+        + " of this alert: suspect that change. "
+        "{{ else }}Release {{ .Labels.release }} ({{ .Labels.tenant }}/{{ .Labels.variant }}) went out at "
         "{{ .Value | humanizeTimestamp }}, within " + within + " of this alert: suspect a regression "
-        "from that release. {{ end }}{{ else }}"
+        "from that release. {{ end }}{{ end }}{{ else }}"
         f"No release in the last {within}: suspect drift in traffic or data, not a deploy."
         "{{ end }}"
     )
@@ -77,6 +85,13 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             "record": "ragmon:release:last_timestamp_seconds",
             "expr": "max by (tenant, variant) (ragmon_release_last_timestamp_seconds)"
             " * on (tenant, variant) group_left (release) max by (tenant, variant, release) (ragmon_release_info)",
+        },
+        {
+            # the latest change per tenant and component, declared or detected (one series per replica that
+            # exports it: the same value, so max), read by the triage annotation
+            "record": "ragmon:release:component_change_timestamp_seconds",
+            "expr": "max by (tenant, component, from, to, source)"
+            " (ragmon_release_component_change_timestamp_seconds)",
         },
         {
             "record": "ragmon:rag_stage_duration_seconds:quantile",

@@ -224,6 +224,9 @@ class RagApp:
             "timings": gen.timings,
             "usage": gen.usage.body,
         }
+        swap = req.active.generation_change(variant)
+        if swap is not None and (swap.share >= 1 or rng.random() < swap.share):  # draws only while active
+            body["usage"] = {**body["usage"], "model": swap.model}
         if req.embedding is not None:
             body["query"].update(embedding=req.embedding, embedding_model=req.embedding_model)
             change = req.active.embedding_change()

@@ -171,6 +171,25 @@ class EmbeddingModelChange(IncidentBase):
     model: Identifier = "app-embed-v2"
     dim: Annotated[int, Field(ge=2, le=4096)] = 96
     index_follows: bool = True
+    # true: the app declares the migration, its `release` marker naming component embedding_model, from
+    # the scenario's model to `model` (docs/markers.md); false: ragmon must notice it in the traces
+    declared: bool = False
+
+    @model_validator(mode="after")
+    def _declared_needs_a_release(self) -> EmbeddingModelChange:
+        if self.declared and self.release is None:
+            raise ValueError("release: a declared embedding_model_change needs the release its marker names")
+        return self
+
+
+class GenerationModelChange(IncidentBase):
+    """The provider serves another model behind the same deployment name, with no release of the app: the
+    traces' `usage.model` names `model` for a `share` of requests (1: all of them, 0.1: a canary). ragmon
+    records it as a detected generator_model change (docs/markers.md); a canary records nothing."""
+
+    kind: Literal["generation_model_change"]
+    model: Identifier = "provider-gen-v2"
+    share: Share = 1.0
 
 
 class Dissatisfaction(IncidentBase):
@@ -245,6 +264,7 @@ Incident = Annotated[
     | CostSpike
     | EntitlementLeak
     | EmbeddingModelChange
+    | GenerationModelChange
     | Dissatisfaction
     | StaleCorpus
     | ProviderOutage
@@ -262,6 +282,7 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "cost_spike",
     "entitlement_leak",
     "embedding_model_change",
+    "generation_model_change",
     "dissatisfaction",
     "stale_corpus",
     "provider_outage",
@@ -337,6 +358,10 @@ class Active:
     def reformulation_share(self, intent: str) -> float:
         found = [i.share for i in self._for(Reformulations, "production") if i.intent in (None, intent)]
         return max(found, default=0.0)
+
+    def generation_change(self, variant: str) -> GenerationModelChange | None:
+        found = self._for(GenerationModelChange, variant)
+        return found[-1] if found else None
 
     def embedding_change(self) -> EmbeddingModelChange | None:
         found = self._for(EmbeddingModelChange)

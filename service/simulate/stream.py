@@ -19,6 +19,7 @@ from datetime import datetime
 from service.simulate.app import RagApp, Served
 from service.simulate.corpus import build_corpus
 from service.simulate.feedback import review_label, user_feedback
+from service.simulate.incidents import EmbeddingModelChange
 from service.simulate.probes import probe_queries, replay
 from service.simulate.records import FeedbackFacts, ReleaseFacts, SimEvent, TraceFacts, event_id
 from service.simulate.scenario import Scenario
@@ -68,9 +69,16 @@ class EventStream:
             yield event
 
     def _release(
-        self, rng: random.Random, at_s: float, tenant: str, release: str, variant: str, why: str
+        self,
+        rng: random.Random,
+        at_s: float,
+        tenant: str,
+        release: str,
+        variant: str,
+        why: str,
+        change: dict[str, str] | None = None,
     ) -> None:
-        body = {"release": release, "variant": variant, "description": why}
+        body = {"release": release, "variant": variant, "description": why, **(change or {})}
         facts = ReleaseFacts(event_id(rng.getrandbits(128)), tenant, release, variant, at_s)
         self._push(SimEvent(at_s, at_s, tenant, "release", facts.event_id, body, facts))
 
@@ -101,7 +109,15 @@ class EventStream:
                     and (start, tenant.name, release) not in marked
                 ):
                     marked.add((start, tenant.name, release))
-                    self._release(rng, start, tenant.name, release, "production", f"deploy {release}")
+                    inc = self.scenario.incidents[idx]
+                    change = None
+                    if isinstance(inc, EmbeddingModelChange) and inc.declared:
+                        change = {
+                            "component": "embedding_model",
+                            "from": self.scenario.embedding.model,
+                            "to": inc.model,
+                        }
+                    self._release(rng, start, tenant.name, release, "production", f"deploy {release}", change)
 
     def _replays(self, until: float) -> None:
         """The probe replays due by `until` (scenario.probes), one per tenant every every_s from 0."""

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dashboards import generate
-from dashboards.common import RELEASE_ANNOTATION_EXPR, Limits
+from dashboards.common import CHANGE_ANNOTATION_EXPR, RELEASE_ANNOTATION_EXPR, Limits
 from dashboards.generate import build_all, to_text, write_all
 from dashboards.model import DATASOURCE
 from service.rules.config import GuardrailsConfig
@@ -82,8 +82,9 @@ def test_every_dashboard_has_the_variables_and_the_release_annotation(name: str)
         variables["variant"]["query"] == 'label_values(ragmon_rag_queries_total{tenant=~"$tenant"}, variant)'
     )
     assert variables["variant"]["current"]["value"] == ["production"]
-    (release,) = board["annotations"]["list"]
+    release, change = board["annotations"]["list"]
     assert release["target"]["expr"] == RELEASE_ANNOTATION_EXPR
+    assert change["target"]["expr"] == CHANGE_ANNOTATION_EXPR and "{{to}}" in change["textFormat"]
     assert release["useValueForTime"] is True and "{{release}}" in release["titleFormat"]
     assert "dashboards" in {link["type"] for link in board["links"]}
 

@@ -40,6 +40,22 @@ class MetricsConfig(BaseModel):
     release_refresh_s: float = Field(
         5.0, gt=0, description="how often a replica re-reads release markers and re-checks its release labels"
     )
+    change_min_traces: int = Field(
+        200, ge=10, description="change detection: a window holds at least this many production traces"
+    )
+    change_window_s: float = Field(600.0, gt=0, description="change detection: and spans at least this long")
+    change_enter_share: float = Field(
+        0.6, gt=0.5, lt=1, description="change detection: a new value holds more than this share of a window"
+    )
+    change_exit_share: float = Field(
+        0.4, gt=0, lt=0.5, description="change detection: while the established value fell below this share"
+    )
+    change_max_values: int = Field(
+        8,
+        ge=2,
+        le=64,
+        description="change detection: distinct values counted per tenant, component and window",
+    )
 
     @field_validator("stages")
     @classmethod

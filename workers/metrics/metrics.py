@@ -217,3 +217,16 @@ class MetricsWorkerMetrics:
         self.release_timestamp = Gauge(
             "ragmon_release_last_timestamp_seconds", "Unix time of the last release marker", TV, registry=r
         )
+        self.component_change = Gauge(
+            "ragmon_release_component_change_timestamp_seconds",
+            "Unix time of the latest change of a component per tenant (one series per tenant and component:"
+            " from and to the versions, source declared by a release marker or detected in traces)",
+            ["tenant", "component", "from", "to", "source"],
+            registry=r,
+        )
+        self.detected_changes = Counter(
+            "ragmon_release_detected_changes_total",
+            "Component changes this replica detected in production traces (each change counted once overall)",
+            ["tenant", "component"],
+            registry=r,
+        )

@@ -11,11 +11,19 @@ import redis
 from service.contracts.views import TraceError
 from workers.checks.answer import check_answer
 from workers.checks.config import ChecksConfig
+from workers.metrics.changes import (
+    DECLARED,
+    UNKNOWN_FROM,
+    ChangeDetector,
+    ChangeMarker,
+    ChangeMarkers,
+    Hysteresis,
+)
 from workers.metrics.config import MetricsConfig
 from workers.metrics.joins import FeedbackJoin, JoinInfo
 from workers.metrics.metrics import INTENT_STAGES, MetricsWorkerMetrics
 from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
-from workers.metrics.releases import CurrentReleases, Marker, RecentReleases
+from workers.metrics.releases import ALWAYS_KEPT_VARIANT, CurrentReleases, Marker, RecentReleases
 from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
 from workers.runtime.contract import Processor
 from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, FirstSeenCap
@@ -49,6 +57,19 @@ class MetricsProcessor(Processor):
             client, config.max_releases_per_tenant, config.release_window_s, config.release_refresh_s
         )
         self.markers = CurrentReleases(client, config.max_variants_per_tenant)
+        self.changes = ChangeMarkers(client)
+        self.detector = ChangeDetector(
+            client,
+            Hysteresis(
+                config.change_min_traces,
+                config.change_window_s,
+                config.change_enter_share,
+                config.change_exit_share,
+                config.change_max_values,
+            ),
+            self.changes,
+        )
+        self._exported_changes: dict[tuple[str, str], tuple[str, str, str]] = {}
         self.clock = clock
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
         self.child = Children()
@@ -91,6 +112,9 @@ class MetricsProcessor(Processor):
         for event in events:
             if event.type == "release":
                 self._release(event, event.body, now)
+        for change in self.detector.flush(now):
+            self.m.detected_changes.labels(change.tenant, change.component).inc()
+            self._next_release_refresh = 0.0
         return []
 
     # -- traces ---------------------------------------------------------------
@@ -102,6 +126,8 @@ class MetricsProcessor(Processor):
         tv = (tenant, variant)
         weight = 1.0 / t.sample_rate
         release = self.releases.label(tenant, t.release, now) if t.release else None
+        if variant == ALWAYS_KEPT_VARIANT:  # a candidate's models are not the tenant's
+            self.detector.observe(tenant, t)
         if t.error is not None:
             info = JoinInfo(variant, release, intent, errored=True)
             return self._errored(pipe, tenant, t, t.error, info, weight)
@@ -216,7 +242,12 @@ class MetricsProcessor(Processor):
         variant = self.variant(event.tenant, r.variant)
         if variant == OTHER:  # over the tenant's variant cap: no info series of its own
             return
-        self.markers.record(Marker(event.tenant, variant, r.release, event.stored.timestamp.timestamp()))
+        ts = event.stored.timestamp.timestamp()
+        self.markers.record(Marker(event.tenant, variant, r.release, ts))
+        if r.component != "app" and variant == ALWAYS_KEPT_VARIANT and r.to is not None:
+            self.changes.record(
+                ChangeMarker(event.tenant, r.component, r.from_ or UNKNOWN_FROM, r.to, DECLARED, ts)
+            )
         self.releases.announce(event.tenant, r.release, now)
         self._next_release_refresh = 0.0
 
@@ -235,6 +266,23 @@ class MetricsProcessor(Processor):
                 self.m.release_info.remove(tenant, variant, release)
                 self.m.release_timestamp.remove(tenant, variant)
         self._exported_releases = kept
+        self._refresh_changes()
+
+    def _refresh_changes(self) -> None:
+        """The latest change per (tenant, component): the previous one's series is removed."""
+        kept: dict[tuple[str, str], tuple[str, str, str]] = {}
+        gauge = self.m.component_change
+        for c in self.changes.read():
+            key, labels = (c.tenant, c.component), (c.from_, c.to, c.source)
+            old = self._exported_changes.get(key)
+            if old is not None and old != labels:
+                gauge.remove(*key, *old)
+            gauge.labels(*key, *labels).set(c.ts)
+            kept[key] = labels
+        for key, labels in self._exported_changes.items():
+            if key not in kept:
+                gauge.remove(*key, *labels)
+        self._exported_changes = kept
 
     def tick(self, now: float) -> None:
         if now >= self._next_sweep:

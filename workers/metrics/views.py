@@ -17,6 +17,7 @@ from service.contracts.views import (
     Identifier,
     ModelName,
     Name,
+    ReleaseMarker,
     ResponseFormat,
     SampleRate,
     Timings,
@@ -38,6 +39,7 @@ class MetricsDocument(View):
 class MetricsRetrieval(View):
     documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
     index_embedding_model: ModelName | None = None
+    index_version: ModelName | None = None  # a new index taking the traffic is a change (changes.py)
 
 
 class MetricsQuery(View):
@@ -81,9 +83,8 @@ class MetricsFeedback(View):
         return float(v) if self.kind == "dwell" and isinstance(v, int | float) else None
 
 
-class MetricsRelease(View):
-    release: Identifier
-    variant: Name = "production"
+class MetricsRelease(ReleaseMarker):
+    """The whole marker: the release, its variant, and which component changed from and to what."""
 
 
 VIEWS: dict[str, type[View]] = {"trace": MetricsTrace, "feedback": MetricsFeedback, "release": MetricsRelease}

@@ -30,6 +30,10 @@ from workers.runtime.records import native_subscription
 from workers.runtime.types import READY, Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.probes")
+# The release components whose change moves what the probes measure (the query encoder and the index it
+# searches); an app release is one too, as before components existed (docs/probes.md). A generator, prompt,
+# reranker or provider change retrieves the same neighbours: it declares nothing.
+INDEX_SIDE_COMPONENTS = frozenset({"app", "embedding_model", "index"})
 NOT_A_PROBE = "probe: a trace on the probes topic needs its probe mark {set, query_id}"
 
 
@@ -72,6 +76,8 @@ class ProbesProcessor(Processor):
             if isinstance(body, Release):
                 if body.variant != PRODUCTION:
                     continue  # a candidate's release changes nothing the probes of production measure
+                if body.component not in INDEX_SIDE_COMPONENTS:
+                    continue  # e.g. a new generation model: the same neighbours, no new baseline
                 changes.append(
                     Change(event.tenant, event.id, body.release, body.variant, event.stored.timestamp)
                 )

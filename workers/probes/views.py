@@ -8,7 +8,7 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import Identifier, ModelName, Name, ProbeMark, View
+from service.contracts.views import Identifier, ModelName, Name, ProbeMark, ReleaseMarker, View
 
 
 class _Document(View):
@@ -39,9 +39,8 @@ class ProbeTrace(View):
         return self.query.embedding_model or self.retrieval.index_embedding_model or ""
 
 
-class Release(View):
-    release: Identifier
-    variant: Name = L.DEFAULT_VARIANT
+class Release(ReleaseMarker):
+    """The marker's release, variant and component (only an index-side change declares a probe change)."""
 
 
 VIEWS = {"trace": ProbeTrace, "release": Release}

@@ -310,6 +310,20 @@ CASES: dict[str, Bad] = {
         r"\(RFC 3339\).* \(value_error\)$",
         per_event=True,
     ),
+    "release-component-unknown": Bad(
+        lambda: {"events": [event("release", {"release": "r1", "component": "vibes", "to": "v2"})]},
+        400,
+        r"^events\[0\]\.body\.component: Input should be 'app', 'generator_model', .* or 'provider' "
+        r"\(literal_error\)$",
+        per_event=True,
+    ),
+    "release-component-without-to": Bad(
+        lambda: {"events": [event("release", {"release": "r1", "component": "index", "from": "idx-1"})]},
+        400,
+        r"^events\[0\]\.body: Value error, 'to': required when component is 'index' "
+        r"\(the version now serving\) \(value_error\)$",
+        per_event=True,
+    ),
     "predicate-op-unknown": Bad(
         with_trace(
             retrieval={"filters": {"relevance": [{"field": "locale", "op": "like", "value": "en-%"}]}}

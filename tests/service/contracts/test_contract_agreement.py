@@ -344,6 +344,9 @@ def test_the_comparison_sees_a_changed_limit() -> None:
         release: Annotated[str, msgspec.Meta(min_length=1, max_length=L.MAX_ID_LEN - 1)]
         variant: Annotated[str, msgspec.Meta(min_length=1, max_length=L.MAX_NAME_LEN)] = L.DEFAULT_VARIANT
         description: Annotated[str, msgspec.Meta(max_length=L.MAX_NOTE_CHARS)] | None = None
+        component: L.ReleaseComponent = L.DEFAULT_COMPONENT
+        from_: Annotated[str, msgspec.Meta(min_length=1, max_length=L.MAX_ID_LEN)] | None = None
+        to: Annotated[str, msgspec.Meta(min_length=1, max_length=L.MAX_ID_LEN)] | None = None
 
     found = list(disagreements(E.ReleaseBody, Shorter, complete=True, patterns=False))
     assert len(found) == 1 and "release" in found[0], found
@@ -439,7 +442,8 @@ def feedback_bodies(draw: st.DrawFn) -> dict[str, Any]:
 
 
 release_bodies = st.fixed_dictionaries(
-    {"release": ids, "variant": names}, optional={"description": st.text(max_size=20)}
+    {"release": ids, "variant": names, "component": st.sampled_from(L.RELEASE_COMPONENTS), "to": ids},
+    optional={"description": st.text(max_size=20), "from": st.just("v0-from")},
 )
 label_bodies = st.fixed_dictionaries(
     {"trace_id": ids, "faithful": st.booleans()},
@@ -551,6 +555,10 @@ BREAKS: list[Break] = [
     ("feedback", ("trace_id",), lambda _: "t\n"),
     ("release", ("variant",), lambda _: "-lead"),
     ("release", ("description",), lambda _: "d" * (L.MAX_NOTE_CHARS + 1)),
+    ("release", ("component",), lambda _: "vibes"),
+    ("release", ("to",), lambda _: "v 2"),
+    ("release", ("from",), lambda _: "x" * (L.MAX_ID_LEN + 1)),
+    ("release", ("from",), lambda body: body["to"]),  # no change
     ("label", ("gold_ids",), lambda _: ["g"] * (L.MAX_GOLD_IDS + 1)),
     ("label", ("reviewer",), lambda _: "a b"),
 ]

@@ -489,3 +489,24 @@ def test_the_exported_schema_accepts_a_valid_batch_and_refuses_bad_ones(
     assert not validator.is_valid({"events": [envelope(query={"text": ""})]})
     assert not validator.is_valid({"events": [envelope()], "tenant": "acme"})
     assert not validator.is_valid({"events": [envelope(retrieval={"documents": [doc(url="u")]})]})
+
+
+def test_a_release_marker_names_its_component_and_versions() -> None:
+    app = ReleaseBody.model_validate({"release": "2026.12.1"})
+    assert (app.component, app.from_, app.to) == ("app", None, None)  # existing clients unchanged
+    change = ReleaseBody.model_validate(
+        {"release": "emb-migration", "component": "embedding_model", "from": "emb-v1", "to": "emb-v2"}
+    )
+    assert change.model_dump(mode="json")["from"] == "emb-v1"  # stored under its wire name
+    rejects(ReleaseBody, {"release": "r", "component": "vibes", "to": "v2"}, "component", "literal_error")
+    rejects(ReleaseBody, {"release": "r", "component": "index", "to": "v 2"}, "to", "string_pattern_mismatch")
+    rejects(
+        ReleaseBody,
+        {"release": "r", "component": "index", "from": "i" * (L.MAX_ID_LEN + 1), "to": "i2"},
+        "from",
+        "string_too_long",
+    )
+    with pytest.raises(ValidationError, match="'to': required when component is 'index'"):
+        ReleaseBody.model_validate({"release": "r", "component": "index", "from": "idx-1"})
+    with pytest.raises(ValidationError, match="a change needs two different versions"):
+        ReleaseBody.model_validate({"release": "r", "component": "prompt", "from": "p1", "to": "p1"})

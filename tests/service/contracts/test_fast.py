@@ -108,6 +108,10 @@ def test_broken_traces_fail_the_fast_check(worker: str, mutate: Any) -> None:
         ("release", {"release": "v1", "variant": "UPPER"}),
         ("release", {"release": "v 1"}),
         ("release", {"release": "v1", "extra": 1}),
+        ("release", {"release": "v1", "component": "index", "from": "idx-1"}),  # a component names its `to`
+        ("release", {"release": "v1", "component": "prompt", "from": "p1", "to": "p1"}),  # no change
+        ("release", {"release": "v1", "component": "reranker", "to": "rr 2"}),  # not an identifier
+        ("release", {"release": "v1", "component": "tokenizer", "to": "t2"}),
     ],
 )
 def test_broken_bodies_of_every_type_fail_both(event_type: str, body: dict[str, Any]) -> None:

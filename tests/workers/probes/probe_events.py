@@ -57,15 +57,11 @@ def probe_event(proc: ProbesProcessor, when: datetime, tenant: str = "acme", **k
     return out
 
 
-def release_event(when: datetime, tenant: str = "acme", release: str = "2026.12.1") -> Event:
-    doc = stored_document(
-        str(uuid.uuid4()),
-        "release",
-        tenant,
-        when.isoformat(),
-        when.isoformat(),
-        {"release": release, "variant": "production", "description": "new embedding index"},
-    )
+def release_event(when: datetime, tenant: str = "acme", release: str = "2026.12.1", **change: str) -> Event:
+    """A release marker; `change`: its component, from (as from_) and to, when it names them."""
+    body: dict[str, Any] = {"release": release, "variant": "production", "description": "new embedding index"}
+    body.update({("from" if k == "from_" else k): v for k, v in change.items()})
+    doc = stored_document(str(uuid.uuid4()), "release", tenant, when.isoformat(), when.isoformat(), body)
     return decoded_event(doc, VIEWS, topic="t.releases", offset=next(_offsets))
 
 

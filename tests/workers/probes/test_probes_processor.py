@@ -83,6 +83,22 @@ def test_a_declared_change_pins_the_new_version(proc: Any) -> None:
     assert _get(registry, "ragmon_rag_probe_gold_recall_ratio", "emb-v2", "idx-2") == 0.5
 
 
+@pytest.mark.parametrize(
+    ("component", "declares"),
+    [("embedding_model", True), ("index", True), ("generator_model", False), ("prompt", False)],
+)
+def test_only_an_index_side_component_declares_a_probe_change(
+    proc: Any, component: str, declares: bool
+) -> None:
+    p, registry = proc
+    p.process(run(p, at(0), BEFORE))
+    p.process([release_event(at(50), component=component, from_="v1", to="v2")])
+    p.process(run(p, at(60), WORSE, model="emb-v2", index="idx-2"))
+    # declared: the new version is its own baseline; a generator or prompt change declares nothing,
+    # so the new version is compared with the old baseline and its worse neighbours show
+    assert _get(registry, "ragmon_rag_probe_overlap_ratio", "emb-v2", "idx-2") == (1.0 if declares else 0.5)
+
+
 def test_a_release_consumed_after_the_replay_still_declares_it(proc: Any) -> None:
     p, registry = proc
     p.process(run(p, at(0), BEFORE))
