@@ -29,6 +29,9 @@ STEP = 10  # seconds between samples
 T0 = (int(time.time()) // 3600 - 3) * 3600  # an hour three hours back: old enough for any latency offset
 STEADY = [(T0 + STEP * k, float(k)) for k in range(61)]  # 0..60 over 600 s
 FRESH = [(T0 + 300 + STEP * k, 4.0 + k) for k in range(31)]  # appears at 300 s with 4, +1 every 10 s
+ONCE = [
+    (T0 + 300 + STEP * k, 1.0) for k in range(31)
+]  # one event, e.g. a (worker, reason)'s first dead letter
 
 
 @pytest.mark.slow
@@ -72,7 +75,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     if prometheus is None or promtool is None:
         pytest.skip("prometheus not installed (apt-get install prometheus)")
     work = tmp_path_factory.mktemp("vm-semantics")
-    series = {"exp_steady_total": STEADY, "exp_fresh_total": FRESH}
+    series = {"exp_steady_total": STEADY, "exp_fresh_total": FRESH, "exp_once_total": ONCE}
     source = work / "samples.om"
     source.write_text(_openmetrics(series))
     data = work / "prom-data"
@@ -143,6 +146,10 @@ CASES = {  # (expression, seconds after T0) -> (Prometheus 2.42, VictoriaMetrics
     # once the window starts at or after the first sample, both count the same
     ("increase(exp_fresh_total[1m])", 360): (6.0, 6.0),
     ("increase(exp_fresh_total[1m])", 370): (6.0, 6.0),
+    # a series that appears at 1 and stays there (RagmonDeadLetters: increase(...[2m]) > 0)
+    ("increase(exp_once_total[2m])", 330): (0.0, 1.0),
+    ("increase(exp_once_total[2m])", 410): (0.0, 1.0),
+    ("increase(exp_once_total[2m])", 420): (0.0, 0.0),
 }
 
 
