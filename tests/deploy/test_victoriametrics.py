@@ -9,6 +9,7 @@ VictoriaMetrics (its import API), then asks both for `increase()` at the same in
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -21,7 +22,14 @@ import yaml
 
 from service.local.embedded import free_port, wait_for_port
 from tests.support.leaks import stop_process
-from tests.support.victoriametrics import EXAMPLE, VmStack, binaries, start_victoria_metrics, start_vmalert
+from tests.support.victoriametrics import (
+    EXAMPLE,
+    VmStack,
+    binaries,
+    example_args,
+    start_victoria_metrics,
+    start_vmalert,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "ragmon.rules.yml"
@@ -58,6 +66,36 @@ def test_the_deploy_example_scrapes_every_job_the_prometheus_example_does() -> N
     agent = yaml.safe_load((EXAMPLE / "vmagent.yml").read_text())
     ours = [j for j in agent["scrape_configs"] if "ragmon" in j["job_name"]]
     assert ours == [j for j in prom["scrape_configs"] if "ragmon" in j["job_name"]]
+
+
+@pytest.mark.slow
+def test_the_deploy_example_loads_in_vmagent_and_its_flags_parse() -> None:
+    found = binaries()
+    scrape = subprocess.run(
+        [found["vmagent"], f"-promscrape.config={EXAMPLE / 'vmagent.yml'}", "-dryRun"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert scrape.returncode == 0, scrape.stderr[-3000:]
+    # every flag of the .args files is one the installed binaries know (an unknown flag is fatal)
+    for name in ("victoria-metrics", "vmagent", "vmalert"):
+        known = subprocess.run([found[name], "-help"], capture_output=True, text=True, timeout=60)
+        for flag in example_args(name, **{k: "x" for k in PLACEHOLDERS}):
+            option = re.escape(flag.split("=", 1)[0])
+            assert re.search(rf"^\s+{option}(\s|$)", known.stderr + known.stdout, re.M), (name, flag)
+
+
+PLACEHOLDERS = (
+    "data",
+    "listen",
+    "latency_offset",
+    "scrape_config",
+    "vm",
+    "rules",
+    "alertmanager",
+    "interval",
+)
 
 
 def _openmetrics(series: dict[str, list[tuple[int, float]]]) -> str:
