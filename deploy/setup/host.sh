@@ -3,7 +3,9 @@
 #
 #   bash deploy/setup/host.sh run     system packages `ragmon up` uses (Redis, Prometheus, Alertmanager)
 #   bash deploy/setup/host.sh test    those, plus what the test suite needs: Chromium (review page
-#                                     browser tests), kubectl (kustomize check), node/npm and the pinned
+#                                     browser tests), kubectl (kustomize check), VictoriaMetrics with
+#                                     vmagent and vmalert (the remote_write path: deploy/victoriametrics),
+#                                     node/npm and the pinned
 #                                     dashboard type checker, the alibi-detect parity virtualenv
 #
 # Idempotent and quick when everything is present: each step checks before it installs.
@@ -32,6 +34,9 @@ want prometheus-alertmanager amtool
 if [[ "$profile" == test ]]; then
     want chromium chromium chromium-browser
     want kubernetes-client kubectl
+    want victoria-metrics victoria-metrics
+    want victoria-metrics vmagent
+    want victoria-metrics vmalert
     want nodejs node
     want npm npm
 fi
@@ -46,7 +51,8 @@ apt_install() {
             exit 1
         fi
     fi
-    # The Debian packages would start their own Prometheus/Alertmanager services on 9090/9093.
+    # The Debian packages would start their own Prometheus/Alertmanager/VictoriaMetrics services on
+    # 9090/9093/8428.
     # ragmon starts private instances on free ports, so keep services from starting at all
     # (policy-rc.d) instead of stopping processes afterwards.
     local policy=/usr/sbin/policy-rc.d placed=""

@@ -24,7 +24,9 @@ class UpStack:
     proc: subprocess.Popen[bytes]
     log: Path
     api: str = ""
-    prometheus: str = ""
+    prometheus: str = ""  # empty with --no-prometheus
+    api_metrics: str = ""
+    supervisor: str = ""
     workers: dict[str, str] = field(default_factory=dict)
 
     def stop(self) -> None:
@@ -81,14 +83,14 @@ def start_up(
     )
     stack = UpStack(proc, log)
     try:
-        _read_summary(stack, timeout_s)
+        _read_summary(stack, timeout_s, prometheus="--no-prometheus" not in extra_args)
     except BaseException:
         stack.stop()  # every failure after the start: nothing of the stack outlives the fixture
         raise
     return stack
 
 
-def _read_summary(stack: UpStack, timeout_s: float) -> None:
+def _read_summary(stack: UpStack, timeout_s: float, prometheus: bool = True) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         text = stack.log.read_text(errors="replace")
@@ -96,11 +98,14 @@ def _read_summary(stack: UpStack, timeout_s: float) -> None:
             raise AssertionError(f"ragmon up exited with {stack.proc.returncode}:\n{text[-4000:]}")
         if "Ctrl-C stops everything" in text:
             stack.api = _printed(r"API\s+(http://\S+)", text, "no API URL")
-            stack.prometheus = _printed(
-                r"Prometheus\s+(http://\S+)",
-                text,
-                f"no Prometheus URL (`{SETUP_COMMAND}` installs Prometheus)",
-            )
+            stack.api_metrics = _printed(r"API metrics\s+(http://\S+)/metrics", text, "no API metrics URL")
+            stack.supervisor = _printed(r"supervisor\s+(http://\S+)/metrics", text, "no supervisor URL")
+            if prometheus:
+                stack.prometheus = _printed(
+                    r"Prometheus\s+(http://\S+)",
+                    text,
+                    f"no Prometheus URL (`{SETUP_COMMAND}` installs Prometheus)",
+                )
             stack.workers = dict(re.findall(r"worker (\w+)\s+(http://\S+)/metrics", text))
             return
         time.sleep(0.5)

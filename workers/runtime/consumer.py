@@ -67,6 +67,11 @@ class ConsumerRuntime:
         self.name = processor.name
         self.settings = settings
         self.metrics = metrics
+        # Every (worker, reason) is exported from 0: a counter first exported at 1 is no increase to
+        # Prometheus' increase(), so the first dead letter of a reason would never fire RagmonDeadLetters
+        # (VictoriaMetrics counts it: docs/deploy.md "VictoriaMetrics and vmalert"). A closed set.
+        for reason in DeadLetterReason:
+            metrics.dead_letters.labels(self.name, reason.value)
         self.emitter = emitter
         self.dedupe = Dedupe(redis_client, self.name, settings.worker_dedupe_ttl_s)
         self.dlq_limit = DlqLimit(

@@ -14,6 +14,7 @@ from service.contracts import Topics
 from tests.support.kafka import RecordWriter, read_all, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess
 from tests.workers.runtime.test_delivery import probe_env, send_traces, start_probe, workers  # noqa: F401 - fixture
+from workers.runtime.reasons import DeadLetterReason
 
 
 def test_a_poison_record_is_dead_lettered_alone_and_its_batch_is_processed(
@@ -62,3 +63,11 @@ def test_a_poison_record_is_dead_lettered_alone_and_its_batch_is_processed(
     assert w.total("ragmon_worker_events_total", outcome="processed") == 40
     assert w.total("ragmon_worker_retries_total") == 0, "a poison record is not an outage"
     assert not read_all(kafka_bootstrap, topics.scores), "the oversized derived record was never produced"
+    # Every reason is exported from 0 before its first dead letter, so that first one is an increase
+    # (Prometheus' increase() does not count a series that first appears at 1: RagmonDeadLetters)
+    exported = {
+        dict(labels)["reason"]: value
+        for (name, labels), value in w.scrape().items()
+        if name == "ragmon_worker_dead_letters_total"
+    }
+    assert exported == {r.value: float(r.value in by_reason) for r in DeadLetterReason}
