@@ -97,18 +97,18 @@ class ExclusionMetrics:
             "ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome")
         )
         self.retrieval_sum = counter(
-            "ragmon_exclusion_retrieval_score_sum",
+            "ragmon_exclusion_retrieval_score_sum_total",
             "Sum over labelled traces of a retrieval metric's per-trace value (stage: candidates or context; "
             "k: the cut-off, 'all' for MRR)",
             (*RETRIEVAL_LABELS, "metric", "k"),
         )
         self.retrieval_squares = counter(
-            "ragmon_exclusion_retrieval_score_squares",
+            "ragmon_exclusion_retrieval_score_squares_total",
             "Sum over labelled traces of the squared per-trace value (the interval's variance)",
             (*RETRIEVAL_LABELS, "metric", "k"),
         )
         self.retrieval_traces = counter(
-            "ragmon_exclusion_retrieval_labelled_traces",
+            "ragmon_exclusion_retrieval_labelled_traces_total",
             "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
             RETRIEVAL_LABELS,
         )
