@@ -1,5 +1,5 @@
-"""Answer quality: faithfulness (HHEM) with its coverage, metadata-filter false exclusion with attribution, and
-refusals per intent against their control band."""
+"""Answer quality: faithfulness (HHEM) with its coverage, metadata-filter false exclusion with attribution,
+retrieval quality (Recall, nDCG @k) on labelled traces per stage, and refusals per intent against their band."""
 
 from __future__ import annotations
 
@@ -258,6 +258,53 @@ def _exclusion_evidence() -> list[Panel]:
     ]
 
 
+def _retrieval(limits: Limits) -> list[Panel]:
+    """The online retrieval metrics (docs/retrieval-metrics.md) per stage, with the labelled n beside them:
+    gold at `candidates` but not at `context` is a reranker or packer drop, at neither a retriever miss."""
+    r = limits.guardrails.retrieval
+    w = r.windows[0]
+    window = f'window="{w}"'
+    per_stage = "{{intent}} / {{stage}} @{{k}}"
+
+    def mean(metric: str, title: str) -> Panel:
+        return Panel(
+            f"{title} by stage ({w}, min n {r.min_n})",
+            "timeseries",
+            [
+                Target(sel("ragmon:retrieval:mean", TV, window, f'metric="{metric}"'), per_stage),
+                Target(
+                    sel("ragmon:retrieval:half_width", TV, window, f'metric="{metric}"'),
+                    "± 95% " + per_stage,
+                ),
+            ],
+            description=f"Mean per-trace {title} over labelled traces (gold from labels, never proxy gold), "
+            "over the retrieved candidates and over the context given to the generator, with its "
+            f"normal-approximation 95% half-width. Under {r.min_n} labelled traces of an intent: no data "
+            "(label more), never 0.",
+            minimum=0,
+            maximum=1,
+            decimals=2,
+            width=8,
+        )
+
+    return [
+        mean("recall", "Recall@k"),
+        mean("ndcg", "nDCG@k"),
+        Panel(
+            f"Labelled traces by stage ({w}, the metrics' n)",
+            "timeseries",
+            [Target(sel("ragmon:retrieval:labelled", TV, window), "{{intent}} / {{stage}}")],
+            description="Traces whose gold is known from labels, per intent and stage: under the minimum the "
+            "means above are absent (no data), not clean.",
+            thresholds=bad_below(r.min_n),
+            unit="short",
+            decimals=0,
+            minimum=0,
+            width=8,
+        ),
+    ]
+
+
 def _refusals(limits: Limits) -> list[Panel]:
     """The refusal band per intent, with each intent's queries beside it (a rate from 3 queries reads as such)."""
     per_intent = "{{tenant}} / {{intent}}"
@@ -323,6 +370,7 @@ def build(limits: Limits) -> Board:
         [
             Row("Faithfulness", [*_faithfulness(limits), *_faithfulness_coverage(), *_faithfulness_detail()]),
             Row("Filter false exclusion", [*_exclusion(limits), *_exclusion_evidence()]),
+            Row("Retrieval quality (labelled traces)", _retrieval(limits)),
             Row("Refusals by intent", _refusals(limits)),
             Row("Deterministic answer checks", _checks(limits)),
         ],

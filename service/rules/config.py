@@ -255,6 +255,30 @@ TENANT_OVERRIDABLE = {
 }
 
 
+class RetrievalRule(Strict):
+    """The online retrieval metrics (docs/retrieval-metrics.md): recorded per window, not alerted on."""
+
+    windows: list[Duration] = Field(
+        default_factory=lambda: ["1h", "1d"],
+        min_length=1,
+        max_length=4,
+        description="a mean, its labelled n and its 95% half-width are recorded over each window",
+    )
+    min_n: int = Field(
+        30,
+        ge=2,
+        description="labelled traces of a (tenant, variant, intent, stage) in the window before its mean "
+        "and half-width exist (below it: no data, label more)",
+    )
+
+    @field_validator("windows")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"windows must be distinct, got {v}")
+        return v
+
+
 class GuardrailsConfig(Strict):
     release_window: Duration = Field("30m", description="triage: a release this recent suggests a regression")
     runbook_base_url: str = Field(
@@ -279,6 +303,7 @@ class GuardrailsConfig(Strict):
     pipeline: PipelineRule = Field(default_factory=PipelineRule)
     review: ReviewRule = Field(default_factory=ReviewRule)
     probes: ProbeRule = Field(default_factory=ProbeRule)
+    retrieval: RetrievalRule = Field(default_factory=RetrievalRule)
     tenants: dict[str, dict[str, dict[str, Any]]] = Field(
         default_factory=dict, description="per-tenant overrides: {tenant: {guardrail: {field: value}}}"
     )

@@ -119,6 +119,7 @@ def recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
         *encoder_rules(),
         *probe_rules(),
         *session_rules(cfg),
+        *retrieval_rules(cfg),
         {
             "record": "ragmon:faithfulness_score:mean",
             "expr": f"sum by ({tv}) (increase(ragmon_faithfulness_score_ratio_sum[{fai.window}]))"
@@ -358,6 +359,51 @@ def gated_share_rules(
             "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({den} >= {minimum})",
         },
     ]
+
+
+RETRIEVAL_N = "ragmon_exclusion_retrieval_labelled_traces_total"
+RETRIEVAL_SUM = "ragmon_exclusion_retrieval_score_sum_total"
+RETRIEVAL_SQUARES = "ragmon_exclusion_retrieval_score_squares_total"
+RETRIEVAL_GROUP = "tenant, variant, intent, stage"
+Z_95 = 1.959964
+
+
+def retrieval_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
+    """Per window (a `window` label) and (tenant, variant, intent, stage, metric, k): the labelled n
+    (absent when 0), and from `min_n` traces the mean of the per-trace values and a normal-approximation
+    95% half-width, z * sqrt(sample variance / n), from the sums and sums of squares
+    (docs/retrieval-metrics.md). Below `min_n` neither exists: no data, not a number from 3 traces."""
+    r = cfg.retrieval
+    by = f"{RETRIEVAL_GROUP}, metric, k"
+    on = f"on ({RETRIEVAL_GROUP}) group_left ()"
+    rules: list[dict[str, Any]] = []
+    for w in r.windows:
+        ws = seconds(w)
+        n = f'ragmon:retrieval:labelled{{window="{w}"}}'
+        gated = f"({n} >= {r.min_n})"
+        total = window_count(RETRIEVAL_SUM, w, by, window_s=ws)
+        squares = window_count(RETRIEVAL_SQUARES, w, by, window_s=ws)
+
+        def windowed(expr: str, window: str = w) -> str:
+            # The window as a label (recording rules carry no `labels:`; the k8s renderer relies on it).
+            return f'label_replace(\n{expr},\n"window", "{window}", "", "")'
+
+        rules += [
+            {
+                "record": "ragmon:retrieval:labelled",
+                "expr": windowed(f"{window_count(RETRIEVAL_N, w, RETRIEVAL_GROUP, window_s=ws)} > 0"),
+            },
+            {"record": "ragmon:retrieval:mean", "expr": windowed(f"(\n{total}\n) / {on} {gated}")},
+            {
+                # sample variance = (squares - sum^2 / n) / (n - 1), clamped at 0 against rounding
+                "record": "ragmon:retrieval:half_width",
+                "expr": windowed(
+                    f"{number(Z_95)} * sqrt(clamp_min(\n(\n{squares}\n- (\n{total}\n) ^ 2 / {on} {gated}\n)"
+                    f" / {on} (({n} - 1) * {n}),\n0))"
+                ),
+            },
+        ]
+    return rules
 
 
 FOLLOWUPS = "ragmon_feedback_followups_total"

@@ -33,13 +33,27 @@ LABEL_VALUES: dict[str, tuple[str, ...]] = {
     "outcome": ("x", "reformulated", "different", "not_compared", "resolved", "thumbs_down", "pass", "fail"),
 }
 OTHER = ("x",)
+# Label values of one family of metrics only (by name prefix), where a shared label name (`stage`, `metric`)
+# takes other values there: the online retrieval metrics' stages and the metrics the Quality panels select.
+FAMILY_LABEL_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "ragmon_exclusion_retrieval_": {
+        "stage": ("candidates", "context"),
+        "metric": ("recall", "ndcg", "mrr"),
+        "k": ("5", "all"),
+    },
+}
 
 
 def _children(metric: MetricWrapperBase) -> list[Any]:
     names = label_names(metric)
     if not names:
         return [metric]
-    combos = itertools.product(*(LABEL_VALUES.get(n, OTHER) for n in names))
+    name = next(iter(metric.describe())).name
+    values = dict(LABEL_VALUES)
+    for prefix, family in FAMILY_LABEL_VALUES.items():
+        if name.startswith(prefix):
+            values.update(family)
+    combos = itertools.product(*(values.get(n, OTHER) for n in names))
     return [metric.labels(*values) for values in combos]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from service.contracts import vocabulary as L
 from service.contracts.config import load_section
@@ -30,8 +30,8 @@ class ExclusionConfig(BaseModel):
         86_400,
         ge=60,
         le=L.MAX_EVENT_AGE_S,
-        description="how long a trace's evaluation waits in Redis for a late label (about 1 KiB per sampled "
-        "trace with 50 candidates), and a label for its trace",
+        description="how long a trace's evaluation waits in Redis for a late label (about 1.8 KiB per "
+        "sampled trace with 50 candidates and 8 context documents, ranked ids included), and a label for its trace",
     )
     intents: list[IntentName] = Field(
         default_factory=lambda: list(L.DEFAULT_INTENTS),
@@ -50,6 +50,22 @@ class ExclusionConfig(BaseModel):
     max_variants: int = Field(
         8, ge=1, le=64, description="variant label values per tenant besides production"
     )
+    retrieval_ks: list[int] = Field(
+        default_factory=lambda: [5, 10],
+        min_length=1,
+        max_length=4,
+        description="cut-offs k of the online retrieval metrics (Hit, Recall, Precision, nDCG @k; "
+        "docs/retrieval-metrics.md): each k adds 8 counter series per tenant, variant and intent",
+    )
+
+    @field_validator("retrieval_ks")
+    @classmethod
+    def _ks(cls, v: list[int]) -> list[int]:
+        if any(k < 1 or k > L.MAX_DOCUMENTS for k in v):
+            raise ValueError(f"each k must be between 1 and {L.MAX_DOCUMENTS}, got {v}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"k values must be distinct, got {v}")
+        return sorted(v)
 
 
 def load_exclusion_config(path: str | os.PathLike[str] | None = None) -> ExclusionConfig:

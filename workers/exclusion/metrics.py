@@ -14,6 +14,11 @@ Every label comes from a closed set: tenants from the API key
 configuration, intents from the configured list, variants and predicate
 fields capped per tenant (first seen, first kept), sources, kinds, reasons
 and operators fixed in code.
+
+The retrieval metrics (docs/retrieval-metrics.md) are exported as three
+counters per (tenant, variant, intent, stage[, metric, k]): the sum of the
+per-trace values, the sum of their squares, and the labelled traces n; the
+recording rules derive the mean and a normal-approximation interval from them.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from prometheus_client import CollectorRegistry, Counter
 
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
+from workers.exclusion.retrieval import STAGES, series_keys
 from workers.runtime.labels import ClosedSet, FirstSeenCap
 
 QUERY_LABELS = ("tenant", "variant", "source", "intent")
 LEAK_KINDS = ("candidate", "context")
 LABEL_OUTCOMES = ("applied", "waiting", "duplicate", "no_gold_ids")
+RETRIEVAL_LABELS = ("tenant", "variant", "intent", "stage")
 
 
 class ExclusionMetrics:
@@ -89,6 +96,23 @@ class ExclusionMetrics:
         self.labels = counter(
             "ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome")
         )
+        self.retrieval_sum = counter(
+            "ragmon_exclusion_retrieval_score_sum_total",
+            "Sum over labelled traces of a retrieval metric's per-trace value (stage: candidates or context; "
+            "k: the cut-off, 'all' for MRR)",
+            (*RETRIEVAL_LABELS, "metric", "k"),
+        )
+        self.retrieval_squares = counter(
+            "ragmon_exclusion_retrieval_score_squares_total",
+            "Sum over labelled traces of the squared per-trace value (the interval's variance)",
+            (*RETRIEVAL_LABELS, "metric", "k"),
+        )
+        self.retrieval_traces = counter(
+            "ragmon_exclusion_retrieval_labelled_traces_total",
+            "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
+            RETRIEVAL_LABELS,
+        )
+        self._retrieval_keys = series_keys(config.retrieval_ks)
         self._tenants_seen: set[str] = set()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
 
@@ -119,6 +143,20 @@ class ExclusionMetrics:
             self.ineligible_gold.labels(tenant, outcome.source, "not_entitled").inc(outcome.not_entitled)
         if outcome.not_in_sample:
             self.ineligible_gold.labels(tenant, outcome.source, "not_in_sample").inc(outcome.not_in_sample)
+
+    def record_retrieval(
+        self, tenant: str, variant: str, intent: str | None, values: dict[str, dict[tuple[str, str], float]]
+    ) -> None:
+        """One labelled trace: per stage, n += 1 and each (metric, k)'s value and its square."""
+        group = (tenant, self._variant(tenant, variant), self._intent(intent))
+        for stage in STAGES:
+            stage_values = values[stage]
+            labels = (*group, stage)
+            self._child(self.retrieval_traces, labels).inc()
+            for metric, k in self._retrieval_keys:
+                value = stage_values[(metric, k)]
+                self._child(self.retrieval_sum, (*labels, metric, k)).inc(value)
+                self._child(self.retrieval_squares, (*labels, metric, k)).inc(value * value)
 
     def _child(self, counter: Counter, labels: tuple[str, ...]) -> Any:
         # Counter.labels() validates and locks on every call; one sample touches

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from service.contracts.ranking import ranking
 from workers.exclusion.entitlement import count_verdicts
 from workers.exclusion.evaluate import PreparedSample, ProxyGold, prepare_sample
 from workers.exclusion.predicates import compile_predicates
@@ -32,6 +33,10 @@ class TracePlan:
     request_id: str = ""
     release: str | None = None
     timestamp: datetime = datetime.min.replace(tzinfo=UTC)
+    # The ranked ids of the retrieval metrics (docs/retrieval-metrics.md), each id at its first place:
+    # the sample's candidates in the app's order, and the context given to the generator.
+    candidate_ids: tuple[str, ...] = ()
+    context_ids: tuple[str, ...] = ()
 
     @property
     def has_effects(self) -> bool:
@@ -56,7 +61,9 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
     # reached the provider whether or not the call then failed.
     sample = retrieval.exclusion_sample if body.error is None else None
     prepared: PreparedSample | None = None
+    candidate_ids: tuple[str, ...] = ()
     if sample is not None:
+        candidate_ids = tuple(ranking(c.id for c in sample.candidates))
         # Relevance predicates only matter to the sample; without one they are not read.
         relevance = compile_predicates(retrieval.filters.relevance, "body.retrieval.filters.relevance")
         prepared = prepare_sample(sample.candidates, entitlement, relevance, proxy)
@@ -73,6 +80,8 @@ def plan_trace(event: Event, proxy: ProxyGold) -> TracePlan:
         request_id=body.request_id,
         release=body.release,
         timestamp=event.stored.timestamp,
+        candidate_ids=candidate_ids,
+        context_ids=tuple(ranking(d.id for d in retrieval.documents)),
     )
 
 

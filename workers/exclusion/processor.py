@@ -13,6 +13,10 @@ Every sample that came without gold ids is evaluated with proxy gold; every
 trace whose gold becomes known (sent with the sample, or by a label event
 consumed before or after it) is also evaluated once with source `labels`.
 
+The same evaluation with source `labels` counts the trace's retrieval
+metrics (workers/exclusion/retrieval.py) over the ranked ids kept with the
+sample: once per trace, under the same claim; proxy gold never counts there.
+
 Metrics are incremented only after both round trips succeeded, so an outage
 raises before anything is counted and the runtime's retry counts it once: a
 claim holds the claiming event's id, and a retry recognises its own claim.
@@ -35,6 +39,7 @@ from workers.exclusion.evaluate import ProxyGold, evaluate
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.exclusion.plan import LabelPlan, TracePlan, plan_label, plan_trace
 from workers.exclusion.results import emit_result
+from workers.exclusion.retrieval import retrieval_values
 from workers.exclusion.state import (
     StoredSample,
     decode_label,
@@ -183,6 +188,7 @@ class ExclusionProcessor(Processor):
         self._ttl = config.label_wait_ttl_s
         self._proxy = ProxyGold(config.proxy_score_threshold, config.proxy_top_k)
         self._counted = RecentKeys(recent_limit)
+        self._ks = tuple(config.retrieval_ks)
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejections: list[Rejection] = []
@@ -222,7 +228,7 @@ class ExclusionProcessor(Processor):
                 pipe.set(
                     None,
                     sample_key(t.tenant, t.trace_id),
-                    encode_sample(t.variant, t.intent, t.sample),
+                    encode_sample(t.variant, t.intent, t.sample, t.candidate_ids, t.context_ids),
                     ex=self._ttl,
                 )
                 pipe.get(("label waiting for", t.event_id), label_key(t.tenant, t.trace_id))
@@ -274,7 +280,7 @@ class ExclusionProcessor(Processor):
 
         work.effects.append((key, count_trace))
         if sample is not None and gold is not None:
-            stored = StoredSample(t.variant, t.intent, sample)
+            stored = StoredSample(t.variant, t.intent, sample, t.candidate_ids, t.context_ids)
             claim_key = labelled_key(t.tenant, t.trace_id)
             work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None, t))
 
@@ -310,6 +316,9 @@ class ExclusionProcessor(Processor):
             stored = claim.stored
             outcome = evaluate(stored.sample, claim.gold_ids, "labels")
             self._metrics.record_query(claim.tenant, stored.variant, stored.intent, outcome)
+            ranked = retrieval_values(stored, claim.gold_ids, self._ks)
+            if ranked is not None:
+                self._metrics.record_retrieval(claim.tenant, stored.variant, stored.intent, ranked)
             if claim.plan is not None:
                 emit_result(self._emitter, self._scores_topic, claim.plan, outcome, stored.sample.leaked)
             if claim.label_event is not None:

@@ -4,8 +4,13 @@ Keys are per tenant and trace id (a tenant is a slug without ':', so the key
 is unambiguous even though trace ids may contain ':'):
 
 - `sample`: the evaluated sample (predicate field/op, each eligible
-  candidate's failing predicate indexes, ineligible ids), kept for a late
-  label. No metadata values are stored.
+  candidate's failing predicate indexes, ineligible ids) and the ranked ids
+  of the retrieval metrics (the candidates in the app's order and the
+  context, each id once: at most MAX_CANDIDATES + MAX_DOCUMENTS ids of at
+  most MAX_ID_LEN characters), kept for a late label. No metadata values
+  are stored. A layout-1 entry (written before the ranked ids were kept) is
+  still read: its late label counts for exclusions, not for the retrieval
+  metrics.
 - `label`: gold ids of a label that arrived before its trace (labels and
   traces are keyed to different partitions, so either may be consumed first).
 - `evaluated`: claims the trace-level counts (leaks, the proxy evaluation).
@@ -25,7 +30,9 @@ from workers.exclusion.evaluate import PreparedSample
 from workers.exclusion.predicates import PredicateRef
 
 PREFIX = "ragmon:exclusion"
-STATE_VERSION = 1
+STATE_VERSION = 2
+LABEL_VERSION = 1
+_READABLE_SAMPLES = (1, 2)
 
 
 def sample_key(tenant: str, trace_id: str) -> str:
@@ -49,9 +56,18 @@ class StoredSample:
     variant: str
     intent: str | None
     sample: PreparedSample
+    # Ranked ids (each at its first place) for the retrieval metrics; None: not kept (a layout-1 entry).
+    candidate_ids: tuple[str, ...] | None = None
+    context_ids: tuple[str, ...] | None = None
 
 
-def encode_sample(variant: str, intent: str | None, sample: PreparedSample) -> bytes:
+def encode_sample(
+    variant: str,
+    intent: str | None,
+    sample: PreparedSample,
+    candidate_ids: tuple[str, ...] = (),
+    context_ids: tuple[str, ...] = (),
+) -> bytes:
     return orjson.dumps(
         {
             "v": STATE_VERSION,
@@ -60,6 +76,8 @@ def encode_sample(variant: str, intent: str | None, sample: PreparedSample) -> b
             "predicates": [[p.field, p.op] for p in sample.predicates],
             "failures": sample.failures,
             "not_entitled": sorted(sample.not_entitled),
+            "candidates": candidate_ids,
+            "context": context_ids,
         }
     )
 
@@ -70,24 +88,27 @@ def decode_sample(raw: bytes | None) -> StoredSample | None:
     if raw is None:
         return None
     data = orjson.loads(raw)
-    if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+    if not isinstance(data, dict) or data.get("v") not in _READABLE_SAMPLES:
         return None
     sample = PreparedSample(
         predicates=tuple(PredicateRef(field, op) for field, op in data["predicates"]),
         failures={doc_id: tuple(idx) for doc_id, idx in data["failures"].items()},
         not_entitled=frozenset(data["not_entitled"]),
     )
-    return StoredSample(data["variant"], data["intent"], sample)
+    if data["v"] == 1:
+        return StoredSample(data["variant"], data["intent"], sample)
+    candidates, context = tuple(data["candidates"]), tuple(data["context"])
+    return StoredSample(data["variant"], data["intent"], sample, candidates, context)
 
 
 def encode_label(gold_ids: list[str]) -> bytes:
-    return orjson.dumps({"v": STATE_VERSION, "gold_ids": gold_ids})
+    return orjson.dumps({"v": LABEL_VERSION, "gold_ids": gold_ids})
 
 
 def decode_label(raw: bytes | None) -> list[str] | None:
     if raw is None:
         return None
     data = orjson.loads(raw)
-    if not isinstance(data, dict) or data.get("v") != STATE_VERSION:
+    if not isinstance(data, dict) or data.get("v") != LABEL_VERSION:
         return None
     return list(data["gold_ids"])

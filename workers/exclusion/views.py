@@ -9,18 +9,25 @@ from msgspec import Meta
 
 from service.contracts import vocabulary as L
 from service.contracts.views import (
-    DocumentMetadata,
     ExclusionSample,
     Filters,
     Identifier,
+    Metadata,
     Name,
     TraceError,
     View,
 )
 
 
+class ContextDocument(View):
+    """A context document: its id (the context stage of the retrieval metrics) and its metadata (leaks)."""
+
+    id: Identifier
+    metadata: Metadata = {}
+
+
 class ExclusionRetrieval(View):
-    documents: Annotated[list[DocumentMetadata], Meta(max_length=L.MAX_DOCUMENTS)] = []
+    documents: Annotated[list[ContextDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
     filters: Filters = msgspec.field(default_factory=Filters)
     exclusion_sample: ExclusionSample | None = None
 

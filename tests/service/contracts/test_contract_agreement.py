@@ -35,6 +35,7 @@ from service.contracts import views as V
 from service.contracts import vocabulary as L
 from workers.drift.views import VIEWS as DRIFT
 from workers.exclusion.views import VIEWS as EXCLUSION
+from workers.exclusion.views import ContextDocument
 from workers.faithfulness.views import VIEWS as FAITHFULNESS
 from workers.metrics.views import VIEWS as METRICS
 from workers.review.views import VIEWS as REVIEW
@@ -296,6 +297,7 @@ VIEW_PAIRS = [
         (E.Candidate, V.Candidate),
         (E.ExclusionSample, V.ExclusionSample),
         (E.Document, V.DocumentMetadata),
+        (E.Document, ContextDocument),
         (E.Query, V.QueryEmbedding),
         (E.Answer, V.AnswerOutcome),
         (E.Usage, V.Usage),

@@ -92,3 +92,36 @@ def test_leaks_equal_the_simulator_truth(run: tuple[dict[str, Samples], dict[str
     assert expected and all(n > 0 for n in expected.values())
     assert {tenant: counted[(tenant, "context")] for tenant in expected} == expected
     assert counted[("acme", "candidate")] == counted[("globex", "candidate")] == 0
+
+
+def _recall(samples: Samples, stage: str, k: str = "10") -> tuple[float, float]:
+    """Production's mean Recall@k over labelled traces at one stage, and its n."""
+    total = n = 0.0
+    for (name, label_set), value in samples.items():
+        labels = dict(label_set)
+        if labels.get("variant") != "production" or labels.get("stage") != stage:
+            continue
+        if name == "ragmon_exclusion_retrieval_score_sum_total" and (labels["metric"], labels["k"]) == (
+            "recall",
+            k,
+        ):
+            total += value
+        elif name == "ragmon_exclusion_retrieval_labelled_traces_total":
+            n += value
+    return total / n, n
+
+
+def test_the_filter_regression_drops_gold_from_the_context_not_from_the_candidates(
+    run: tuple[dict[str, Samples], dict[str, Any]],
+) -> None:
+    """The broken relevance filter removes gold after retrieval: context recall falls while the candidates'
+    recall (retrieved under the entitlement filters alone) stays: a drop, not a retriever miss. Measured:
+    Recall@10 of the candidates 0.876 -> 0.910, of the context 0.834 -> 0.020 (n 238 and 328)."""
+    by_phase, _ = run
+    clean_candidates, n_clean = _recall(by_phase["clean"], "candidates")
+    incident_candidates, n_incident = _recall(by_phase["filter-regression"], "candidates")
+    clean_context, _ = _recall(by_phase["clean"], "context")
+    incident_context, _ = _recall(by_phase["filter-regression"], "context")
+    assert n_clean >= 30 and n_incident >= 30
+    assert abs(incident_candidates - clean_candidates) < 0.1
+    assert incident_context < clean_context - 0.3, (clean_context, incident_context)
