@@ -49,8 +49,10 @@ SELECT r.probe_set, r.embedding_model, r.index_version, min(r.observed_at) AS fi
 WHERE r.tenant = %s AND r.variant = 'production' AND NOT EXISTS (
     SELECT 1 FROM probe_baseline b WHERE b.tenant = r.tenant AND b.probe_set = r.probe_set
       AND b.embedding_model = r.embedding_model AND b.index_version = r.index_version)
-GROUP BY 1, 2, 3 ORDER BY first_seen
+GROUP BY 1, 2, 3 ORDER BY first_seen DESC LIMIT 32
 """
+# At most the 32 newest versions a tenant has not had accepted are looked at per batch: a tenant naming a new
+# index version on every replay costs its own batches a bounded amount, not the shared worker a growing one.
 
 _SERVING = """
 SELECT embedding_model, index_version FROM probe_result
@@ -175,7 +177,8 @@ class ProbeStore:
 
     def accept(self, cur: psycopg.Cursor, tenant: str) -> None:
         """Accept as baselines the tenant's versions that are first or declared, oldest first."""
-        for probe_set, model, index, _first_seen in cur.execute(_UNACCEPTED, (tenant,)).fetchall():
+        rows = cur.execute(_UNACCEPTED, (tenant,)).fetchall()
+        for probe_set, model, index, _first_seen in reversed(rows):  # oldest first
             key = {"t": tenant, "s": probe_set, "m": model, "i": index}
             cur.execute(_ACCEPT, {**key, "grace": self.grace, "window": self.window})
 
