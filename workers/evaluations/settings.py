@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
 from workers.runtime.config import load_worker_config
+from workers.runtime.headers import header_map
 
 ENDPOINT_ENV = "RAGMON_EVALUATIONS_ENDPOINT"
 HEADERS_ENV = "RAGMON_EVALUATIONS_HEADERS"
@@ -53,14 +52,7 @@ class EvaluationsSettings(BaseSettings):
         self.header_map()  # fail fast on a malformed header list
 
     def header_map(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for part in self.headers.get_secret_value().split(","):
-            if part.strip():
-                name, sep, value = part.partition("=")
-                if not sep or not name.strip():
-                    raise ConfigError(f"{HEADERS_ENV}: {part.split('=')[0].strip()!r} is not 'name=value'")
-                out[name.strip()] = unquote(value.strip())
-        return out
+        return header_map(self.headers.get_secret_value(), HEADERS_ENV)
 
 
 def load_settings() -> EvaluationsSettings:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote
-
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.contracts.config import ConfigError
 from workers.phoenix.projects import check_one_tenant_per_project, tenant_project
 from workers.runtime.config import load_worker_config
+from workers.runtime.headers import header_map
 
 ENDPOINT_ENV = "RAGMON_FORWARD_ENDPOINT"
 
@@ -53,16 +52,7 @@ class ForwarderSettings(BaseSettings):
         self.header_map()  # fail fast on a malformed header list
 
     def header_map(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for part in self.headers.get_secret_value().split(","):
-            if part.strip():
-                name, sep, value = part.partition("=")
-                if not sep or not name.strip():
-                    raise ConfigError(
-                        f"RAGMON_FORWARD_HEADERS: {part.split('=')[0].strip()!r} is not 'name=value'"
-                    )
-                out[name.strip()] = unquote(value.strip())
-        return out
+        return header_map(self.headers.get_secret_value(), "RAGMON_FORWARD_HEADERS")
 
 
 def load_settings() -> ForwarderSettings:
