@@ -29,8 +29,8 @@ import redis
 # One call per batch: KEYS[1] the idle set, KEYS[1 + i] the session hash of query i; ARGV[1] the TTL,
 # then per query: event id, trace id, timestamp, intent, deadline, idle-set member, the number of
 # embedding fields, and those fields as name, bytes pairs. Queries run in order, so two queries of one
-# session in one batch behave as two calls would. Per query it returns {'duplicate'}, {'late'} or
-# {'ok', previous fields}.
+# session in one batch behave as two calls would. Per query it returns {'duplicate'}, {'late'}, {'ok'}
+# (the session's first query) or {'ok', trace id, intent, event id, ts, then name, bytes per embedding}.
 _ADVANCE = """
 local out = {}
 local a = 2
@@ -43,14 +43,30 @@ for k = 2, #KEYS do
   elseif last[2] and tonumber(last[2]) > tonumber(ts) then
     out[#out + 1] = {'late'}
   else
-    local prev = redis.call('HGETALL', key)
+    local prev = {'ok'}
+    if last[1] then
+      local all = redis.call('HGETALL', key)
+      local vec = {}
+      for i = 1, #all, 2 do
+        local name = all[i]
+        if name == 'tid' or name == 'intent' then
+          prev[name == 'tid' and 2 or 3] = all[i + 1]
+        elseif name ~= 'eid' and name ~= 'ts' and name ~= 'rf' then
+          vec[#vec + 1] = name
+          vec[#vec + 1] = all[i + 1]
+        end
+      end
+      prev[4] = last[1]
+      prev[5] = last[2]
+      for i = 1, #vec do prev[5 + i] = vec[i] end
+    end
     redis.call('DEL', key)
     local fields = {'eid', eid, 'tid', ARGV[a + 1], 'ts', ts, 'intent', ARGV[a + 3], 'rf', '0'}
     for i = a + 7, a + 6 + 2 * nvec do fields[#fields + 1] = ARGV[i] end
     redis.call('HSET', key, unpack(fields))
     redis.call('EXPIRE', key, ARGV[1])
     redis.call('ZADD', KEYS[1], ARGV[a + 4], ARGV[a + 5])
-    out[#out + 1] = {'ok', prev}
+    out[#out + 1] = prev
   end
   a = a + 7 + 2 * nvec
 end
@@ -158,19 +174,13 @@ class SessionStore:
         status = _text(result[0])
         if status != "ok":
             return Advanced(status)
-        flat = result[1]
-        if not flat:
+        if len(result) == 1:
             return Advanced("ok", None)
-        fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        trace_id, intent, event_id, ts = result[1:5]
         vectors = {
-            name: np.frombuffer(value, dtype=np.float32)
-            for name, value in fields.items()
-            if name.startswith((APP_FIELD, ENCODER_FIELD))
+            _text(result[i]): np.frombuffer(result[i + 1], dtype=np.float32) for i in range(5, len(result), 2)
         }
-        previous = Query(
-            _text(fields["eid"]), _text(fields["tid"]), float(fields["ts"]), _text(fields["intent"]), vectors
-        )
-        return Advanced("ok", previous)
+        return Advanced("ok", Query(_text(event_id), _text(trace_id), float(ts), _text(intent), vectors))
 
     def queue_mark_reformulations(self, pipe: Any, marks: list[tuple[str, str, str]]) -> None:
         """(tenant, session id, event id) each: one script call for the batch."""
