@@ -1,8 +1,12 @@
 """The evaluation exporter: ragmon's evaluations as `gen_ai.evaluation.result` log records over OTLP/HTTP.
 
 It reads the scores topic (faithfulness scores, exclusion results; implicit
-signals share the topic and are skipped: they are not evaluations) and the
-labels topic (a label's `faithful` and `answerable` judgements), and the
+signals share the topic and are skipped: they are not evaluations), the
+labels topic (a label's `faithful` and `answerable` judgements), the traces
+topic unless RAGMON_EVALUATIONS_CHECKS=false (it runs the deterministic answer
+checks of workers/checks on each trace, with the config file's `checks`
+section, as the metrics worker does: pure and cheap, so no worker has to
+publish their outcomes; an errored trace has no answer to check), and the
 spans topic for the root span id of each OTLP trace (workers/evaluations/roots.py,
 unless RAGMON_EVALUATIONS_ROOT_SPANS=false), turns each
 evaluation into one OpenTelemetry log record (workers/evaluations/records.py)
@@ -43,15 +47,19 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from service.contracts import LabelBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from service.contracts.spans import SpanRecord
+from workers.checks.answer import check_answer
+from workers.checks.config import ChecksConfig
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.records import (
     Evaluation,
+    check_records,
     exclusion_records,
     faithfulness_records,
     label_records,
 )
 from workers.evaluations.roots import RootSpans, root_key, roots_of
 from workers.evaluations.settings import EvaluationsSettings
+from workers.evaluations.views import VIEWS, CheckedTrace
 from workers.runtime.contract import Processor
 from workers.runtime.records import Subscription, decode_spans_record
 from workers.runtime.types import Event, Rejection
@@ -80,7 +88,8 @@ class Done:
 
 class EvaluationExporter(Processor):
     name = "evaluations"
-    event_types: tuple[str, ...] = ("score", "label")  # the scores and labels topics
+    event_types: tuple[str, ...] = ("score", "label")  # the scores and labels topics; traces with checks
+    views = VIEWS
 
     def __init__(
         self,
@@ -90,7 +99,12 @@ class EvaluationExporter(Processor):
         spans_topic: str | None = None,
         http_client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
+        checks: ChecksConfig | None = None,
     ) -> None:
+        """`checks`: the answer checks' config; None (or a disabled section) publishes no check results."""
+        self._checks = checks if checks is not None and checks.enabled else None
+        if self._checks is not None:
+            self.event_types = (*type(self).event_types, "trace")
         # With a root-span store and the spans topic, records name the root span (workers/evaluations/roots.py).
         self._roots = roots
         if roots is not None and spans_topic is not None:
@@ -138,6 +152,26 @@ class EvaluationExporter(Processor):
                 out += faithfulness_records(body, now, self._settings.include_text)
             elif isinstance(body, ExclusionResultEvent):
                 out += exclusion_records(body, now)
+            elif isinstance(body, CheckedTrace):
+                if self._checks is None:
+                    continue
+                if body.error is not None:
+                    done.skipped["errored_trace"] += 1
+                    continue
+                result = check_answer(
+                    self._checks, event.tenant, body.answer, body.retrieval.documents, body.response_format
+                )
+                context = {"ragmon.variant": body.variant, "ragmon.release": body.release}
+                context |= {"ragmon.intent": body.intent, "ragmon.request_id": body.request_id}
+                out += check_records(
+                    event.stored.id,
+                    event.tenant,
+                    body.trace_id,
+                    event.stored.received_at,
+                    context,
+                    result,
+                    now,
+                )
             elif isinstance(body, LabelBody):
                 found = list(
                     label_records(event.stored.id, event.tenant, event.stored.received_at, body, now)

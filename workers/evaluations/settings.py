@@ -35,6 +35,11 @@ class EvaluationsSettings(BaseSettings):
         description="read the spans topic too and name each OTLP trace's root span in span_id; "
         "false: records carry the trace id only",
     )
+    checks: bool = Field(
+        True,
+        description="read the traces topic too and publish each deterministic answer check's outcome "
+        "(the config file's `checks` section)",
+    )
     root_span_ttl_s: int = Field(
         86_400, ge=60, description="how long a root span id is kept in Redis (longer than scoring takes)"
     )
