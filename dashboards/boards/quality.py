@@ -3,8 +3,9 @@ retrieval quality (Recall, nDCG @k) on labelled traces per stage, and refusals p
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits, band_panel
+from dashboards.common import Board, Limits
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
+from dashboards.panels import band_panel
 from dashboards.promql import TENANT, TV, per_second, quantile, ratio, sel, share, zero_when_absent
 
 UID = "ragmon-quality"
