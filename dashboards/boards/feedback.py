@@ -22,25 +22,21 @@ REGENERATE = 'kind="regenerate"'
 SERIES = "{{tenant}} / {{variant}}"
 
 
-def _band(limits: Limits) -> Panel:
-    return band_panel(
-        "Regeneration rate",
-        "ragmon:regeneration:",
-        limits.guardrails.regeneration,
-        "Share of answers regenerated",
-        SERIES,
+def _bands(limits: Limits) -> tuple[Panel, Panel]:
+    """The two feedback guardrails against their control bands: regenerations, and thumbs down."""
+    g = limits.guardrails
+    regenerations = band_panel(
+        "Regeneration rate", "ragmon:regeneration:", g.regeneration, "Share of answers regenerated", SERIES
     )
-
-
-def _thumbs_band(limits: Limits) -> Panel:
-    return band_panel(
+    thumbs_down = band_panel(
         "Thumbs-down rate",
         "ragmon:thumbs_down:",
-        limits.guardrails.thumbs_down,
+        g.thumbs_down,
         "Down votes over thumbs votes",
         SERIES,
         " votes",
     )
+    return regenerations, thumbs_down
 
 
 def _by(dimension: str) -> list[Panel]:
@@ -193,6 +189,7 @@ def _joins() -> list[Panel]:
 
 
 def build(limits: Limits) -> Board:
+    regenerations, thumbs_down = _bands(limits)
     return Board(
         UID,
         "ragmon / Feedback",
@@ -200,8 +197,8 @@ def build(limits: Limits) -> Board:
         "against their control bands, by intent and release with coverage beside them, copy/edit/"
         "click-through and dwell, reformulations and unresolved sessions, and feedback that could not be joined to a trace.",
         [
-            Row("Regeneration guardrail", [_band(limits)]),
-            Row("Thumbs-down guardrail", [_thumbs_band(limits), *_by("intent"), *_by("release")]),
+            Row("Regeneration guardrail", [regenerations]),
+            Row("Thumbs-down guardrail", [thumbs_down, *_by("intent"), *_by("release")]),
             Row("Implicit signals", _implicit()),
             Row("Sessions: reformulations and unresolved sessions", _sessions()),
             Row("Feedback", _kinds()),

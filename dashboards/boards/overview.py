@@ -38,6 +38,11 @@ def _rate_guardrail(title: str, series: str, description: str, limit: float, no_
     )
 
 
+def _breakdown(title: str, target: Target, description: str) -> Panel:
+    """Per second by the labels that say why, stacked, beside the guardrail tile it explains."""
+    return per_second_panel(title, target, description=description, minimum=0, width=6, height=6)
+
+
 def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
     fai, exc, reg = g.faithfulness, g.false_exclusion, g.regeneration
     distance = (
@@ -99,14 +104,11 @@ def _errors(g: GuardrailsConfig) -> list[Panel]:
             err.max_rate,
             "no requests",
         ),
-        per_second_panel(
+        _breakdown(
             "Errors by stage and type",
             counter("ragmon_rag_errors_total", "tenant, stage, type", "{{tenant}} {{stage}} {{type}}", TV),
-            description="Failed requests per second by the stage that failed and the error type (timeout, "
+            "Failed requests per second by the stage that failed and the error type (timeout, "
             "rate_limit, provider_error, content_filter, context_length, other).",
-            minimum=0,
-            width=6,
-            height=6,
         ),
         _rate_guardrail(
             f"Truncated answers ({trunc.window})",
@@ -117,14 +119,11 @@ def _errors(g: GuardrailsConfig) -> list[Panel]:
             trunc.max_rate,
             "no finish reasons",
         ),
-        per_second_panel(
+        _breakdown(
             "Finish reasons",
             counter("ragmon_rag_finish_reasons_total", "tenant, reason", "{{tenant}} {{reason}}", TV),
-            description="Answers per second by why the generation stopped (stop, length, content_filter, "
+            "Answers per second by why the generation stopped (stop, length, content_filter, "
             "tool_calls, other).",
-            minimum=0,
-            width=6,
-            height=6,
         ),
     ]
 
