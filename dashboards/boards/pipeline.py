@@ -45,7 +45,6 @@ def _api() -> list[Panel]:
                 Target(quantile(q, "ragmon_api_produce_duration_seconds", ""), f"p{round(q * 100)}")
                 for q in (0.5, 0.95, 0.99)
             ),
-            width=8,
         ),
         per_second_panel(
             "Requests shed with 503, by reason",
