@@ -88,7 +88,7 @@ class Done:
 
 class EvaluationExporter(Processor):
     name = "evaluations"
-    event_types: tuple[str, ...] = ("score", "label")  # the scores and labels topics; traces with checks
+    event_types: tuple[str, ...] = ("score", "label", "trace")  # traces for the checks, unless they are off
     views = VIEWS
 
     def __init__(
@@ -103,8 +103,8 @@ class EvaluationExporter(Processor):
     ) -> None:
         """`checks`: the answer checks' config; None (or a disabled section) publishes no check results."""
         self._checks = checks if checks is not None and checks.enabled else None
-        if self._checks is not None:
-            self.event_types = (*type(self).event_types, "trace")
+        if self._checks is None:
+            self.event_types = ("score", "label")
         # With a root-span store and the spans topic, records name the root span (workers/evaluations/roots.py).
         self._roots = roots
         if roots is not None and spans_topic is not None:
