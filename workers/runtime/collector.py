@@ -1,6 +1,7 @@
 """Delivery of OTLP/HTTP export requests to a collector: the span forwarder's and the evaluation exporter's.
 
-`Collector.deliver` POSTs one chunk of items as one protobuf request (gzip
+`CollectorSettings` are the settings such a worker has (endpoint, headers,
+timeout, request size, gzip). `Collector.deliver` POSTs one chunk of items as one protobuf request (gzip
 when asked) and says what came of it to an `Outcome`:
 - an unreachable collector, a timeout, 401/403/404/408, 429 or 5xx raises
   `CollectorUnavailable` (the runtime retries the batch with backoff; it is
@@ -17,13 +18,53 @@ import gzip
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx
 from google.protobuf.message import DecodeError, Message
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings
+
+from service.contracts.config import ConfigError
+from workers.runtime.headers import header_map
 
 RETRYABLE = frozenset({401, 403, 404, 408, 429})
 T = TypeVar("T")
+
+
+class CollectorSettings(BaseSettings):
+    """The settings every worker that sends to a collector has, under its own env prefix.
+
+    A subclass sets `model_config` (its env_prefix), redescribes `endpoint`
+    and names itself and an example URL for the error at start-up.
+    """
+
+    worker: ClassVar[str] = "this worker"
+    example_endpoint: ClassVar[str] = "http://127.0.0.1:4318/v1/traces"
+
+    endpoint: str = Field("", description="OTLP/HTTP URL; empty = off")
+    headers: SecretStr = Field(
+        SecretStr(""),
+        description="'k=v,k2=v2' like OTEL_EXPORTER_OTLP_HEADERS "
+        "(values URL-encoded), e.g. Authorization=Bearer%20<key>",
+    )
+    timeout_s: float = Field(10.0, gt=0, le=300)
+    max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")
+    gzip: bool = True
+
+    def env(self, field: str) -> str:
+        return f"{self.model_config.get('env_prefix', '')}{field}".upper()
+
+    def check_startup(self) -> None:
+        if not self.endpoint:
+            raise ConfigError(
+                f"{self.worker} needs {self.env('endpoint')} (e.g. {self.example_endpoint}); "
+                "without it, do not start this worker (ragmon up skips it)"
+            )
+        self.header_map()  # fail fast on a malformed header list
+
+    def header_map(self) -> dict[str, str]:
+        return header_map(self.headers.get_secret_value(), self.env("headers"))
 
 
 class CollectorUnavailable(Exception):
