@@ -1,5 +1,6 @@
 """A worker's connection to the review database (service/contracts/reviewdb), and its readiness.
 
+`database_url` is the URL a worker's `build()` needs, or the error naming it.
 `ReviewDbStore` is what the review sampler's and the probes worker's stores
 share: one connection, reopened when it was closed or broke; `batch()` is one
 transaction, whose broken connection is closed so that the retry reconnects;
@@ -18,7 +19,15 @@ from contextlib import contextmanager
 import psycopg
 
 from service.contracts import reviewdb
+from service.contracts.config import ConfigError
 from workers.runtime.types import READY, Readiness
+
+
+def database_url(url: str | None, why: str) -> str:
+    """The worker's RAGMON_DATABASE_URL; unset, a ConfigError saying `why` the worker needs PostgreSQL."""
+    if not url:
+        raise ConfigError(f"{reviewdb.DATABASE_ENV} is not set: {why} (`ragmon up` starts a private one)")
+    return url
 
 
 class ReviewDbStore:
