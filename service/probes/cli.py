@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service.contracts import reviewdb
+from service.contracts.jsonlines import json_lines
 from service.probes.report import ReportOptions, compare_versions, render_text
 from service.probes.store import (
     ProbeFileError,
@@ -24,16 +25,7 @@ from service.probes.store import (
 def _read_probes(path: str | None) -> list[Any]:
     src = open(path) if path else sys.stdin  # noqa: SIM115 - closed below
     try:
-        probes = []
-        for n, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProbeFileError(f"line {n}: not JSON: {exc}") from None
-            probes.append(parse_probe(n, doc))
-        return probes
+        return [parse_probe(n, doc) for n, doc in json_lines(src, ProbeFileError)]
     finally:
         if path:
             src.close()
