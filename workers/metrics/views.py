@@ -8,12 +8,10 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
     AnswerOutcome,
-    FeedbackKind,
     FeedbackReason,
-    FeedbackValue,
+    FeedbackView,
     Identifier,
     ModelName,
     Name,
@@ -61,21 +59,10 @@ class MetricsTrace(View):
     response_format: ResponseFormat | None = None
 
 
-class MetricsFeedback(View):
-    trace_id: Identifier
-    kind: FeedbackKind
-    value: FeedbackValue = None  # thumbs: true/1 up, false/-1 down; dwell: seconds (the API checked both)
+class MetricsFeedback(FeedbackView):
+    """Thumbs (true/1 up, false/-1 down), dwell seconds and the rest, with the reason given."""
+
     reason: FeedbackReason | None = None
-
-    def __post_init__(self) -> None:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
-
-    @property
-    def thumbs_up(self) -> bool | None:
-        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
-        return thumbs_up(self.kind, self.value)
 
     @property
     def dwell_seconds(self) -> float | None:
