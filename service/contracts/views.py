@@ -127,6 +127,23 @@ class AnswerOutcome(View):
     finish_reason: FinishReason | None = None
 
 
+class AnswerText(AnswerOutcome):
+    """The answer with its text: what the answer checks and the faithfulness scorer read."""
+
+    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
+
+
+class DocumentText(View):
+    """A document given to the generator: its id and text (the premise, the checks' context)."""
+
+    id: Identifier
+    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
+
+
+class TextRetrieval(View):
+    documents: Annotated[list[DocumentText], Meta(max_length=L.MAX_DOCUMENTS)] = []
+
+
 class ResponseFormat(View, forbid_unknown_fields=True):
     """events.ResponseFormat."""
 

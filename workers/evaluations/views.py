@@ -3,26 +3,17 @@ runtime); timings, usage, filters and the query are skipped without being built.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
-from msgspec import Meta
 
-from service.contracts import vocabulary as L
-from service.contracts.views import AnswerOutcome, Identifier, Name, ResponseFormat, TraceError, View
-
-
-class CheckedAnswer(AnswerOutcome):
-    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
-
-
-class CheckedDocument(View):
-    id: Identifier
-    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
-
-
-class CheckedRetrieval(View):
-    documents: Annotated[list[CheckedDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+from service.contracts.views import (
+    AnswerText,
+    Identifier,
+    Name,
+    ResponseFormat,
+    TextRetrieval,
+    TraceError,
+    View,
+)
 
 
 class CheckedTrace(View):
@@ -31,8 +22,8 @@ class CheckedTrace(View):
     variant: Name = "production"
     release: Identifier | None = None
     intent: Name | None = None
-    answer: CheckedAnswer = msgspec.field(default_factory=CheckedAnswer)
-    retrieval: CheckedRetrieval = msgspec.field(default_factory=CheckedRetrieval)
+    answer: AnswerText = msgspec.field(default_factory=AnswerText)
+    retrieval: TextRetrieval = msgspec.field(default_factory=TextRetrieval)
     error: TraceError | None = None
     response_format: ResponseFormat | None = None
 

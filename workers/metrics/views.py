@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
-from msgspec import Meta
 
-from service.contracts import vocabulary as L
 from service.contracts.views import (
-    AnswerOutcome,
+    AnswerText,
     FeedbackReason,
     FeedbackView,
     Identifier,
@@ -18,6 +14,7 @@ from service.contracts.views import (
     ReleaseMarker,
     ResponseFormat,
     SampleRate,
+    TextRetrieval,
     Timings,
     TraceError,
     Usage,
@@ -25,17 +22,7 @@ from service.contracts.views import (
 )
 
 
-class MetricsAnswer(AnswerOutcome):
-    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""  # the answer checks read it
-
-
-class MetricsDocument(View):
-    id: Identifier
-    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
-
-
-class MetricsRetrieval(View):
-    documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+class MetricsRetrieval(TextRetrieval):
     index_embedding_model: ModelName | None = None
     index_version: ModelName | None = None  # a new index taking the traffic is a change (changes.py)
 
@@ -51,7 +38,7 @@ class MetricsTrace(View):
     release: Identifier | None = None
     sample_rate: SampleRate = 1.0
     intent: Name | None = None
-    answer: MetricsAnswer = msgspec.field(default_factory=MetricsAnswer)
+    answer: AnswerText = msgspec.field(default_factory=AnswerText)  # its text: the answer checks read it
     retrieval: MetricsRetrieval = msgspec.field(default_factory=MetricsRetrieval)
     timings: Timings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
