@@ -2,12 +2,14 @@
 
 Labels come only from closed sets (docs/conventions.md, "Labels"): tenants come
 from the API key configuration, stages and intents from configured lists, and
-variants are capped per tenant at a configured count (first come, first kept).
+variants are capped per tenant at a configured count (first come, first kept,
+or, with WindowedCap, the most recently seen within a window: values that left
+the window are evicted and their series removed, docs/series-budget.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 OTHER = "other"
@@ -51,13 +53,80 @@ class FirstSeenCap:
         return OTHER
 
 
+class WindowedCap:
+    """At most `limit` live values of one label per scope (a tenant); a value is live while seen within
+    `window_s`.
+
+    A new value while the scope has `limit` live ones becomes 'other' (and `on_fold(scope)` is called,
+    the folded counter) until one of them ages out. `expire(now)` forgets the values not seen for the
+    window and returns them as (scope, value), so their series can be removed (prune()). Values in
+    `always` are never capped, never expired (production, none, other). Memory: at most `limit` values
+    per scope.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        window_s: float,
+        always: Iterable[str] = (),
+        on_fold: Callable[[str], None] | None = None,
+    ) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self.always = frozenset(always) | {OTHER}
+        self.on_fold = on_fold
+        self._seen: dict[str, dict[str, float]] = {}  # scope -> value -> last seen
+
+    def __call__(self, scope: str, name: str, now: float) -> str:
+        if name in self.always:
+            return name
+        seen = self._seen.get(scope)
+        if seen is None:
+            seen = self._seen[scope] = {}
+        if name in seen or len(seen) < self.limit:
+            seen[name] = max(now, seen.get(name, now))
+            return name
+        if self.on_fold is not None:
+            self.on_fold(scope)
+        return OTHER
+
+    def force(self, scope: str, name: str, now: float) -> str | None:
+        """Make `name` live even at the cap (a release marker is authoritative): the least recently seen
+        value makes room and is returned, forgotten, so its series can be removed."""
+        if name in self.always:
+            return None
+        seen = self._seen.setdefault(scope, {})
+        displaced = None
+        if name not in seen and len(seen) >= self.limit:
+            displaced = min(seen, key=seen.__getitem__)
+            del seen[displaced]
+        seen[name] = max(now, seen.get(name, now))
+        return displaced
+
+    def live(self, scope: str) -> list[str]:
+        return sorted(self._seen.get(scope, ()))
+
+    def expire(self, now: float) -> list[tuple[str, str]]:
+        """The (scope, value) pairs last seen before now - window_s, forgotten."""
+        oldest = now - self.window_s
+        gone: list[tuple[str, str]] = []
+        for scope, seen in list(self._seen.items()):
+            for name in [n for n, ts in seen.items() if ts < oldest]:
+                del seen[name]
+                gone.append((scope, name))
+            if not seen:
+                del self._seen[scope]
+        return gone
+
+
 class Children:
     """Cached metric children by label values.
 
     prometheus_client's labels() validates and takes a lock on every call;
     a worker calls it a dozen times per event. Label values come from closed
-    sets, so the cache stays small. Do not use it for a metric whose series
-    are removed (remove() would leave a stale child here).
+    or capped sets, so the cache stays small. A series removed from a metric
+    must be removed through prune() (or forget()), which drops the cached child
+    too: a stale child here would keep counting into a series nobody exports.
     """
 
     def __init__(self) -> None:
@@ -69,3 +138,30 @@ class Children:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def forget(self, metric: Any, match: dict[str, str]) -> None:
+        """Drop the cached children of `metric` whose labels include `match`."""
+        names: tuple[str, ...] = metric._labelnames
+        positions = [(names.index(k), v) for k, v in match.items()]
+        mid = id(metric)
+        for key in [k for k in self._children if k[0] == mid]:
+            if all(key[1][i] == v for i, v in positions):
+                del self._children[key]
+
+
+def prune(metrics: Iterable[Any], match: dict[str, str], children: Children | None = None) -> None:
+    """Remove every series with the labels in `match` from each metric that has all those labels: the
+    registry stops exporting them (a removed counter restarts from 0 if its labels come back, which
+    rate() reads as a counter reset). Live series are untouched."""
+    for metric in metrics:
+        if not set(match).issubset(metric._labelnames):
+            continue
+        metric.remove_by_labels(match)
+        if children is not None:
+            children.forget(metric, match)
+
+
+def families_with(metrics: Iterable[Any], label: str, exclude: Iterable[Any] = ()) -> list[Any]:
+    """The metric families (of a worker's metrics object's attributes) that carry `label`."""
+    skip = {id(m) for m in exclude}
+    return [m for m in metrics if label in getattr(m, "_labelnames", ()) and id(m) not in skip]
