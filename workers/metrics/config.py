@@ -34,7 +34,7 @@ class MetricsConfig(BaseModel):
         description="variant label values live per tenant besides production (docs/series-budget.md)",
     )
     variant_window_s: float = Field(
-        7 * 24 * 3600.0,
+        3 * 24 * 3600.0,
         gt=0,
         description="a variant stays a label value while traces named it this recently; then its series are removed",
     )

@@ -1,0 +1,43 @@
+"""WindowedCap, prune and the Children cache (docs/series-budget.md): pure logic, no process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from workers.runtime.labels import Children, WindowedCap, families_with, prune
+
+
+def test_windowed_cap_keeps_the_recent_values_folds_the_rest_and_expires_the_old() -> None:
+    folded: list[str] = []
+    cap = WindowedCap(2, window_s=100, always=("production",), on_fold=folded.append)
+    assert [cap("t", v, 0) for v in ("production", "a", "b", "c")] == ["production", "a", "b", "other"]
+    assert folded == ["t"]
+    assert cap("u", "c", 0) == "c"  # per tenant
+    assert cap("t", "a", 90) == "a"  # seen again: live longer
+    assert cap.expire(150) == [("t", "b"), ("u", "c")]
+    assert cap.live("t") == ["a"]
+    assert cap("t", "c", 150) == "c"  # room again
+    assert cap.force("t", "d", 160) == "a"  # authoritative: the least recently seen makes room
+    assert cap.live("t") == ["c", "d"]
+
+
+def test_prune_removes_the_series_and_their_cached_children() -> None:
+    registry = CollectorRegistry()
+    by_release = Counter("x_total", "x", ["tenant", "variant", "release"], registry=registry)
+    by_variant = Counter("y_total", "y", ["tenant", "variant"], registry=registry)
+    child = Children()
+    for release in ("r1", "r2"):
+        child(by_release, "t", "production", release).inc()
+    child(by_release, "u", "production", "r1").inc()
+    child(by_variant, "t", "production").inc()
+    families = families_with([by_release, by_variant], "release")
+    assert families == [by_release]
+    prune(families, {"tenant": "t", "release": "r1"}, child)
+    left = {tuple(s.labels.values()) for s in registry.collect() for s in s.samples if s.name == "x_total"}
+    assert left == {("t", "production", "r2"), ("u", "production", "r1")}
+    # a later count recreates the series (from 0: a counter reset to rate()), exported again
+    child(by_release, "t", "production", "r1").inc()
+    assert (
+        registry.get_sample_value("x_total", {"tenant": "t", "variant": "production", "release": "r1"}) == 1
+    )
+    assert registry.get_sample_value("y_total", {"tenant": "t", "variant": "production"}) == 1
