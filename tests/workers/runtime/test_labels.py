@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter
 
+from workers.exclusion.config import ExclusionConfig
+from workers.exclusion.evaluate import QueryOutcome
+from workers.exclusion.metrics import ExclusionMetrics
 from workers.runtime.labels import Children, WindowedCap, families_with, prune
 
 
@@ -41,3 +44,24 @@ def test_prune_removes_the_series_and_their_cached_children() -> None:
         registry.get_sample_value("x_total", {"tenant": "t", "variant": "production", "release": "r1"}) == 1
     )
     assert registry.get_sample_value("y_total", {"tenant": "t", "variant": "production"}) == 1
+
+
+def test_the_exclusion_worker_removes_the_series_of_a_variant_that_left_the_window() -> None:
+    now = [0.0]
+    registry = CollectorRegistry()
+    metrics = ExclusionMetrics(
+        registry, ExclusionConfig(max_variants=1, variant_window_s=100), clock=lambda: now[0]
+    )
+    outcome = QueryOutcome("labels", ("d1",), {})
+    metrics.record_query("t", "cand-a", "billing", outcome)
+    metrics.record_query("t", "cand-b", "billing", outcome)  # over the cap: other, counted as folded
+    assert (
+        registry.get_sample_value(
+            "ragmon_exclusion_label_values_folded_total", {"tenant": "t", "label": "variant"}
+        )
+        == 1
+    )
+    now[0] = 200.0
+    metrics.record_query("t", "cand-b", "billing", outcome)  # the sweep forgot cand-a: room for cand-b
+    variants = {s.labels["variant"] for f in registry.collect() for s in f.samples if "variant" in s.labels}
+    assert variants == {"other", "cand-b"}
