@@ -7,6 +7,7 @@ from prometheus_client import CollectorRegistry, Counter
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
 from workers.exclusion.metrics import ExclusionMetrics
+from workers.faithfulness.metrics import FaithfulnessMetrics
 from workers.runtime.labels import Children, WindowedCap, families_with, prune
 
 
@@ -65,3 +66,19 @@ def test_the_exclusion_worker_removes_the_series_of_a_variant_that_left_the_wind
     metrics.record_query("t", "cand-b", "billing", outcome)  # the sweep forgot cand-a: room for cand-b
     variants = {s.labels["variant"] for f in registry.collect() for s in f.samples if "variant" in s.labels}
     assert variants == {"other", "cand-b"}
+
+
+def test_the_faithfulness_worker_forgets_a_variant_s_series_and_recreates_them_when_it_returns() -> None:
+    registry = CollectorRegistry()
+    metrics = FaithfulnessMetrics(registry)
+    metrics.touch("t", "cand-a")
+    metrics.touch("t", "production")
+
+    def variants() -> set[str]:
+        return {s.labels["variant"] for f in registry.collect() for s in f.samples if "variant" in s.labels}
+
+    assert variants() == {"cand-a", "production"}
+    metrics.forget("t", "cand-a")
+    assert variants() == {"production"}
+    metrics.touch("t", "cand-a")  # back in the window: its series at 0 again
+    assert variants() == {"cand-a", "production"}
