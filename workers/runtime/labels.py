@@ -124,41 +124,57 @@ class Children:
 
     prometheus_client's labels() validates and takes a lock on every call;
     a worker calls it a dozen times per event. Label values come from closed
-    or capped sets, so the cache stays small. A series removed from a metric
-    must be removed through prune() (or forget()), which drops the cached child
-    too: a stale child here would keep counting into a series nobody exports.
+    or capped sets, so the cache stays small. Series are removed through
+    remove() (prune()), which drops the cached child too: a stale child here
+    would keep counting into a series nobody exports. The children are also
+    indexed by their first label value (the tenant), so removing one tenant's
+    value costs that tenant's series, not every tenant's: a family pruned this
+    way must create all its series through the cache.
     """
 
     def __init__(self) -> None:
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._by_first: dict[tuple[int, str], list[tuple[str, ...]]] = {}
 
     def __call__(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), labels)
         child = self._children.get(key)
         if child is None:
             child = self._children[key] = metric.labels(*labels)
+            self._by_first.setdefault((id(metric), labels[0] if labels else ""), []).append(labels)
         return child
 
-    def forget(self, metric: Any, match: dict[str, str]) -> None:
-        """Drop the cached children of `metric` whose labels include `match`."""
+    def remove(self, metric: Any, match: dict[str, str]) -> None:
+        """Remove the series of `metric` whose labels include `match` (which names its first label), and
+        their cached children."""
         names: tuple[str, ...] = metric._labelnames
         positions = [(names.index(k), v) for k, v in match.items()]
-        mid = id(metric)
-        for key in [k for k in self._children if k[0] == mid]:
-            if all(key[1][i] == v for i, v in positions):
-                del self._children[key]
+        scope = (id(metric), match[names[0]])
+        kept = []
+        for labels in self._by_first.get(scope, ()):
+            if all(labels[i] == v for i, v in positions):
+                metric.remove(*labels)
+                del self._children[(id(metric), labels)]
+            else:
+                kept.append(labels)
+        if kept:
+            self._by_first[scope] = kept
+        else:
+            self._by_first.pop(scope, None)
 
 
 def prune(metrics: Iterable[Any], match: dict[str, str], children: Children | None = None) -> None:
     """Remove every series with the labels in `match` from each metric that has all those labels: the
     registry stops exporting them (a removed counter restarts from 0 if its labels come back, which
-    rate() reads as a counter reset). Live series are untouched."""
+    rate() reads as a counter reset). Live series are untouched. With `children`, the series are found
+    through its index (the metrics' series all created through it); without, by a scan of the metric."""
     for metric in metrics:
         if not set(match).issubset(metric._labelnames):
             continue
-        metric.remove_by_labels(match)
         if children is not None:
-            children.forget(metric, match)
+            children.remove(metric, match)
+        else:
+            metric.remove_by_labels(match)
 
 
 def families_with(metrics: Iterable[Any], label: str, exclude: Iterable[Any] = ()) -> list[Any]:
