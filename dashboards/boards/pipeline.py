@@ -117,6 +117,24 @@ def _workers(limits: Limits) -> list[Panel]:
             thresholds=bad_above(1),
             mappings=(("0", "running", "green"), ("1", "halted", "red")),
         ),
+        per_second_panel(
+            "Label values folded into other, by worker and label",
+            *(
+                counter(
+                    f"ragmon_{worker}_label_values_folded_total",
+                    "tenant, label",
+                    f"{{{{tenant}}}} {{{{label}}}} ({worker})",
+                    TENANT,
+                    zero="label",
+                )
+                for worker in ("rag", "faithfulness", "exclusion")
+            ),
+            description="A release or variant beyond its per-tenant cap (within its window) is counted as `other`: "
+            "a tenant with more live releases or candidates than the budget allows, or one sending garbage "
+            "label values (docs/series-budget.md). rag: the metrics worker.",
+            stacked=False,
+            width=24,
+        ),
     ]
 
 
