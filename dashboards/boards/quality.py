@@ -188,14 +188,27 @@ def _retrieval(limits: Limits) -> list[Panel]:
             decimals=2,
         )
 
+    by_release = "{{release}} / {{stage}} @{{k}}"
     return [
         mean("recall", "Recall@k"),
         mean("ndcg", "nDCG@k"),
+        ratio_panel(
+            f"Recall@k by release and stage ({w}, min n {r.min_n})",
+            recorded("ragmon:retrieval_release:mean", by_release, window, 'metric="recall"'),
+            recorded("ragmon:retrieval_release:half_width", "± 95% " + by_release, window, 'metric="recall"'),
+            description="The same means per release the traces named (all intents together), so a release "
+            "reads against the one before it (its labelled n is on the next panel): a new release has no mean "
+            f"(no data) until it has {r.min_n} labelled traces. Releases are capped per tenant "
+            "(`exclusion.max_releases`, the rest are `other`); `none`: traces that named no release.",
+            decimals=2,
+        ),
         count_panel(
             f"Labelled traces by stage ({w}, the metrics' n)",
             recorded("ragmon:retrieval:labelled", "{{intent}} / {{stage}}", window),
-            description="Traces whose gold is known from labels, per intent and stage: under the minimum the "
-            "means above are absent (no data), not clean.",
+            recorded("ragmon:retrieval_release:labelled", "release {{release}} / {{stage}}", window),
+            description="Traces whose gold is known from labels, per intent and stage, and per release and "
+            "stage (the same traces grouped by release): under the minimum the means above are absent "
+            "(no data), not clean.",
             thresholds=bad_below(r.min_n),
             decimals=0,
         ),

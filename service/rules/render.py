@@ -365,6 +365,10 @@ RETRIEVAL_N = "ragmon_exclusion_retrieval_labelled_traces_total"
 RETRIEVAL_SUM = "ragmon_exclusion_retrieval_score_sum_total"
 RETRIEVAL_SQUARES = "ragmon_exclusion_retrieval_score_squares_total"
 RETRIEVAL_GROUP = "tenant, variant, intent, stage"
+RELEASE_N = "ragmon_exclusion_retrieval_release_labelled_traces_total"
+RELEASE_SUM = "ragmon_exclusion_retrieval_release_score_sum_total"
+RELEASE_SQUARES = "ragmon_exclusion_retrieval_release_score_squares_total"
+RELEASE_GROUP = "tenant, variant, release, stage"
 Z_95 = 1.959964
 
 
@@ -372,17 +376,32 @@ def retrieval_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     """Per window (a `window` label) and (tenant, variant, intent, stage, metric, k): the labelled n
     (absent when 0), and from `min_n` traces the mean of the per-trace values and a normal-approximation
     95% half-width, z * sqrt(sample variance / n), from the sums and sums of squares
-    (docs/retrieval-metrics.md). Below `min_n` neither exists: no data, not a number from 3 traces."""
+    (docs/retrieval-metrics.md). Below `min_n` neither exists: no data, not a number from 3 traces.
+    The same per (tenant, variant, release, stage, metric, k) as `ragmon:retrieval_release:*`."""
+    return [
+        *_mean_rules(
+            cfg, "ragmon:retrieval", (RETRIEVAL_N, RETRIEVAL_SUM, RETRIEVAL_SQUARES), RETRIEVAL_GROUP
+        ),
+        *_mean_rules(
+            cfg, "ragmon:retrieval_release", (RELEASE_N, RELEASE_SUM, RELEASE_SQUARES), RELEASE_GROUP
+        ),
+    ]
+
+
+def _mean_rules(
+    cfg: GuardrailsConfig, record: str, counters: tuple[str, str, str], group: str
+) -> list[dict[str, Any]]:
     r = cfg.retrieval
-    by = f"{RETRIEVAL_GROUP}, metric, k"
-    on = f"on ({RETRIEVAL_GROUP}) group_left ()"
+    count, sums, sum_squares = counters
+    by = f"{group}, metric, k"
+    on = f"on ({group}) group_left ()"
     rules: list[dict[str, Any]] = []
     for w in r.windows:
         ws = seconds(w)
-        n = f'ragmon:retrieval:labelled{{window="{w}"}}'
+        n = f'{record}:labelled{{window="{w}"}}'
         gated = f"({n} >= {r.min_n})"
-        total = window_count(RETRIEVAL_SUM, w, by, window_s=ws)
-        squares = window_count(RETRIEVAL_SQUARES, w, by, window_s=ws)
+        total = window_count(sums, w, by, window_s=ws)
+        squares = window_count(sum_squares, w, by, window_s=ws)
 
         def windowed(expr: str, window: str = w) -> str:
             # The window as a label (recording rules carry no `labels:`; the k8s renderer relies on it).
@@ -390,13 +409,13 @@ def retrieval_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
 
         rules += [
             {
-                "record": "ragmon:retrieval:labelled",
-                "expr": windowed(f"{window_count(RETRIEVAL_N, w, RETRIEVAL_GROUP, window_s=ws)} > 0"),
+                "record": f"{record}:labelled",
+                "expr": windowed(f"{window_count(count, w, group, window_s=ws)} > 0"),
             },
-            {"record": "ragmon:retrieval:mean", "expr": windowed(f"(\n{total}\n) / {on} {gated}")},
+            {"record": f"{record}:mean", "expr": windowed(f"(\n{total}\n) / {on} {gated}")},
             {
                 # sample variance = (squares - sum^2 / n) / (n - 1), clamped at 0 against rounding
-                "record": "ragmon:retrieval:half_width",
+                "record": f"{record}:half_width",
                 "expr": windowed(
                     f"{number(Z_95)} * sqrt(clamp_min(\n(\n{squares}\n- (\n{total}\n) ^ 2 / {on} {gated}\n)"
                     f" / {on} (({n} - 1) * {n}),\n0))"

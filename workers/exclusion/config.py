@@ -50,6 +50,19 @@ class ExclusionConfig(BaseModel):
     max_variants: int = Field(
         8, ge=1, le=64, description="variant label values live per tenant besides production"
     )
+    max_releases: int = Field(
+        3,
+        ge=1,
+        le=16,
+        description="release label values live per tenant on the retrieval metrics by release (the current "
+        "one and the one or two before it); more are counted as `other` (docs/series-budget.md)",
+    )
+    release_window_s: float = Field(
+        7 * 24 * 3600.0,
+        gt=0,
+        description="a release stays a label value of the retrieval metrics by release while labelled traces "
+        "named it this recently; then its series are removed",
+    )
     variant_window_s: float = Field(
         3 * 24 * 3600.0,
         gt=0,

@@ -20,6 +20,9 @@ The retrieval metrics (docs/retrieval-metrics.md) are exported as three
 counters per (tenant, variant, intent, stage[, metric, k]): the sum of the
 per-trace values, the sum of their squares, and the labelled traces n; the
 recording rules derive the mean and a normal-approximation interval from them.
+The same three per (tenant, variant, release, stage[, metric, k]), without
+intent, so a release reads against the one before it: releases capped per
+tenant within a window like variants (`max_releases`, `release_window_s`).
 """
 
 from __future__ import annotations
@@ -33,12 +36,15 @@ from prometheus_client import CollectorRegistry, Counter
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
 from workers.exclusion.retrieval import STAGES, series_keys
-from workers.runtime.labels import Children, ClosedSet, FirstSeenCap, WindowedCap, families_with, prune
+from workers.runtime.labels import NONE, Children, ClosedSet, FirstSeenCap, WindowedCap, families_with, prune
 
 QUERY_LABELS = ("tenant", "variant", "source", "intent")
 LEAK_KINDS = ("candidate", "context")
 LABEL_OUTCOMES = ("applied", "waiting", "duplicate", "no_gold_ids")
 RETRIEVAL_LABELS = ("tenant", "variant", "intent", "stage")
+# The same per release (a release against the one before it), without intent: series stay a few hundred
+# per (tenant, variant) however many intents there are.
+RELEASE_LABELS = ("tenant", "variant", "release", "stage")
 SWEEP_S = 60.0  # how often the series of variants that left the window are looked for
 
 
@@ -54,6 +60,12 @@ class ExclusionMetrics:
             config.variant_window_s,
             always=("production",),
             on_fold=lambda tenant: self._child(self.folded, (tenant, "variant")).inc(),
+        )
+        self._release = WindowedCap(
+            config.max_releases,
+            config.release_window_s,
+            always=(NONE,),
+            on_fold=lambda tenant: self._child(self.folded, (tenant, "release")).inc(),
         )
         self._field = FirstSeenCap(config.max_extra_predicate_fields, always=config.predicate_fields)
 
@@ -125,15 +137,31 @@ class ExclusionMetrics:
             "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
             RETRIEVAL_LABELS,
         )
+        self.release_sum = counter(
+            "ragmon_exclusion_retrieval_release_score_sum_total",
+            "The retrieval score sums by release (release: the trace's, capped per tenant; none: it named none)",
+            (*RELEASE_LABELS, "metric", "k"),
+        )
+        self.release_squares = counter(
+            "ragmon_exclusion_retrieval_release_score_squares_total",
+            "The squared per-trace values by release",
+            (*RELEASE_LABELS, "metric", "k"),
+        )
+        self.release_traces = counter(
+            "ragmon_exclusion_retrieval_release_labelled_traces_total",
+            "Traces whose retrieval metrics were counted, by release",
+            RELEASE_LABELS,
+        )
         self.folded = counter(
             "ragmon_exclusion_label_values_folded_total",
-            "Label values a per-tenant cap folded into 'other', by label (variant): docs/series-budget.md",
+            "Label values a per-tenant cap folded into 'other', by label (variant, release): docs/series-budget.md",
             ("tenant", "label"),
         )
         self._retrieval_keys = series_keys(config.retrieval_ks)
         self._tenants_seen: set[str] = set()
         self._children = Children()
         self._variant_families = families_with(vars(self).values(), "variant")
+        self._release_families = families_with(vars(self).values(), "release")
 
     def _variant_label(self, tenant: str, variant: str) -> str:
         now = self._clock()
@@ -146,6 +174,8 @@ class ExclusionMetrics:
         """Remove the series of the variants no sample named within the window."""
         for tenant, variant in self._variant.expire(now):
             prune(self._variant_families, {"tenant": tenant, "variant": variant}, self._children)
+        for tenant, release in self._release.expire(now):
+            prune(self._release_families, {"tenant": tenant, "release": release}, self._children)
 
     def touch_tenant(self, tenant: str) -> None:
         """Create the tenant's leak series at 0: an alert on increase() only sees a
@@ -176,18 +206,31 @@ class ExclusionMetrics:
             self.ineligible_gold.labels(tenant, outcome.source, "not_in_sample").inc(outcome.not_in_sample)
 
     def record_retrieval(
-        self, tenant: str, variant: str, intent: str | None, values: dict[str, dict[tuple[str, str], float]]
+        self,
+        tenant: str,
+        variant: str,
+        intent: str | None,
+        values: dict[str, dict[tuple[str, str], float]],
+        release: str | None = None,
     ) -> None:
-        """One labelled trace: per stage, n += 1 and each (metric, k)'s value and its square."""
-        group = (tenant, self._variant_label(tenant, variant), self._intent(intent))
+        """One labelled trace: per stage, n += 1 and each (metric, k)'s value and its square, per intent and
+        per release."""
+        variant_label = self._variant_label(tenant, variant)
+        release_label = self._release(tenant, release, self._clock()) if release else NONE
+        by_intent = (tenant, variant_label, self._intent(intent))
+        by_release = (tenant, variant_label, release_label)
         for stage in STAGES:
             stage_values = values[stage]
-            labels = (*group, stage)
-            self._child(self.retrieval_traces, labels).inc()
-            for metric, k in self._retrieval_keys:
-                value = stage_values[(metric, k)]
-                self._child(self.retrieval_sum, (*labels, metric, k)).inc(value)
-                self._child(self.retrieval_squares, (*labels, metric, k)).inc(value * value)
+            for group, n, sums, squares in (
+                (by_intent, self.retrieval_traces, self.retrieval_sum, self.retrieval_squares),
+                (by_release, self.release_traces, self.release_sum, self.release_squares),
+            ):
+                labels = (*group, stage)
+                self._child(n, labels).inc()
+                for metric, k in self._retrieval_keys:
+                    value = stage_values[(metric, k)]
+                    self._child(sums, (*labels, metric, k)).inc(value)
+                    self._child(squares, (*labels, metric, k)).inc(value * value)
 
     def _child(self, counter: Counter, labels: tuple[str, ...]) -> Any:
         # Counter.labels() validates and locks on every call; one sample touches several counters.

@@ -228,7 +228,7 @@ class ExclusionProcessor(Processor):
                 pipe.set(
                     None,
                     sample_key(t.tenant, t.trace_id),
-                    encode_sample(t.variant, t.intent, t.sample, t.candidate_ids, t.context_ids),
+                    encode_sample(t.variant, t.intent, t.sample, t.candidate_ids, t.context_ids, t.release),
                     ex=self._ttl,
                 )
                 pipe.get(("label waiting for", t.event_id), label_key(t.tenant, t.trace_id))
@@ -280,7 +280,7 @@ class ExclusionProcessor(Processor):
 
         work.effects.append((key, count_trace))
         if sample is not None and gold is not None:
-            stored = StoredSample(t.variant, t.intent, sample, t.candidate_ids, t.context_ids)
+            stored = StoredSample(t.variant, t.intent, sample, t.candidate_ids, t.context_ids, t.release)
             claim_key = labelled_key(t.tenant, t.trace_id)
             work.claims.append(_LabelClaim(claim_key, t.event_id, t.tenant, stored, gold, None, t))
 
@@ -318,7 +318,9 @@ class ExclusionProcessor(Processor):
             self._metrics.record_query(claim.tenant, stored.variant, stored.intent, outcome)
             ranked = retrieval_values(stored, claim.gold_ids, self._ks)
             if ranked is not None:
-                self._metrics.record_retrieval(claim.tenant, stored.variant, stored.intent, ranked)
+                self._metrics.record_retrieval(
+                    claim.tenant, stored.variant, stored.intent, ranked, stored.release
+                )
             if claim.plan is not None:
                 emit_result(self._emitter, self._scores_topic, claim.plan, outcome, stored.sample.leaked)
             if claim.label_event is not None:

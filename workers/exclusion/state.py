@@ -59,6 +59,7 @@ class StoredSample:
     # Ranked ids (each at its first place) for the retrieval metrics; None: not kept (a layout-1 entry).
     candidate_ids: tuple[str, ...] | None = None
     context_ids: tuple[str, ...] | None = None
+    release: str | None = None  # the trace's release (retrieval metrics per release); older entries lack it
 
 
 def encode_sample(
@@ -67,6 +68,7 @@ def encode_sample(
     sample: PreparedSample,
     candidate_ids: tuple[str, ...] = (),
     context_ids: tuple[str, ...] = (),
+    release: str | None = None,
 ) -> bytes:
     return orjson.dumps(
         {
@@ -78,6 +80,7 @@ def encode_sample(
             "not_entitled": sorted(sample.not_entitled),
             "candidates": candidate_ids,
             "context": context_ids,
+            "release": release,
         }
     )
 
@@ -98,7 +101,7 @@ def decode_sample(raw: bytes | None) -> StoredSample | None:
     if data["v"] == 1:
         return StoredSample(data["variant"], data["intent"], sample)
     candidates, context = tuple(data["candidates"]), tuple(data["context"])
-    return StoredSample(data["variant"], data["intent"], sample, candidates, context)
+    return StoredSample(data["variant"], data["intent"], sample, candidates, context, data.get("release"))
 
 
 def encode_label(gold_ids: list[str]) -> bytes:

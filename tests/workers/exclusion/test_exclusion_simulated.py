@@ -125,3 +125,37 @@ def test_the_filter_regression_drops_gold_from_the_context_not_from_the_candidat
     assert n_clean >= 30 and n_incident >= 30
     assert abs(incident_candidates - clean_candidates) < 0.1
     assert incident_context < clean_context - 0.3, (clean_context, incident_context)
+
+
+def _totals(samples: Samples, prefix: str, by: str) -> dict[tuple[str, str, str], float]:
+    """(stage, group value, what) -> total over the other labels, for one family group."""
+    out: dict[tuple[str, str, str], float] = defaultdict(float)
+    for (name, label_set), value in samples.items():
+        labels = dict(label_set)
+        if name == f"{prefix}labelled_traces_total":
+            out[(labels["stage"], labels[by], "n")] += value
+        elif name == f"{prefix}score_sum_total" and (labels["metric"], labels["k"]) == ("recall", "10"):
+            out[(labels["stage"], labels[by], "recall@10")] += value
+    return out
+
+
+def test_retrieval_by_release_counts_the_same_traces_as_by_intent(
+    run: tuple[dict[str, Samples], dict[str, Any]],
+) -> None:
+    """Each labelled trace is counted once per intent and once per release (its own release label, none when
+    it named none): grouped the other way, the totals are equal."""
+    by_phase, _ = run
+    for phase, samples in by_phase.items():
+        by_release = _totals(samples, "ragmon_exclusion_retrieval_release_", "release")
+        by_intent = _totals(samples, "ragmon_exclusion_retrieval_", "intent")
+
+        def summed(totals: dict[tuple[str, str, str], float]) -> dict[tuple[str, str], float]:
+            out: dict[tuple[str, str], float] = defaultdict(float)
+            for (stage, _, what), v in totals.items():
+                out[(stage, what)] += v
+            return dict(out)
+
+        assert summed(by_release) == pytest.approx(summed(by_intent)), phase
+        assert summed(by_release)[("context", "n")] > 0, phase
+        releases = {release for _, release, _ in by_release}
+        assert releases and "other" not in releases, (phase, releases)
