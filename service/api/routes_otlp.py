@@ -129,11 +129,16 @@ def _count_wire(data: bytes, max_items: int, signal: _Signal) -> None:
             " spans ", f" {signal.json_items} "
         )
         message = message.replace("ExportTraceServiceRequest", signal.request_name)
-        raise IngestError(exc.status, message, field=signal.json_resources, rule=exc.rule) from None
+        field = signal.json_resources if exc.field == TRACES.json_resources else exc.field
+        raise IngestError(exc.status, message, field=field, rule=exc.rule) from None
 
 
-def _parse(data: bytes, encoding: str, max_spans: int, signal: _Signal) -> tuple[Any, wire.ExportCounts]:
-    """Counted from the wire first (refused before anything is built), then parsed and counted."""
+def _parse(
+    data: bytes, encoding: str, max_spans: int, signal: _Signal | None = None
+) -> tuple[Any, wire.ExportCounts]:
+    """Counted from the wire first (refused before anything is built), then parsed and counted (spans unless
+    `signal` says otherwise)."""
+    signal = signal or TRACES
     if encoding == PROTOBUF:
         _count_wire(data, max_spans, signal)
     else:
