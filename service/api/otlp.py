@@ -81,6 +81,25 @@ class OtlpBatch:
     noun: str = "span"
     problems: dict[str, str] = field(default_factory=dict)  # empty: SPAN_PROBLEMS
 
+    def add_record(
+        self,
+        topic: str,
+        encoded: tuple[bytes, bytes, list[tuple[str, bytes]]],
+        n: int,
+        traceparent: bytes | None,
+    ) -> None:
+        """One encoded record of `n` spans (or log records); one over MAX_RECORD_BYTES is refused, its `n` counted."""
+        key, value, headers = encoded
+        if traceparent:
+            headers.append(("traceparent", traceparent))
+        record = OutgoingRecord(topic, key, value, headers)
+        if record_bytes(record) > L.MAX_RECORD_BYTES:
+            self.rejected["record_too_large"] += n
+            self.accepted_spans -= n
+            return
+        self.records.append(record)
+        self.record_spans.append(n)
+
     def refuse_records(self, indexes: set[int], reason: str) -> None:
         """The records at `indexes` (one trace's spans each) refused alone, their spans counted by reason."""
         for i in indexes:
@@ -317,13 +336,18 @@ def _bounded_parts(data: TracesData, spans: int) -> list[TracesData]:
 
 
 def _copy_scope(target: TracesData, rs: ResourceSpans, ss: ScopeSpans, spans: Any) -> None:
-    out_rs = target.resource_spans.add()
-    out_rs.resource.CopyFrom(rs.resource)
-    out_rs.schema_url = rs.schema_url
-    out_ss = out_rs.scope_spans.add()
-    out_ss.scope.CopyFrom(ss.scope)
-    out_ss.schema_url = ss.schema_url
-    out_ss.spans.extend(spans)
+    _copy_entry(target.resource_spans.add(), rs, ss, "scope_spans").spans.extend(spans)
+
+
+def _copy_entry(out: Any, resource_entry: Any, scope_entry: Any, scopes: str) -> Any:
+    """A resource entry's resource and one scope entry's scope copied into `out` (a new ResourceSpans or
+    ResourceLogs); returns the new scope entry, for its spans or log records."""
+    out.resource.CopyFrom(resource_entry.resource)
+    out.schema_url = resource_entry.schema_url
+    out_scope = getattr(out, scopes).add()
+    out_scope.scope.CopyFrom(scope_entry.scope)
+    out_scope.schema_url = scope_entry.schema_url
+    return out_scope
 
 
 def _log_parts(records: list[tuple[ResourceLogs, ScopeLogs, LogRecord]]) -> list[LogsData]:
@@ -338,12 +362,7 @@ def _log_parts(records: list[tuple[ResourceLogs, ScopeLogs, LogRecord]]) -> list
             parts.append(data)
             data, size, last = LogsData(), 0, None
         if last != (id(rl), id(sl)) or out_sl is None:
-            out_rl = data.resource_logs.add()
-            out_rl.resource.CopyFrom(rl.resource)
-            out_rl.schema_url = rl.schema_url
-            out_sl = out_rl.scope_logs.add()
-            out_sl.scope.CopyFrom(sl.scope)
-            out_sl.schema_url = sl.schema_url
+            out_sl = _copy_entry(data.resource_logs.add(), rl, sl, "scope_logs")
             size += rl.resource.ByteSize() + sl.scope.ByteSize() + 16
             last = (id(rl), id(sl))
         out_sl.log_records.append(record)
@@ -393,17 +412,9 @@ class SpanPreparer:
             kept.append(rs)
         for trace_id, data in split_by_trace(kept).items():
             for part in _bounded_parts(data, per_trace[trace_id]):
-                key, value, headers = encode_span_record(tenant, trace_id.hex(), part)
-                if traceparent:
-                    headers.append(("traceparent", traceparent))
-                record = OutgoingRecord(self.topics.spans, key, value, headers)
-                spans = _span_count(part)
-                if record_bytes(record) > L.MAX_RECORD_BYTES:  # one span over the limit: that span alone
-                    batch.rejected["record_too_large"] += spans
-                    batch.accepted_spans -= spans
-                    continue
-                batch.records.append(record)
-                batch.record_spans.append(spans)
+                # one span over the limit: that span alone is refused
+                encoded = encode_span_record(tenant, trace_id.hex(), part)
+                batch.add_record(self.topics.spans, encoded, _span_count(part), traceparent)
         return batch
 
     def prepare_logs(
@@ -427,18 +438,9 @@ class SpanPreparer:
                     per_trace.setdefault(record.trace_id, []).append((rl, sl, record))
                     batch.accepted_spans += 1
         for trace_id, records in per_trace.items():
-            for part in _log_parts(records):
-                n = count_log_records(part)
-                key, value, headers = encode_logs_record(tenant, trace_id.hex(), part)
-                if traceparent:
-                    headers.append(("traceparent", traceparent))
-                record = OutgoingRecord(self.topics.logs, key, value, headers)
-                if record_bytes(record) > L.MAX_RECORD_BYTES:  # one record over the limit: refused alone
-                    batch.rejected["record_too_large"] += n
-                    batch.accepted_spans -= n
-                    continue
-                batch.records.append(record)
-                batch.record_spans.append(n)
+            for part in _log_parts(records):  # one log record over the limit: refused alone
+                encoded = encode_logs_record(tenant, trace_id.hex(), part)
+                batch.add_record(self.topics.logs, encoded, count_log_records(part), traceparent)
         return batch
 
     def _clean_span(self, span: Span, batch: OtlpBatch) -> None:

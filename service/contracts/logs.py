@@ -1,6 +1,6 @@
 """Raw OTLP log records on the logs topic: one Kafka record per (tenant, OTLP trace id, request).
 
-POST /v1/logs (docs/otlp.md, "/v1/logs") splits each accepted `ExportLogsServiceRequest` by trace id
+POST /v1/logs (docs/otlp.md, "The receiver: `POST /v1/logs`") splits each accepted `ExportLogsServiceRequest` by trace id
 and produces one record per trace (more when one trace's records would not fit one); the assembler
 joins them to their trace's spans. They have a topic of their own, not the spans topic, because every
 consumer of the spans topic (the forwarder, the evaluations worker) reads each of its records as spans.
@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData, ResourceLogs, ScopeLogs
 
 from service.contracts import topics as T
-from service.contracts.spans import H_TRACE_ID, SpanRecordError, spans_key
+from service.contracts.spans import SpanRecordError, checked_headers, otlp_headers, spans_key
 
 LOGS_EVENT_TYPE = "otlp_logs"
 LOGS_SCHEMA = b"1"
@@ -61,27 +61,18 @@ def encode_logs_record(
 ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """Key, value and headers of the record carrying one trace's log records of one export."""
     value = data.SerializeToString(deterministic=True)
-    headers = [
-        (T.H_EVENT_ID, logs_record_id(tenant, trace_id_hex, value).encode()),
-        (T.H_EVENT_TYPE, LOGS_EVENT_TYPE.encode()),
-        (T.H_TENANT, tenant.encode()),
-        (T.H_SCHEMA, LOGS_SCHEMA),
-        (H_TRACE_ID, trace_id_hex.encode()),
-        (H_RECORD_COUNT, str(count_log_records(data)).encode()),
-    ]
-    return spans_key(tenant, trace_id_hex), value, headers
+    event_id = logs_record_id(tenant, trace_id_hex, value)
+    count = (H_RECORD_COUNT, count_log_records(data))
+    return (
+        spans_key(tenant, trace_id_hex),
+        value,
+        otlp_headers(LOGS_EVENT_TYPE, LOGS_SCHEMA, tenant, trace_id_hex, event_id, count),
+    )
 
 
 def decode_logs_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> LogsRecord:
     """Parse a logs-topic record; raise SpanRecordError naming what is wrong."""
-    found = {k: v for k, v in headers or []}
-    if found.get(T.H_EVENT_TYPE) != LOGS_EVENT_TYPE.encode():
-        raise SpanRecordError(f"header {T.H_EVENT_TYPE} is not {LOGS_EVENT_TYPE!r}")
-    if found.get(T.H_SCHEMA) != LOGS_SCHEMA:
-        raise SpanRecordError(f"header {T.H_SCHEMA} is {found.get(T.H_SCHEMA)!r}; this reader knows schema 1")
-    tenant = found.get(T.H_TENANT, b"").decode("utf-8", "replace")
-    if not tenant:
-        raise SpanRecordError(f"header {T.H_TENANT} is missing")
+    found, tenant = checked_headers(headers, LOGS_EVENT_TYPE, LOGS_SCHEMA)
     data = LogsData()
     try:
         data.ParseFromString(value)

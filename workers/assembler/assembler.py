@@ -24,6 +24,7 @@ import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
+from prometheus_client import Counter
 
 from service.contracts import StoredEvent, record_key
 from service.contracts.logs import LogsRecord
@@ -36,7 +37,7 @@ from workers.assembler.genai import KIND_OF_OPERATION, OPERATION_KEY
 from workers.assembler.logs import join, log_entries
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
+from workers.assembler.store import MAPPED, OTHER, ROOT, AddResult, OpenTrace, SpanEntry, TraceStore
 from workers.assembler.usage import STAGE_OF_KIND
 from workers.assembler.view import SpanView, attribute_map
 from workers.runtime.dlq import dlq_headers, emit_dead_letter
@@ -139,6 +140,18 @@ def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]
     return kind, annotated
 
 
+def _count_added(counter: Counter, results: list[AddResult]) -> None:
+    """What the store did with a batch's spans (or log records), by outcome, one update per outcome."""
+    for outcome, n in (
+        ("stored", sum(r.stored for r in results)),
+        ("duplicate", sum(r.duplicates for r in results)),
+        ("overflow", sum(r.overflow for r in results)),
+        ("late", sum(r.late for r in results)),
+    ):
+        if n:
+            counter.labels(outcome).inc(n)
+
+
 class Assembler:
     def __init__(
         self,
@@ -164,15 +177,7 @@ class Assembler:
     def store_spans(self, records: list[SpanRecord], now: float | None = None) -> None:
         """Store the spans, produce the feedback they carry, wait for every acknowledgement. Raises on outages."""
         items = [self._entries(record) for record in records]
-        results = self.store.add_many([i for i in items if i[3]], now or time.time())
-        for outcome, n in (
-            ("stored", sum(r.stored for r in results)),
-            ("duplicate", sum(r.duplicates for r in results)),
-            ("overflow", sum(r.overflow for r in results)),
-            ("late", sum(r.late for r in results)),
-        ):
-            if n:
-                self.m.spans.labels(outcome).inc(n)
+        _count_added(self.m.spans, self.store.add_many([i for i in items if i[3]], now or time.time()))
         self.emitter.wait()
 
     def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
@@ -215,15 +220,7 @@ class Assembler:
     def store_logs(self, records: list[LogsRecord], now: float | None = None) -> None:
         """Store the log records beside their traces' spans (early or late within the wait). Raises on outages."""
         items = [item for item in (log_entries(record) for record in records) if item[2]]
-        results = self.store.add_logs(items, now or time.time())
-        for outcome, n in (
-            ("stored", sum(r.stored for r in results)),
-            ("duplicate", sum(r.duplicates for r in results)),
-            ("overflow", sum(r.overflow for r in results)),
-            ("late", sum(r.late for r in results)),
-        ):
-            if n:
-                self.m.log_records.labels(outcome).inc(n)
+        _count_added(self.m.log_records, self.store.add_logs(items, now or time.time()))
 
     # -- assembling --------------------------------------------------------
 

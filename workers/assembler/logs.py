@@ -1,4 +1,4 @@
-"""Log records of POST /v1/logs joined to their spans (pure but for the record decoder; docs/otlp.md, "/v1/logs").
+"""Log records of POST /v1/logs joined to their spans (pure but for the record decoder; docs/otlp.md, "The receiver: `POST /v1/logs`").
 
 GenAI instrumentations that do not put the messages on the span send them as log events correlated by
 trace and span id. opentelemetry-instrumentation-openai-v2 2.4b0 sends, by its settings:

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -123,7 +123,10 @@ def _run_app(mode: str, api: RunningApi, model_url: str) -> str:
     return done.stdout.strip()
 
 
-def _assemble(api: RunningApi, client: redis.Redis) -> tuple[list[Any], CollectorRegistry]:
+def _assemble(
+    api: RunningApi, client: redis.Redis, feed: Callable[[Assembler, KafkaReader], None] | None = None
+) -> tuple[list[Any], CollectorRegistry]:
+    """One assembler fed what the API produced (by `feed`; the spans topic's records by default), one tick."""
     kafka = KafkaReader(api.settings.kafka_bootstrap_servers)
     config = AssemblerConfig(quiet_period_s=0)
     registry = CollectorRegistry()
@@ -132,7 +135,10 @@ def _assemble(api: RunningApi, client: redis.Redis) -> tuple[list[Any], Collecto
         assembler = Assembler(
             config, build_store(client, config), emitter, api.topics, AssemblerMetrics(registry)
         )
-        store_records(assembler, kafka.records(api.topics.spans))
+        if feed is None:
+            store_records(assembler, kafka.records(api.topics.spans))
+        else:
+            feed(assembler, kafka)
         assert assembler.tick() == 1
     finally:
         emitter.close()
@@ -241,17 +247,11 @@ def _trace_fields(body: Any) -> dict[str, Any]:
     }
 
 
-def _assemble_in_arrival_order(api: RunningApi, client: redis.Redis) -> tuple[list[Any], CollectorRegistry]:
+def _in_arrival_order(api: RunningApi) -> Callable[[Assembler, KafkaReader], None]:
     """The spans and log records handed to the assembler's processor in the order the API produced them (its
     records' timestamps), across both topics, a record at a time: as a consumer would see them."""
-    kafka = KafkaReader(api.settings.kafka_bootstrap_servers)
-    config = AssemblerConfig(quiet_period_s=0)
-    registry = CollectorRegistry()
-    emitter = KafkaEmitter(api.settings, client_id="test-assembler")
-    try:
-        assembler = Assembler(
-            config, build_store(client, config), emitter, api.topics, AssemblerMetrics(registry)
-        )
+
+    def feed(assembler: Assembler, kafka: KafkaReader) -> None:
         processor = AssemblerProcessor(assembler, api.topics.spans, api.topics.logs)
         decoders = {sub.topic: sub.decode for sub in processor.subscriptions}
         records = kafka.records(api.topics.spans) + kafka.records(api.topics.logs)
@@ -260,10 +260,8 @@ def _assemble_in_arrival_order(api: RunningApi, client: redis.Redis) -> tuple[li
             event = decoders[record.topic](record)
             assert not isinstance(event, Undecodable), event
             processor.process([event])
-        assert assembler.tick() == 1
-    finally:
-        emitter.close()
-    return [decode_record(r, "trace") for r in kafka.records(api.topics.traces)], registry
+
+    return feed
 
 
 @pytest.mark.slow
@@ -285,7 +283,7 @@ def test_openai_v2_messages_as_log_events_give_the_attribute_mode_trace(
     assert len(logs) == 1  # one gen_ai.client.inference.operation.details event, for the chat call
     log_at, last_span_at = logs[0].timestamp, max(r.timestamp for r in kafka.records(api.topics.spans))
     assert (log_at > last_span_at) == (mode == "openai-v2-logs-batched")  # late, or early
-    [event], registry = _assemble_in_arrival_order(api, redis_client)
+    [event], registry = _assemble(api, redis_client, _in_arrival_order(api))
     assert isinstance(event, Event), event
     assert _trace_fields(event.body) == EXPECTED["openai-v2"]
     assert event.body.session_id == Pseudonymizer(PSEUDONYM_KEY.encode()).identifier("acme", "sess-7")
