@@ -235,22 +235,28 @@ class TraceStore:
         return out
 
     def load_many(self, members: list[tuple[str, str]]) -> list[OpenTrace | None]:
-        """Each trace's spans and meta in one round trip; None where the state expired."""
+        """Each trace's spans and meta in one round trip (and, in a second, the log records of the traces
+        that have some: a trace without pays nothing for them); None where the state expired."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id in members:
-            spans_key, meta_key, _, _, logs_key = self._keys(tenant, trace_id)
+            spans_key, meta_key, _, _, _ = self._keys(tenant, trace_id)
             pipe.hvals(spans_key)  # the payloads only: the span ids are inside them
-            pipe.hmget(meta_key, "root", "last", "overflow", "resource")
-            pipe.hvals(logs_key)
+            pipe.hmget(meta_key, "root", "last", "overflow", "resource", "lcount")
         replies = pipe.execute() if members else []
+        with_logs = [i for i, meta in enumerate(replies[1::2]) if meta[4] not in (None, b"0")]
+        logs_of: dict[int, list[bytes]] = {}
+        if with_logs:
+            pipe = self.client.pipeline(transaction=False)
+            for i in with_logs:
+                pipe.hvals(self._keys(*members[i])[4])
+            logs_of = dict(zip(with_logs, pipe.execute(), strict=True))
         out: list[OpenTrace | None] = []
-        for (tenant, trace_id), spans, meta, logs in zip(
-            members, replies[0::3], replies[1::3], replies[2::3], strict=True
+        for i, ((tenant, trace_id), spans, meta) in enumerate(
+            zip(members, replies[0::2], replies[1::2], strict=True)
         ):
-            root, last, overflow, resource = meta
-            if (
-                not spans and not logs
-            ) or last is None:  # expired (TTL): `last` is set whenever one is stored
+            root, last, overflow, resource, _ = meta
+            logs = logs_of.get(i, ())
+            if not (spans or logs) or last is None:  # expired (TTL): `last` is set whenever one is stored
                 out.append(None)
                 continue
             out.append(
