@@ -1,4 +1,4 @@
-"""What every ragmon dashboard shares: template variables, the release annotation,
+"""What every ragmon dashboard shares: template variables, the release and change annotations,
 links between the dashboards, and the guardrail limits drawn on the panels.
 """
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dashboards.model import DATASOURCE, JsonObj, Override, Panel, Row, Target
+from dashboards.model import DATASOURCE, JsonObj, Row
 from dashboards.promql import TENANT, TV, sel
 from dashboards.render import layout
-from service.rules.config import BandRule, GuardrailsConfig
+from service.rules.config import GuardrailsConfig
 
 SCHEMA_VERSION = 39
 TAG = "ragmon"
@@ -88,50 +88,54 @@ def variables() -> list[JsonObj]:
     ]
 
 
-def release_annotation() -> JsonObj:
+def _annotation(
+    name: str, colour: str, ref_id: str, expr: str, title: str, text: str, tag_keys: str
+) -> JsonObj:
+    """Markers drawn from a series whose value is the event's time in ms (useValueForTime)."""
     return {
-        "name": "Releases",
+        "name": name,
         "enable": True,
         "hide": False,
-        "iconColor": "purple",
+        "iconColor": colour,
         "datasource": DATASOURCE,
         "target": {
             "datasource": DATASOURCE,
-            "refId": "Anno",
+            "refId": ref_id,
             "editorMode": "code",
-            "expr": RELEASE_ANNOTATION_EXPR,
+            "expr": expr,
             "interval": "1m",
             "range": True,
             "instant": False,
         },
-        "titleFormat": "Release {{release}}",
-        "textFormat": "{{tenant}} / {{variant}}: release {{release}} deployed",
-        "tagKeys": "tenant,variant,release",
+        "titleFormat": title,
+        "textFormat": text,
+        "tagKeys": tag_keys,
         "useValueForTime": True,
     }
+
+
+def release_annotation() -> JsonObj:
+    return _annotation(
+        "Releases",
+        "purple",
+        "Anno",
+        RELEASE_ANNOTATION_EXPR,
+        "Release {{release}}",
+        "{{tenant}} / {{variant}}: release {{release}} deployed",
+        "tenant,variant,release",
+    )
 
 
 def change_annotation() -> JsonObj:
-    return {
-        "name": "Component changes",
-        "enable": True,
-        "hide": False,
-        "iconColor": "orange",
-        "datasource": DATASOURCE,
-        "target": {
-            "datasource": DATASOURCE,
-            "refId": "Changes",
-            "editorMode": "code",
-            "expr": CHANGE_ANNOTATION_EXPR,
-            "interval": "1m",
-            "range": True,
-            "instant": False,
-        },
-        "titleFormat": "{{component}} changed",
-        "textFormat": "{{tenant}}: {{component}} {{from}} -> {{to}} ({{source}})",
-        "tagKeys": "tenant,component,source",
-        "useValueForTime": True,
-    }
+    return _annotation(
+        "Component changes",
+        "orange",
+        "Changes",
+        CHANGE_ANNOTATION_EXPR,
+        "{{component}} changed",
+        "{{tenant}}: {{component}} {{from}} -> {{to}} ({{source}})",
+        "tenant,component,source",
+    )
 
 
 def _links() -> list[JsonObj]:
@@ -170,32 +174,3 @@ def dashboard_json(board: Board) -> JsonObj:
         "templating": {"list": variables()},
         "panels": layout(board.rows),
     }
-
-
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}), ("custom.fillOpacity", 0))
-
-
-def band_panel(title: str, prefix: str, rule: BandRule, what: str, legend: str, trials: str = "") -> Panel:
-    """A share and its two-sample control band (service/rules/render.py band_rules): the recorded rate,
-    the baseline and the band p̄ ± z·√(p̄(1−p̄)(1/n + 1/n_b)) around it, dashed. `prefix` is the recorded
-    series' (`ragmon:refusal:`), `what` says what the share counts, `legend` names one series."""
-    rate, base, half = (sel(f"{prefix}{name}", TV) for name in ("rate", "baseline_rate", "band_half_width"))
-    return Panel(
-        f"{title} and its control band ({rule.window})",
-        "timeseries",
-        [
-            Target(rate, "rate " + legend),
-            Target(base, "baseline " + legend),
-            Target(f"{base} + {half}", "upper " + legend),
-            Target(f"clamp_min({base} - {half}, 0)", "lower " + legend),
-        ],
-        description=f"{what} over {rule.window} against p̄ ± {rule.sigmas:g}·√(p̄(1−p̄)(1/n + 1/n_b)), p̄ "
-        f"pooled with the {rule.baseline_window} ending {rule.baseline_offset} ago (alert with n ≥ "
-        f"{rule.min_n}{trials}, n_b ≥ {rule.min_baseline_n}). The band needs that much history; no trials "
-        "in the window: no data, not 0%.",
-        unit="percentunit",
-        minimum=0,
-        overrides=(Override("^(upper|lower|baseline) .*", DASHED),),
-        width=24,
-        height=9,
-    )

@@ -15,15 +15,12 @@ from dashboards.generate import build_all
 from service.rules.config import seconds
 
 ANNOTATION_PREFIX = "annotation: "
-# Series computed over a window that ends in the past (the regeneration baseline: 1d ending 1h ago
-# by default): empty until Prometheus holds that much history.
-HISTORY_SERIES = (
-    "ragmon:regeneration:baseline_rate",
-    "ragmon:regeneration:band_half_width",
-    "ragmon:thumbs_down:baseline_rate",
-    "ragmon:thumbs_down:band_half_width",
-    "ragmon:refusal:baseline_rate",
-    "ragmon:refusal:band_half_width",
+# Series computed over a window that ends in the past (each band guardrail's baseline: 1d ending 1h
+# ago by default): empty until Prometheus holds that much history.
+HISTORY_SERIES = tuple(
+    f"ragmon:{guardrail}:{series}"
+    for guardrail in ("regeneration", "thumbs_down", "refusal")
+    for series in ("baseline_rate", "band_half_width")
 )
 _MACRO = re.compile(r"\$(?:\{__(\w+)\}|__(rate_interval|interval_ms|interval|range_ms|range_s|range)\b)")
 _VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from string import ascii_uppercase
 
@@ -57,39 +58,45 @@ def _reduce(kind: str) -> JsonObj:
     return {"calcs": ["lastNotNull"], "fields": "", "values": kind == "table"}
 
 
+# The plugins' options that are the same for every panel of the kind (stat and bargauge also get
+# reduceOptions: each series reduced to its last value).
+TIMESERIES_OPTIONS: JsonObj = {
+    "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
+    "tooltip": {"mode": "multi", "sort": "desc"},
+}
+STAT_OPTIONS: JsonObj = {
+    "orientation": "auto",
+    "textMode": "auto",
+    "colorMode": "background",
+    "graphMode": "area",
+    "justifyMode": "auto",
+    "wideLayout": True,
+    "showPercentChange": False,
+    "percentChangeColorMode": "standard",
+}
+BARGAUGE_OPTIONS: JsonObj = {
+    "orientation": "horizontal",
+    "displayMode": "gradient",
+    "valueMode": "color",
+    "namePlacement": "auto",
+    "showUnfilled": True,
+    "sizing": "auto",
+    "minVizWidth": 8,
+    "minVizHeight": 16,
+    "maxVizHeight": 300,
+    "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom", "calcs": []},
+}
+TABLE_OPTIONS: JsonObj = {"showHeader": True, "frameIndex": 0, "cellHeight": "sm"}
+
+
 def options(panel: Panel) -> JsonObj:
     if panel.kind == "timeseries":
-        return {
-            "legend": {"showLegend": True, "displayMode": "list", "placement": "bottom", "calcs": []},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        }
+        return copy.deepcopy(TIMESERIES_OPTIONS)
     if panel.kind == "stat":
-        return {
-            "reduceOptions": _reduce("stat"),
-            "orientation": "auto",
-            "textMode": "auto",
-            "colorMode": "background",
-            "graphMode": "area",
-            "justifyMode": "auto",
-            "wideLayout": True,
-            "showPercentChange": False,
-            "percentChangeColorMode": "standard",
-        }
+        return {"reduceOptions": _reduce("stat"), **copy.deepcopy(STAT_OPTIONS)}
     if panel.kind == "bargauge":
-        return {
-            "reduceOptions": _reduce("bargauge"),
-            "orientation": "horizontal",
-            "displayMode": "gradient",
-            "valueMode": "color",
-            "namePlacement": "auto",
-            "showUnfilled": True,
-            "sizing": "auto",
-            "minVizWidth": 8,
-            "minVizHeight": 16,
-            "maxVizHeight": 300,
-            "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom", "calcs": []},
-        }
-    return {"showHeader": True, "frameIndex": 0, "cellHeight": "sm"}
+        return {"reduceOptions": _reduce("bargauge"), **copy.deepcopy(BARGAUGE_OPTIONS)}
+    return copy.deepcopy(TABLE_OPTIONS)
 
 
 def panel_json(panel: Panel, panel_id: int, x: int, y: int) -> JsonObj:

@@ -4,11 +4,14 @@ incidents | calibrate | golden | probes."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from service.local.discovery import worker_names
 
@@ -60,12 +63,6 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     return _exec_module(f"workers.{args.name}", [])
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
-    from service.simulate.cli import main as simulate_main
-
-    return simulate_main(args.rest)
-
-
 def _cmd_schema(args: argparse.Namespace) -> int:
     from service.contracts import IngestBatch
 
@@ -114,36 +111,19 @@ def _cmd_up(args: argparse.Namespace) -> int:
     )
 
 
-def _cmd_drift(args: argparse.Namespace) -> int:
-    return _exec_module("workers.drift.cli", args.rest)
+def _hand_on(module: str, rest: list[str]) -> int:
+    """Run `module`'s own command line on `rest`: a service module's main() here, a workers one by exec."""
+    if module.startswith("workers."):
+        return _exec_module(module, rest)
+    run: Callable[[list[str]], int] = importlib.import_module(module).main
+    return run(rest)
 
 
-def _cmd_shadow(args: argparse.Namespace) -> int:
-    return _exec_module("workers.shadow.cli", args.rest)
-
-
-def _cmd_rules(args: argparse.Namespace) -> int:
-    from service.rules.cli import main as rules_main
-
-    return rules_main(args.rest)
-
-
-def _cmd_incidents(args: argparse.Namespace) -> int:
-    from service.incidents.cli import main as incidents_main
-
-    return incidents_main(args.rest)
-
-
-def _cmd_retrieval(args: argparse.Namespace) -> int:
-    from service.retrieval.cli import main as retrieval_main
-
-    return retrieval_main(args.rest)
-
-
-def _cmd_models(args: argparse.Namespace) -> int:
-    from service.models.fetch import main as models_main
-
-    return models_main(args.rest)
+def _add_handed_on(sub: Any, name: str, module: str, help: str) -> None:
+    """`ragmon NAME ARGS...`: ARGS, --help included, are `module`'s (see _hand_on)."""
+    p = sub.add_parser(name, help=help, add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: _hand_on(module, args.rest))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,11 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("name", help=f"one of: {', '.join(worker_names())}")
     worker.set_defaults(func=_cmd_worker)
 
-    sim = sub.add_parser(
-        "simulate", help="generate realistic RAG traffic (see `ragmon simulate --help`)", add_help=False
+    _add_handed_on(
+        sub,
+        "simulate",
+        "service.simulate.cli",
+        "generate realistic RAG traffic (see `ragmon simulate --help`)",
     )
-    sim.add_argument("rest", nargs=argparse.REMAINDER)
-    sim.set_defaults(func=_cmd_simulate)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of POST /v1/events")
     schema.add_argument("--out", default=None)
@@ -209,15 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--name", default=None, help="who holds the key (a reviewer's name on the review page)")
     keys.set_defaults(func=_cmd_keys)
 
-    drift = sub.add_parser("drift", help="drift tools: calibrate, freeze-reference", add_help=False)
-    drift.add_argument("rest", nargs=argparse.REMAINDER)
-    drift.set_defaults(func=_cmd_drift)
-
-    shadow = sub.add_parser(
-        "shadow", help="shadow evaluation: compare FILE, report, calibrate", add_help=False
-    )
-    shadow.add_argument("rest", nargs=argparse.REMAINDER)
-    shadow.set_defaults(func=_cmd_shadow)
+    _add_handed_on(sub, "drift", "workers.drift.cli", "drift tools: calibrate, freeze-reference")
+    _add_handed_on(sub, "shadow", "workers.shadow.cli", "shadow evaluation: compare FILE, report, calibrate")
 
     gate = sub.add_parser(
         "gate",
@@ -228,24 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
         "rest", nargs=argparse.REMAINDER
     )  # main() hands `ragmon gate ...` to workers.shadow.cli
 
-    rules = sub.add_parser("rules", help="render Prometheus rules from the guardrails config", add_help=False)
-    rules.add_argument("rest", nargs=argparse.REMAINDER)
-    rules.set_defaults(func=_cmd_rules)
-    retrieval = sub.add_parser(
-        "retrieval", help="retrieval quality from labelled traces: report FILE", add_help=False
+    _add_handed_on(sub, "rules", "service.rules.cli", "render Prometheus rules from the guardrails config")
+    _add_handed_on(
+        sub, "retrieval", "service.retrieval.cli", "retrieval quality from labelled traces: report FILE"
     )
-    retrieval.add_argument("rest", nargs=argparse.REMAINDER)
-    retrieval.set_defaults(func=_cmd_retrieval)
-    incidents = sub.add_parser(
-        "incidents", help="alert history against user signals: lead-time", add_help=False
+    _add_handed_on(sub, "incidents", "service.incidents.cli", "alert history against user signals: lead-time")
+    _add_handed_on(
+        sub,
+        "models",
+        "service.models.fetch",
+        "fetch|verify the HHEM and flan-t5 files the faithfulness worker loads",
     )
-    incidents.add_argument("rest", nargs=argparse.REMAINDER)
-    incidents.set_defaults(func=_cmd_incidents)
-    models = sub.add_parser(
-        "models", help="fetch|verify the HHEM and flan-t5 files the faithfulness worker loads", add_help=False
-    )
-    models.add_argument("rest", nargs=argparse.REMAINDER)
-    models.set_defaults(func=_cmd_models)
 
     from service.probes.cli import add_commands as add_probe_commands
     from service.review.cli import add_commands

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dashboards.common import Board, Limits
 from dashboards.model import Override, Panel, Row, Target, bad_above, bad_below
-from dashboards.promql import TENANT, per_second, quantile, sel, zero_when_absent
+from dashboards.panels import (
+    counter,
+    failures_panel,
+    per_second_panel,
+    ratio_panel,
+    seconds_panel,
+    timeseries,
+    up_stat,
+)
+from dashboards.promql import TENANT, quantile, sel
 
 UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
@@ -21,179 +30,108 @@ def _signal(metric: str) -> str:
 
 
 def _tests(limits: Limits) -> list[Panel]:
+    windows = f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})"
     return [
-        Panel(
+        timeseries(
             "MMD² and its drift threshold",
-            "timeseries",
-            [
-                Target(_signal("ragmon_drift_mmd2"), "mmd² " + SERIES),
-                Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES),
-            ],
+            Target(_signal("ragmon_drift_mmd2"), "mmd² " + SERIES),
+            Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES),
             description="Unbiased MMD² between the reference and current windows; the dashed line is the value the "
             "last test had to exceed at the configured alpha (from its permutations).",
             overrides=(Override("^threshold .*", DASHED),),
             width=12,
             height=9,
         ),
-        Panel(
+        ratio_panel(
             f"Permutation p-value (alpha {limits.drift_alpha:g})",
-            "timeseries",
-            [Target(_signal("ragmon_drift_p_value_ratio"), SERIES)],
+            Target(_signal("ragmon_drift_p_value_ratio"), SERIES),
             description="(1 + #{perm ≥ observed}) / (1 + B). At or below alpha the test flags drift.",
             thresholds=bad_below(limits.drift_alpha),
-            minimum=0,
-            maximum=1,
             decimals=3,
             width=12,
             height=9,
         ),
-        Panel(
+        ratio_panel(
             "Drift detected",
-            "timeseries",
-            [Target(_signal("ragmon_drift_detected"), SERIES)],
+            Target(_signal("ragmon_drift_detected"), SERIES),
             description=f"The RagmonQueryDrift alert fires after {limits.guardrails.drift.for_} of this at 1.",
             thresholds=bad_above(1),
-            minimum=0,
-            maximum=1,
             decimals=0,
-            width=8,
         ),
-        Panel(
+        seconds_panel(
             "Time since the last test",
-            "timeseries",
-            [Target(f"time() - {_signal('ragmon_drift_last_test_timestamp_seconds')}", SERIES)],
+            Target(f"time() - {_signal('ragmon_drift_last_test_timestamp_seconds')}", SERIES),
             description="Tests run on a schedule once the reference window is full; a growing age means none ran.",
-            unit="s",
-            width=8,
         ),
-        Panel(
+        timeseries(
             "Window sizes",
-            "timeseries",
-            [
-                Target(
-                    f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})",
-                    "{{window}} " + SERIES,
-                )
-            ],
+            Target(windows, "{{window}} " + SERIES),
             description="Queries in the reference and current windows of each signal.",
             decimals=0,
-            width=8,
         ),
     ]
 
 
 def _inputs() -> list[Panel]:
+    resets = "ragmon_drift_model_resets_total"
+    by_signal = "tenant, signal"
     return [
-        Panel(
+        per_second_panel(
             "Embeddings by outcome",
-            "timeseries",
-            [
-                Target(
-                    per_second("ragmon_drift_embeddings_total", "signal, outcome", TENANT),
-                    "{{signal}} {{outcome}}",
-                )
-            ],
-            unit="reqps",
-            stacked=True,
-            width=8,
+            counter("ragmon_drift_embeddings_total", "signal, outcome", "{{signal}} {{outcome}}", TENANT),
         ),
-        Panel(
+        per_second_panel(
             "Queries left out, by reason",
-            "timeseries",
-            [
-                Target(
-                    zero_when_absent(
-                        per_second("ragmon_drift_queries_skipped_total", "reason", TENANT), "reason"
-                    ),
-                    "{{reason}}",
-                )
-            ],
-            unit="reqps",
-            stacked=True,
-            width=8,
+            counter("ragmon_drift_queries_skipped_total", "reason", "{{reason}}", TENANT, zero="reason"),
         ),
-        Panel(
+        timeseries(
             "Embedding model resets",
-            "timeseries",
-            [
-                Target(
-                    zero_when_absent(
-                        per_second(
-                            "ragmon_drift_model_resets_total",
-                            "signal, from_model, to_model",
-                            TENANT,
-                            fn="increase",
-                        ),
-                        "signal",
-                    ),
-                    "{{signal}}: {{from_model}} → {{to_model}}",
-                )
-            ],
+            counter(
+                resets,
+                "signal, from_model, to_model",
+                "{{signal}}: {{from_model}} → {{to_model}}",
+                TENANT,
+                zero="signal",
+                fn="increase",
+            ),
             description="A new embedding model or dimension starts a new reference: reported, never compared.",
             decimals=0,
-            width=8,
         ),
-        Panel(
+        seconds_panel(
             "Test duration p95",
-            "timeseries",
-            [
-                Target(
-                    quantile(0.95, "ragmon_drift_test_duration_seconds", "tenant, signal", TENANT),
-                    "{{tenant}} {{signal}}",
-                )
-            ],
-            unit="s",
-            width=8,
+            Target(
+                quantile(0.95, "ragmon_drift_test_duration_seconds", by_signal, TENANT),
+                "{{tenant}} {{signal}}",
+            ),
         ),
-        Panel(
+        seconds_panel(
             "Encoder batch duration p95",
-            "timeseries",
-            [Target(quantile(0.95, "ragmon_drift_encoder_batch_duration_seconds", ""), "p95")],
-            unit="s",
-            width=8,
+            Target(quantile(0.95, "ragmon_drift_encoder_batch_duration_seconds", ""), "p95"),
         ),
-        Panel(
+        timeseries(
             "Tests run, and tests left to the lease holder",
-            "timeseries",
-            [
-                Target(
-                    per_second("ragmon_drift_tests_total", "tenant, signal", TENANT, fn="increase"),
-                    "run {{tenant}} {{signal}}",
-                ),
-                Target(
-                    zero_when_absent(
-                        per_second("ragmon_drift_lease_busy_total", "tenant, signal", TENANT, fn="increase"),
-                        "signal",
-                    ),
-                    "lease busy {{tenant}} {{signal}}",
-                ),
-            ],
+            counter(
+                "ragmon_drift_tests_total", by_signal, "run {{tenant}} {{signal}}", TENANT, fn="increase"
+            ),
+            counter(
+                "ragmon_drift_lease_busy_total",
+                by_signal,
+                "lease busy {{tenant}} {{signal}}",
+                TENANT,
+                zero="signal",
+                fn="increase",
+            ),
             description="Replicas share each signal's test through a Redis lease: one runs it, the others skip.",
             decimals=0,
-            width=8,
         ),
-        Panel(
+        failures_panel(
             "Scheduled work skipped on Redis errors",
-            "timeseries",
-            [
-                Target(
-                    zero_when_absent(
-                        per_second("ragmon_drift_tick_errors_total", "error", "", fn="increase"), "error"
-                    ),
-                    "{{error}}",
-                )
-            ],
-            decimals=0,
-            thresholds=bad_above(1),
-            width=8,
+            counter("ragmon_drift_tick_errors_total", "error", "{{error}}", zero="error", fn="increase"),
         ),
-        Panel(
+        up_stat(
             "Pinned encoder up",
-            "stat",
-            [Target("min(ragmon_drift_encoder_up)", "ready")],
-            thresholds=bad_below(1),
+            Target("min(ragmon_drift_encoder_up)", "ready"),
             mappings=(("0", "not loaded", "red"), ("1", "ready", "green")),
-            width=8,
         ),
     ]
 
@@ -208,40 +146,32 @@ def _probe(metric: str) -> str:
 
 def _probes(limits: Limits) -> list[Panel]:
     rule = limits.guardrails.probes
+    compared = f"max by ({PROBE}) ({sel('ragmon_rag_probe_compared_queries', TENANT)})"
     return [
-        Panel(
+        ratio_panel(
             "Probe sets: overlap@k and RBO with the baseline",
-            "timeseries",
-            [
-                Target(_probe("ragmon_rag_probe_overlap_ratio"), "overlap " + PROBE_SERIES),
-                Target(_probe("ragmon_rag_probe_rbo_ratio"), "rbo " + PROBE_SERIES),
-            ],
+            Target(_probe("ragmon_rag_probe_overlap_ratio"), "overlap " + PROBE_SERIES),
+            Target(_probe("ragmon_rag_probe_rbo_ratio"), "rbo " + PROBE_SERIES),
             description="Replayed probe queries against their pinned baseline, labelled with the serving embedding "
             f"model and index version (docs/probes.md). RagmonProbeNeighboursChanged: overlap below "
             f"{rule.min_overlap:g} over at least {rule.min_probes} probes for {rule.for_}; a declared change "
             "re-pins the baseline.",
             thresholds=bad_below(rule.min_overlap),
-            minimum=0,
-            maximum=1,
             decimals=3,
             width=12,
             height=9,
         ),
-        Panel(
+        ratio_panel(
             "Probe sets: gold recall@k",
-            "timeseries",
-            [Target(_probe("ragmon_rag_probe_gold_recall_ratio"), PROBE_SERIES)],
+            Target(_probe("ragmon_rag_probe_gold_recall_ratio"), PROBE_SERIES),
             description="Mean recall@k of the registered gold ids over the probes that have gold; no gold, no line.",
-            minimum=0,
-            maximum=1,
             decimals=3,
             width=6,
             height=9,
         ),
-        Panel(
+        timeseries(
             "Probes compared",
-            "timeseries",
-            [Target(f"max by ({PROBE}) ({sel('ragmon_rag_probe_compared_queries', TENANT)})", PROBE_SERIES)],
+            Target(compared, PROBE_SERIES),
             description=f"Probes with a baseline result; the alert needs {rule.min_probes}.",
             decimals=0,
             width=6,

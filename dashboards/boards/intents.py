@@ -5,8 +5,8 @@ intent is blind, not clean), and the tenant's line for comparison where it has o
 from __future__ import annotations
 
 from dashboards.common import Board, Limits
-from dashboards.model import NO_STEPS, Panel, Row, Steps, Target, bad_above, bad_below
-from dashboards.promql import TV, sel
+from dashboards.model import NO_STEPS, Panel, Row, Steps, bad_above, bad_below
+from dashboards.panels import rate_with_sample, recorded, timeseries
 
 UID = "ragmon-intents"
 PER_INTENT = "{{tenant}} / {{intent}}"
@@ -24,31 +24,19 @@ def _signal_and_sample(
     tenant: str | None = None,
     legend: str = PER_INTENT,
 ) -> list[Panel]:
-    targets = [Target(sel(signal, TV), legend)]
+    targets = [recorded(signal, legend)]
     if tenant is not None:
-        targets.append(Target(sel(tenant, TV), TENANT_MEAN))
-    return [
-        Panel(
-            title,
-            "timeseries",
-            targets,
-            description=description,
-            unit=unit,
-            thresholds=thresholds,
-            minimum=0,
-            width=16,
-        ),
-        Panel(
-            f"{title}: sample per intent",
-            "timeseries",
-            [Target(sel(samples, TV), legend)],
-            description=f"What the intent's value rests on in the window: under {minimum} the intent cannot page "
-            "(blind, not clean); the tenant's own alert still sees it in the mean.",
-            unit="short",
-            minimum=0,
-            width=8,
-        ),
-    ]
+        targets.append(recorded(tenant, TENANT_MEAN))
+    rate = timeseries(
+        title, *targets, description=description, unit=unit, thresholds=thresholds, minimum=0, width=16
+    )
+    return rate_with_sample(
+        rate,
+        f"{title}: sample per intent",
+        recorded(samples, legend),
+        f"What the intent's value rests on in the window: under {minimum} the intent cannot page "
+        "(blind, not clean); the tenant's own alert still sees it in the mean.",
+    )
 
 
 def _faithfulness(limits: Limits) -> list[Panel]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dashboards.common import Board, Limits
 from dashboards.model import Panel, Row, Target, bad_above
-from dashboards.promql import TV, per_second, quantile, sel, share
+from dashboards.panels import counter, per_second_panel, recorded, seconds_panel, share_panel, timeseries
+from dashboards.promql import TV, per_second, quantile, share
 
 UID = "ragmon-latency-cost"
 SERIES = "{{tenant}} / {{variant}}"
@@ -15,15 +16,12 @@ def _stage_panels(limits: Limits) -> list[Panel]:
     lat = limits.guardrails.latency
     q = f"p{round(lat.quantile * 100)}"
     return [
-        Panel(
+        seconds_panel(
             f"{q} {stage} (SLO {slo:g}s)",
-            "timeseries",
-            [Target(sel("ragmon:rag_stage_duration_seconds:quantile", TV, f'stage="{stage}"'), SERIES)],
+            recorded("ragmon:rag_stage_duration_seconds:quantile", SERIES, f'stage="{stage}"'),
             description=f"{q} over {lat.window} (recording rule), alerting above the stage's SLO with at least "
             f"{lat.min_samples} traces. Default SLO shown; tenants may override it.",
-            unit="s",
             thresholds=bad_above(slo),
-            width=8,
         )
         for stage, slo in sorted(lat.slo_seconds.items())
     ]
@@ -32,54 +30,35 @@ def _stage_panels(limits: Limits) -> list[Panel]:
 def _live_latency() -> list[Panel]:
     total = ('stage="total"',)
     traces = per_second("ragmon_rag_queries_total", "variant", TV)
+
+    def of_traces(metric: str, legend: str) -> Target:
+        return Target(share(per_second(metric, "variant", TV), traces), legend)
+
     return [
-        Panel(
+        seconds_panel(
             "Total latency quantiles (live)",
-            "timeseries",
-            [
+            *(
                 Target(quantile(q, STAGE_HISTOGRAM, "", TV, *total), f"p{round(q * 100)}")
                 for q in (0.5, 0.95, 0.99)
-            ],
+            ),
             description="From the histogram at the dashboard's resolution, across the selected tenants and variants.",
-            unit="s",
             width=12,
         ),
-        Panel(
-            "p95 by stage (live)",
-            "timeseries",
-            [Target(quantile(0.95, STAGE_HISTOGRAM, "stage", TV), "{{stage}}")],
-            unit="s",
-            width=12,
+        seconds_panel(
+            "p95 by stage (live)", Target(quantile(0.95, STAGE_HISTOGRAM, "stage", TV), "{{stage}}"), width=12
         ),
-        Panel(
+        per_second_panel(
             "Traces per second by variant",
-            "timeseries",
-            [
-                Target(per_second("ragmon_rag_queries_total", "variant", TV), "{{variant}} (sampled)"),
-                Target(
-                    per_second("ragmon_rag_queries_estimated_total", "variant", TV),
-                    "{{variant}} (estimated real)",
-                ),
-            ],
+            counter("ragmon_rag_queries_total", "variant", "{{variant}} (sampled)", TV),
+            counter("ragmon_rag_queries_estimated_total", "variant", "{{variant}} (estimated real)", TV),
             description="Sampled traces, and the traffic they stand for (each weighted by 1/sample_rate).",
-            unit="reqps",
+            stacked=False,
             width=12,
         ),
-        Panel(
+        share_panel(
             "Refused and uncited answers",
-            "timeseries",
-            [
-                Target(
-                    share(per_second("ragmon_rag_refusals_total", "variant", TV), traces),
-                    "refused {{variant}}",
-                ),
-                Target(
-                    share(per_second("ragmon_rag_uncited_answers_total", "variant", TV), traces),
-                    "uncited {{variant}}",
-                ),
-            ],
-            unit="percentunit",
-            minimum=0,
+            of_traces("ragmon_rag_refusals_total", "refused {{variant}}"),
+            of_traces("ragmon_rag_uncited_answers_total", "uncited {{variant}}"),
             width=12,
         ),
     ]
@@ -87,56 +66,41 @@ def _live_latency() -> list[Panel]:
 
 def _cost_panels(limits: Limits) -> list[Panel]:
     cost = limits.guardrails.cost
+    spend = f"{per_second('ragmon_rag_cost_estimated_usd_total', 'tenant, variant', TV)} * 3600"
     return [
-        Panel(
+        timeseries(
             f"Mean cost per query ({cost.window}, budget ${cost.max_mean_usd:g})",
-            "timeseries",
-            [Target(sel("ragmon:rag_cost_per_query_usd:mean", TV), SERIES)],
+            recorded("ragmon:rag_cost_per_query_usd:mean", SERIES),
             description=f"Recording rule; alerts above the budget with at least {cost.min_samples} costed traces.",
             unit="currencyUSD",
             decimals=4,
             thresholds=bad_above(cost.max_mean_usd),
             width=12,
         ),
-        Panel(
+        timeseries(
             "Estimated spend per hour",
-            "timeseries",
-            [
-                Target(
-                    f"{per_second('ragmon_rag_cost_estimated_usd_total', 'tenant, variant', TV)} * 3600",
-                    SERIES,
-                )
-            ],
+            Target(spend, SERIES),
             description="Cost of the sampled traces re-weighted by 1/sample_rate: the application's real spend.",
             unit="currencyUSD",
             decimals=2,
             width=12,
         ),
-        Panel(
+        timeseries(
             "p95 cost per query by source",
-            "timeseries",
-            [Target(quantile(0.95, "ragmon_rag_cost_per_query_usd", "source", TV), "{{source}}")],
+            Target(quantile(0.95, "ragmon_rag_cost_per_query_usd", "source", TV), "{{source}}"),
             description="`reported` by the app, `estimated` from the configured price table.",
             unit="currencyUSD",
             decimals=4,
-            width=8,
         ),
-        Panel(
+        per_second_panel(
             "Costed traces by source",
-            "timeseries",
-            [Target(per_second("ragmon_rag_cost_queries_total", "source", TV), "{{source}}")],
+            counter("ragmon_rag_cost_queries_total", "source", "{{source}}", TV),
             description="`unknown`: neither a reported cost nor a known model price; those traces are not in the mean.",
-            unit="reqps",
-            stacked=True,
-            width=8,
         ),
-        Panel(
+        per_second_panel(
             "Tokens per second by kind and model",
-            "timeseries",
-            [Target(per_second("ragmon_rag_tokens_total", "kind, model", TV), "{{kind}} {{model}}")],
+            counter("ragmon_rag_tokens_total", "kind, model", "{{kind}} {{model}}", TV),
             unit="short",
-            stacked=True,
-            width=8,
         ),
     ]
 

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from dashboards.common import Board, Limits
-from dashboards.model import Panel, Row, Target, bad_above, bad_below
-from dashboards.promql import TENANT, per_second, sel, zero_when_absent
+from dashboards.model import Panel, Row, Target, bad_above
+from dashboards.panels import (
+    count_panel,
+    counter,
+    per_second_panel,
+    ratio_panel,
+    seconds_panel,
+    timeseries,
+    up_stat,
+)
+from dashboards.promql import TENANT, sel
 from service.rules.config import seconds
 
 UID = "ragmon-review"
-UP_DOWN = (("0", "down", "red"), ("1", "up", "green"))
 
 
 def _gauge(metric: str, by: str) -> str:
@@ -16,149 +24,90 @@ def _gauge(metric: str, by: str) -> str:
     return f"max by ({by}) ({sel(metric, TENANT)})"
 
 
+def _kappa(title: str, target: Target, description: str) -> Panel:
+    """Cohen's kappa: agreement beyond chance, from -1 to 1."""
+    return timeseries(title, target, description=description, minimum=-1, maximum=1, decimals=2)
+
+
 def _queue(limits: Limits) -> list[Panel]:
     review = limits.guardrails.review
     limit = seconds(review.max_blind_backlog_age)
+    by = "tenant, stratum"
+    legend = "{{tenant}} {{stratum}}"
     return [
-        Panel(
+        count_panel(
             "Waiting for review, by stratum",
-            "timeseries",
-            [
-                Target(
-                    _gauge("ragmon_review_queue_waiting_traces", "tenant, stratum"), "{{tenant}} {{stratum}}"
-                )
-            ],
+            Target(_gauge("ragmon_review_queue_waiting_traces", by), legend),
             description="Items still waiting for a first or second review (blind sample, low confidence, "
             "negative feedback, drift-flagged windows).",
             decimals=0,
-            minimum=0,
             stacked=True,
             width=12,
         ),
-        Panel(
+        seconds_panel(
             "Oldest waiting item, by stratum",
-            "timeseries",
-            [
-                Target(
-                    _gauge("ragmon_review_oldest_waiting_duration_seconds", "tenant, stratum"),
-                    "{{tenant}} {{stratum}}",
-                )
-            ],
+            Target(_gauge("ragmon_review_oldest_waiting_duration_seconds", by), legend),
             description=f"RagmonReviewBacklogStale (ticket) fires when the blind sample's oldest item waits longer "
             f"than {review.max_blind_backlog_age} for {review.for_}: the unbiased check of the judges "
             "goes stale.",
-            unit="s",
             thresholds=bad_above(limit),
             minimum=0,
             width=12,
         ),
-        Panel(
+        per_second_panel(
             "Queued per second, by stratum",
-            "timeseries",
-            [
-                Target(
-                    per_second("ragmon_review_queued_total", "tenant, stratum", TENANT),
-                    "{{tenant}} {{stratum}}",
-                )
-            ],
+            counter("ragmon_review_queued_total", by, legend, TENANT),
             description="Traces added to the queue (each trace once, in the stratum that selected it first).",
-            unit="reqps",
-            stacked=True,
-            width=8,
         ),
-        Panel(
+        per_second_panel(
             "Over the day's capacity, by stratum",
-            "timeseries",
-            [
-                Target(
-                    zero_when_absent(
-                        per_second("ragmon_review_overflow_total", "tenant, stratum", TENANT), "stratum"
-                    ),
-                    "{{tenant}} {{stratum}}",
-                )
-            ],
+            counter("ragmon_review_overflow_total", by, legend, TENANT, zero="stratum"),
             description="Selected but over the stratum's share of the daily capacity: counted, and the "
             "re-weighting scales π by the share admitted.",
-            unit="reqps",
-            stacked=True,
-            width=8,
         ),
-        Panel(
+        count_panel(
             "Labels saved in the last 24 hours",
-            "timeseries",
-            [Target(_gauge("ragmon_review_labelled_last_day_traces", "tenant"), "{{tenant}}")],
+            Target(_gauge("ragmon_review_labelled_last_day_traces", "tenant"), "{{tenant}}"),
             description="Reviewed per day: when it drops to zero the queue only grows.",
             decimals=0,
-            minimum=0,
-            width=8,
         ),
     ]
 
 
 def _agreement() -> list[Panel]:
+    judges = "tenant, judge, weighting"
+    per_judge = "{{tenant}} {{judge}} ({{weighting}})"
     return [
-        Panel(
+        _kappa(
             "Judge against reviewers: Cohen's kappa",
-            "timeseries",
-            [
-                Target(
-                    _gauge("ragmon_review_judge_kappa", "tenant, judge, weighting"),
-                    "{{tenant}} {{judge}} ({{weighting}})",
-                )
-            ],
-            description="At the configured threshold, on the held-out half (latest `ragmon calibrate`). "
+            Target(_gauge("ragmon_review_judge_kappa", judges), per_judge),
+            "At the configured threshold, on the held-out half (latest `ragmon calibrate`). "
             "population = each reviewed item weighted by 1/π; reviewed = the reviewed mix, where "
             "low-confidence and thumbs-down traces are oversampled.",
-            minimum=-1,
-            maximum=1,
-            decimals=2,
-            width=8,
         ),
-        Panel(
+        ratio_panel(
             "Judge against reviewers: balanced accuracy",
-            "timeseries",
-            [
-                Target(
-                    _gauge("ragmon_review_judge_balanced_accuracy_ratio", "tenant, judge, weighting"),
-                    "{{tenant}} {{judge}} ({{weighting}})",
-                )
-            ],
+            Target(_gauge("ragmon_review_judge_balanced_accuracy_ratio", judges), per_judge),
             description="(TPR + TNR) / 2 of the judge's verdict against the human label, same halves and weights.",
             unit="percentunit",
-            minimum=0,
-            maximum=1,
-            width=8,
         ),
-        Panel(
+        _kappa(
             "Reviewer against reviewer: Cohen's kappa",
-            "timeseries",
-            [Target(_gauge("ragmon_review_reviewer_kappa", "tenant"), "{{tenant}}")],
-            description="On the items given to a second reviewer: how far the people agree, the ceiling for a "
-            "judge.",
-            minimum=-1,
-            maximum=1,
-            decimals=2,
-            width=8,
+            Target(_gauge("ragmon_review_reviewer_kappa", "tenant"), "{{tenant}}"),
+            "On the items given to a second reviewer: how far the people agree, the ceiling for a judge.",
         ),
-        Panel(
+        ratio_panel(
             "Production faithful rate",
-            "timeseries",
-            [Target(_gauge("ragmon_review_faithful_ratio", "tenant, estimate"), "{{tenant}} {{estimate}}")],
+            Target(_gauge("ragmon_review_faithful_ratio", "tenant, estimate"), "{{tenant}} {{estimate}}"),
             description="prediction_powered = the judge on every scored trace corrected by blind-sample labels; "
             "population = all reviewed strata re-weighted by 1/π; judge = the judge alone.",
             unit="percentunit",
-            minimum=0,
-            maximum=1,
             width=16,
         ),
-        Panel(
+        up_stat(
             "Review store reachable",
-            "stat",
-            [Target("min(ragmon_review_store_up)", "store")],
+            Target("min(ragmon_review_store_up)", "store"),
             description="The review worker's last read of PostgreSQL (queue gauges) succeeded.",
-            thresholds=bad_below(1),
-            mappings=UP_DOWN,
-            width=8,
         ),
     ]
 

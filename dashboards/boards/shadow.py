@@ -9,6 +9,15 @@ from __future__ import annotations
 
 from dashboards.common import Board, Limits
 from dashboards.model import Override, Panel, Row, Target, bad_above
+from dashboards.panels import (
+    counter,
+    failures_panel,
+    per_second_panel,
+    ratio_panel,
+    seconds_panel,
+    table,
+    timeseries,
+)
 from dashboards.promql import TENANT, per_second, quantile, sel
 
 UID = "ragmon-shadow"
@@ -23,11 +32,18 @@ def _max(metric: str, by: str, *matchers: str) -> str:
 
 
 def _verdicts(limits: Limits) -> list[Panel]:
+    def interval(method: str) -> tuple[Target, Target]:
+        m = f'method="{method}"'
+        return (
+            Target(_max("ragmon_shadow_interval_lower", COMPARISON, WHOLE, m), "lower " + SERIES),
+            Target(_max("ragmon_shadow_interval_upper", COMPARISON, WHOLE, m), "upper " + SERIES),
+        )
+
+    outcomes = ("ragmon_shadow_wins", "ragmon_shadow_losses", "ragmon_shadow_ties")
     return [
-        Panel(
+        table(
             "Verdict per candidate and metric",
-            "table",
-            [Target(f"{_max('ragmon_shadow_verdict', COMPARISON + ', verdict')} == 1", instant=True)],
+            Target(f"{_max('ragmon_shadow_verdict', COMPARISON + ', verdict')} == 1", instant=True),
             description="better / worse / equivalent / inconclusive / not_enough_data, from the anytime-valid "
             "confidence sequence with Holm's correction across the metrics of a candidate; latency, "
             f"cost and tokens judged as non-inferiority. 'worse' for {limits.guardrails.shadow.for_} "
@@ -36,63 +52,36 @@ def _verdicts(limits: Limits) -> list[Panel]:
             width=12,
             height=9,
         ),
-        Panel(
+        timeseries(
             "Difference and its anytime interval",
-            "timeseries",
-            [
-                Target(_max("ragmon_shadow_delta", COMPARISON, WHOLE), "Δ " + SERIES),
-                Target(
-                    _max("ragmon_shadow_interval_lower", COMPARISON, WHOLE, 'method="anytime"'),
-                    "lower " + SERIES,
-                ),
-                Target(
-                    _max("ragmon_shadow_interval_upper", COMPARISON, WHOLE, 'method="anytime"'),
-                    "upper " + SERIES,
-                ),
-            ],
+            Target(_max("ragmon_shadow_delta", COMPARISON, WHOLE), "Δ " + SERIES),
+            *interval("anytime"),
             description="Candidate minus production over the window's pairs, in each metric's units. The dashed "
             "bounds are the confidence sequence: valid however often this is looked at.",
             overrides=(Override("^(lower|upper) .*", DASHED),),
             width=12,
             height=9,
         ),
-        Panel(
+        timeseries(
             "Fixed-n bootstrap interval (shown, not used for the verdict)",
-            "timeseries",
-            [
-                Target(
-                    _max("ragmon_shadow_interval_lower", COMPARISON, WHOLE, 'method="bootstrap"'),
-                    "lower " + SERIES,
-                ),
-                Target(
-                    _max("ragmon_shadow_interval_upper", COMPARISON, WHOLE, 'method="bootstrap"'),
-                    "upper " + SERIES,
-                ),
-            ],
+            *interval("bootstrap"),
             description="Paired bootstrap 95% percentile interval. Checked after every batch it would cross zero by "
             "chance far more often than 5% (docs/shadow.md, calibration).",
-            width=8,
         ),
-        Panel(
+        timeseries(
             "Wins, losses, ties",
-            "timeseries",
-            [
+            *(
                 Target(_max(name, COMPARISON, WHOLE), f"{name.rsplit('_', 1)[1]} " + SERIES)
-                for name in ("ragmon_shadow_wins", "ragmon_shadow_losses", "ragmon_shadow_ties")
-            ],
+                for name in outcomes
+            ),
             description="Pairs where the candidate did better / worse / the same (by the metric's direction). "
             "Only the discordant pairs carry information.",
             decimals=0,
-            width=8,
         ),
-        Panel(
+        ratio_panel(
             "p-values: exact sign test and anytime (Holm)",
-            "timeseries",
-            [Target(_max("ragmon_shadow_p_value_ratio", COMPARISON + ", test", WHOLE), "{{test}} " + SERIES)],
-            minimum=0,
-            maximum=1,
+            Target(_max("ragmon_shadow_p_value_ratio", COMPARISON + ", test", WHOLE), "{{test}} " + SERIES),
             decimals=3,
-            width=8,
         ),
     ]
 
@@ -100,23 +89,19 @@ def _verdicts(limits: Limits) -> list[Panel]:
 def _slices() -> list[Panel]:
     by = COMPARISON + ", slice"
     return [
-        Panel(
+        table(
             "Regressions hidden by the average",
-            "table",
-            [
-                Target(f"sort_desc({_max('ragmon_shadow_masked_regression', by)})", instant=True),
-                Target(_max("ragmon_shadow_slice_pairs", by, 'slice!="all"'), instant=True),
-            ],
+            Target(f"sort_desc({_max('ragmon_shadow_masked_regression', by)})", instant=True),
+            Target(_max("ragmon_shadow_slice_pairs", by, 'slice!="all"'), instant=True),
             description="1: the slice is worse while the whole is better (flagged ones first). A small slice is a "
             "lead to follow (add pairs of it), not a verdict: read its pairs beside it.",
             hidden_columns=("Time",),
             width=12,
             height=9,
         ),
-        Panel(
+        timeseries(
             "Difference by slice",
-            "timeseries",
-            [Target(_max("ragmon_shadow_delta", by, 'slice!="all"'), "{{slice}} " + SERIES)],
+            Target(_max("ragmon_shadow_delta", by, 'slice!="all"'), "{{slice}} " + SERIES),
             description="Per intent and configured metadata field; each slice has its own bootstrap interval.",
             width=12,
             height=9,
@@ -126,31 +111,29 @@ def _slices() -> list[Panel]:
 
 def _coverage() -> list[Panel]:
     pair = "tenant, candidate"
+
+    def coverage(metric: str, legend: str) -> Target:
+        return Target(_max(metric, pair), legend + " {{candidate}}")
+
     return [
-        Panel(
+        ratio_panel(
             "Coverage: production requests with a twin, against the configured shadow rate",
-            "timeseries",
-            [
-                Target(_max("ragmon_shadow_coverage_ratio", pair), "measured {{candidate}}"),
-                Target(_max("ragmon_shadow_coverage_interval_lower_ratio", pair), "lower {{candidate}}"),
-                Target(_max("ragmon_shadow_coverage_interval_upper_ratio", pair), "upper {{candidate}}"),
-                Target(_max("ragmon_shadow_expected_coverage_ratio", pair), "configured {{candidate}}"),
-            ],
+            coverage("ragmon_shadow_coverage_ratio", "measured"),
+            coverage("ragmon_shadow_coverage_interval_lower_ratio", "lower"),
+            coverage("ragmon_shadow_coverage_interval_upper_ratio", "upper"),
+            coverage("ragmon_shadow_expected_coverage_ratio", "configured"),
             description="Measured share of production requests (since the candidate's first event) with a twin, its "
             "exact binomial interval (dashed), and the configured shadow rate (expected_shadow_rate). "
             "The configured rate outside the interval: pairs are being lost, or the app shadows another "
             "share than configured.",
             overrides=(Override("^(lower|upper) .*", DASHED),),
             unit="percentunit",
-            minimum=0,
-            maximum=1,
             width=12,
             height=9,
         ),
-        Panel(
+        table(
             "Coverage far from the configured shadow rate",
-            "table",
-            [Target(f"sort_desc({_max('ragmon_shadow_coverage_mismatch_detected', pair)})", instant=True)],
+            Target(f"sort_desc({_max('ragmon_shadow_coverage_mismatch_detected', pair)})", instant=True),
             description="1: the configured shadow rate lies outside the coverage's exact binomial interval "
             "(confidence 1 - coverage_alpha, 99.9% by default; it narrows as traffic accumulates, so a "
             "small gap on little traffic is not flagged). Candidates without a configured rate are not "
@@ -160,85 +143,56 @@ def _coverage() -> list[Panel]:
             width=12,
             height=9,
         ),
-        Panel(
+        timeseries(
             "Unpaired traces",
-            "timeseries",
-            [Target(_max("ragmon_shadow_unpaired_traces", pair + ", role"), "{{candidate}} {{role}}")],
+            Target(_max("ragmon_shadow_unpaired_traces", pair + ", role"), "{{candidate}} {{role}}"),
             decimals=0,
-            width=8,
         ),
-        Panel(
+        timeseries(
             "Pairs in the window",
-            "timeseries",
-            [Target(_max("ragmon_shadow_window_pairs", pair), "{{candidate}}")],
+            Target(_max("ragmon_shadow_window_pairs", pair), "{{candidate}}"),
             decimals=0,
-            width=8,
         ),
     ]
 
 
 def _power_and_cost() -> list[Panel]:
+    production_p95 = (
+        f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})"
+    )
+    refused = per_second("ragmon_shadow_candidates_refused_total", "tenant", TENANT, fn="increase")
     return [
-        Panel(
+        timeseries(
             "Smallest difference detectable at 80% power",
-            "timeseries",
-            [Target(_max("ragmon_shadow_detectable_effect", COMPARISON), SERIES)],
+            Target(_max("ragmon_shadow_detectable_effect", COMPARISON), SERIES),
             description="With the current pairs and discordance; larger than the effect you care about means the "
             "comparison cannot see it yet.",
-            width=8,
         ),
-        Panel(
+        timeseries(
             "Pairs still needed for the effect of interest",
-            "timeseries",
-            [Target(_max("ragmon_shadow_pairs_needed", COMPARISON), SERIES)],
+            Target(_max("ragmon_shadow_pairs_needed", COMPARISON), SERIES),
             decimals=0,
-            width=8,
         ),
-        Panel(
+        seconds_panel(
             "Production p95 latency before and during shadowing",
-            "timeseries",
-            [
-                Target(
-                    f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})",
-                    "{{tenant}} {{period}}",
-                )
-            ],
+            Target(production_p95, "{{tenant}} {{period}}"),
             description="The shadow must not slow production: compare 'during' with 'before'.",
-            unit="s",
-            width=8,
         ),
-        Panel(
+        per_second_panel(
             "Pairs formed",
-            "timeseries",
-            [Target(per_second("ragmon_shadow_pairs_formed_total", "tenant", TENANT), "{{tenant}}")],
-            unit="reqps",
-            width=8,
+            counter("ragmon_shadow_pairs_formed_total", "tenant", "{{tenant}}", TENANT),
+            stacked=False,
         ),
-        Panel(
+        seconds_panel(
             "Recompute duration p95",
-            "timeseries",
-            [
-                Target(
-                    quantile(0.95, "ragmon_shadow_recompute_duration_seconds", "tenant", TENANT), "{{tenant}}"
-                )
-            ],
-            unit="s",
+            Target(
+                quantile(0.95, "ragmon_shadow_recompute_duration_seconds", "tenant", TENANT), "{{tenant}}"
+            ),
             thresholds=bad_above(5),
-            width=8,
         ),
-        Panel(
+        failures_panel(
             "Candidates refused (over the per-tenant limit)",
-            "timeseries",
-            [
-                Target(
-                    f"({per_second('ragmon_shadow_candidates_refused_total', 'tenant', TENANT, fn='increase')}) "
-                    "or on () vector(0)",
-                    "{{tenant}}",
-                )
-            ],
-            decimals=0,
-            thresholds=bad_above(1),
-            width=8,
+            Target(f"({refused}) or on () vector(0)", "{{tenant}}"),
         ),
     ]
 

@@ -220,31 +220,29 @@ def _count_rejections(state: ApiState, batch: PreparedBatch) -> None:
         state.metrics.redactions.labels(kind).inc(n)
 
 
+def _shed(state: ApiState, reason: str, error: str, rule: str) -> JSONResponse:
+    """A 503 for a batch of which nothing was accepted, counted as shed for `reason`; retried after Retry-After."""
+    state.metrics.shed.labels(reason).inc()
+    return _error(503, {"error": error, "rule": rule}, {"Retry-After": str(state.settings.retry_after_s)})
+
+
 async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) -> JSONResponse | None:
     s = state.settings
     n = len(batch.records)
-    retry = {"Retry-After": str(s.retry_after_s)}
     if not state.producer.up:
-        state.metrics.shed.labels("broker_down").inc()
-        return _error(
-            503,
-            {
-                "error": f"broker unavailable ({state.producer.last_error}); nothing was accepted, "
-                "retry the whole batch",
-                "rule": "broker_ack",
-            },
-            retry,
+        return _shed(
+            state,
+            "broker_down",
+            f"broker unavailable ({state.producer.last_error}); nothing was accepted, retry the whole batch",
+            "broker_ack",
         )
     if state.inflight_events + n > s.max_inflight_events:
-        state.metrics.shed.labels("overloaded").inc()
-        return _error(
-            503,
-            {
-                "error": f"{state.inflight_events} events await acknowledgement; over the "
-                f"limit of {s.max_inflight_events}; retry",
-                "rule": "backpressure",
-            },
-            retry,
+        return _shed(
+            state,
+            "overloaded",
+            f"{state.inflight_events} events await acknowledgement; over the limit of {s.max_inflight_events}; "
+            "retry",
+            "backpressure",
         )
     state.inflight_events += n
     state.metrics.inflight_events.set(state.inflight_events)
@@ -257,15 +255,11 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
             if r.reason == "record_refused":
                 state.metrics.events_rejected.labels(r.type, "record_refused").inc()
     except BrokerUnavailable as exc:
-        state.metrics.shed.labels("broker_down").inc()
-        return _error(
-            503,
-            {
-                "error": f"broker did not acknowledge ({exc}); retry the whole batch: "
-                "event ids make the retry safe",
-                "rule": "broker_ack",
-            },
-            retry,
+        return _shed(
+            state,
+            "broker_down",
+            f"broker did not acknowledge ({exc}); retry the whole batch: event ids make the retry safe",
+            "broker_ack",
         )
     finally:
         state.inflight_events -= n

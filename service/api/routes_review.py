@@ -11,10 +11,12 @@ reviewer saved a label for the item (blind review).
 from __future__ import annotations
 
 import asyncio
+import functools
 import html
 import time
 from collections import Counter
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Request
@@ -37,6 +39,7 @@ from service.review.reports import all_reports, signals_report, store_reports
 from service.review.store import ForeignItem, LabelInput, NotAssigned
 
 router = APIRouter(prefix="/review", include_in_schema=False)
+P = ParamSpec("P")
 REASONS = (
     "",
     "unsupported_claim",
@@ -242,93 +245,100 @@ async def _login_failed(review: ReviewService, address: str) -> None:
         ) from exc
 
 
+def _page(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitable[Response]]:
+    """A page's handler whose PageError is answered with the error page (the handler's `request` renders it)."""
+
+    @functools.wraps(handler)
+    async def answer(*args: P.args, **kwargs: P.kwargs) -> Response:
+        try:
+            return await handler(*args, **kwargs)
+        except PageError as exc:
+            request = kwargs["request"]
+            assert isinstance(request, Request)
+            return _error_page(request, exc)
+
+    return answer
+
+
 @router.get("/static/review.js")
 async def script() -> FileResponse:
     return FileResponse(STATIC / "review.js", media_type="text/javascript", headers=SECURITY_HEADERS)
 
 
 @router.get("", response_class=HTMLResponse)
+@_page
 async def index(request: Request) -> Response:
-    try:
-        review = _service(request)
-        reviewer = await _reviewer(request, review)
-        if reviewer is None:
-            return _render(request, review, "review/login.html")
-        assert review.store is not None
-        progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
-        reviewers = await asyncio.to_thread(review.store.reviewers, reviewer.tenant)
-        return _render(
-            request, review, "review/index.html", reviewer=reviewer, progress=progress, reviewers=reviewers
-        )
-    except PageError as exc:
-        return _error_page(request, exc)
+    review = _service(request)
+    reviewer = await _reviewer(request, review)
+    if reviewer is None:
+        return _render(request, review, "review/login.html")
+    assert review.store is not None
+    progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
+    reviewers = await asyncio.to_thread(review.store.reviewers, reviewer.tenant)
+    return _render(
+        request, review, "review/index.html", reviewer=reviewer, progress=progress, reviewers=reviewers
+    )
 
 
 @router.post("/login")
+@_page
 async def login(request: Request) -> Response:
+    review = _service(request)
+    address = request.client.host if request.client else "unknown"
+    await _login_allowed(review, address)
+    form = await _checked_form(request, review, None, LOGIN_FORM_MAX_BYTES, LOGIN_FORM_MAX_FIELDS)
+    key = form.get("key")
+    state: ApiState = getattr(request.state, STATE_KEY)
     try:
-        review = _service(request)
-        address = request.client.host if request.client else "unknown"
-        await _login_allowed(review, address)
-        form = await _checked_form(request, review, None, LOGIN_FORM_MAX_BYTES, LOGIN_FORM_MAX_FIELDS)
-        key = form.get("key")
-        state: ApiState = getattr(request.state, STATE_KEY)
-        try:
-            principal = state.keys.authenticate(
-                f"Bearer {key}" if isinstance(key, str) and key else None, scope="review"
-            )
-        except AuthError as exc:
-            await _login_failed(review, address)
-            raise PageError(exc.status, exc.message) from exc
-        response = RedirectResponse("/review", status_code=303)
-        cookie = review.signer.issue(principal.tenant, reviewer_name(principal.name), principal.key_id)
-        response.set_cookie(
-            SESSION_COOKIE,
-            cookie,
-            max_age=review.settings.review_session_s,
-            httponly=True,
-            samesite="strict",
-            path="/review",
-            secure=_https(request),
+        principal = state.keys.authenticate(
+            f"Bearer {key}" if isinstance(key, str) and key else None, scope="review"
         )
-        return response
-    except PageError as exc:
-        return _error_page(request, exc)
+    except AuthError as exc:
+        await _login_failed(review, address)
+        raise PageError(exc.status, exc.message) from exc
+    response = RedirectResponse("/review", status_code=303)
+    cookie = review.signer.issue(principal.tenant, reviewer_name(principal.name), principal.key_id)
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=review.settings.review_session_s,
+        httponly=True,
+        samesite="strict",
+        path="/review",
+        secure=_https(request),
+    )
+    return response
 
 
 @router.post("/logout")
+@_page
 async def logout(request: Request) -> Response:
-    try:
-        review, reviewer = await _signed_in(request)
-        await _checked_form(request, review, reviewer)
-        if reviewer.via_cookie:  # the cookie is dead everywhere from now on, not only in this browser
-            try:
-                await review.revoke(reviewer, time.time())
-            except SessionStoreDown as exc:
-                raise PageError(
-                    503,
-                    "the session store (Redis) is unreachable: not signed out; try again",
-                    {"Retry-After": "2"},
-                ) from exc
-        response = RedirectResponse("/review", status_code=303)
-        response.delete_cookie(SESSION_COOKIE, path="/review")
-        return response
-    except PageError as exc:
-        return _error_page(request, exc)
+    review, reviewer = await _signed_in(request)
+    await _checked_form(request, review, reviewer)
+    if reviewer.via_cookie:  # the cookie is dead everywhere from now on, not only in this browser
+        try:
+            await review.revoke(reviewer, time.time())
+        except SessionStoreDown as exc:
+            raise PageError(
+                503,
+                "the session store (Redis) is unreachable: not signed out; try again",
+                {"Retry-After": "2"},
+            ) from exc
+    response = RedirectResponse("/review", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/review")
+    return response
 
 
 @router.get("/next")
+@_page
 async def next_item(request: Request) -> Response:
-    try:
-        review, reviewer = await _signed_in(request)
-        assert review.store is not None
-        item_id = await asyncio.to_thread(review.store.next_item, reviewer.tenant, reviewer.name)
-        if item_id is None:
-            progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
-            return _render(request, review, "review/empty.html", reviewer=reviewer, progress=progress)
-        return RedirectResponse(f"/review/items/{item_id}", status_code=303)
-    except PageError as exc:
-        return _error_page(request, exc)
+    review, reviewer = await _signed_in(request)
+    assert review.store is not None
+    item_id = await asyncio.to_thread(review.store.next_item, reviewer.tenant, reviewer.name)
+    if item_id is None:
+        progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
+        return _render(request, review, "review/empty.html", reviewer=reviewer, progress=progress)
+    return RedirectResponse(f"/review/items/{item_id}", status_code=303)
 
 
 def _documents(content: dict[str, Any]) -> list[dict[str, Any]]:
@@ -355,34 +365,32 @@ async def _load_item(review: ReviewService, reviewer: Reviewer, item_id: int) ->
 
 
 @router.get("/items/{item_id}", response_class=HTMLResponse)
+@_page
 async def show_item(request: Request, item_id: int) -> Response:
-    try:
-        review, reviewer = await _signed_in(request)
-        item = await _load_item(review, reviewer, item_id)
-        assert review.store is not None
-        progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
-        mine = item["my_label"]
-        documents = _documents(item["content"])
-        shown = {d["id"] for d in documents}
-        added_ids = [g for g in (mine["gold_ids"] if mine else []) if g not in shown]
-        added = await lookup_added(review.settings.review_document_url, added_ids, review.redactor)
-        return _render(
-            request,
-            review,
-            "review/item.html",
-            reviewer=reviewer,
-            item=item,
-            mine=mine,
-            revealed=mine is not None,
-            documents=documents,
-            gold=set(mine["gold_ids"]) if mine else set(),
-            added=added,
-            reasons=REASONS,
-            progress=progress,
-            max_note=L.MAX_NOTE_CHARS,
-        )
-    except PageError as exc:
-        return _error_page(request, exc)
+    review, reviewer = await _signed_in(request)
+    item = await _load_item(review, reviewer, item_id)
+    assert review.store is not None
+    progress = await asyncio.to_thread(review.store.progress, reviewer.tenant, reviewer.name)
+    mine = item["my_label"]
+    documents = _documents(item["content"])
+    shown = {d["id"] for d in documents}
+    added_ids = [g for g in (mine["gold_ids"] if mine else []) if g not in shown]
+    added = await lookup_added(review.settings.review_document_url, added_ids, review.redactor)
+    return _render(
+        request,
+        review,
+        "review/item.html",
+        reviewer=reviewer,
+        item=item,
+        mine=mine,
+        revealed=mine is not None,
+        documents=documents,
+        gold=set(mine["gold_ids"]) if mine else set(),
+        added=added,
+        reasons=REASONS,
+        progress=progress,
+        max_note=L.MAX_NOTE_CHARS,
+    )
 
 
 def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -> LabelInput:
@@ -422,46 +430,42 @@ def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -
 
 
 @router.post("/items/{item_id}/label")
+@_page
 async def save_label(request: Request, item_id: int) -> Response:
+    review, reviewer = await _signed_in(request)
+    form = await _checked_form(request, review, reviewer, LABEL_FORM_MAX_BYTES, LABEL_FORM_MAX_FIELDS)
+    item = await _load_item(review, reviewer, item_id)
+    label = parse_label(form, {d["id"] for d in _documents(item["content"])}, review)
+    assert review.store is not None and review.relay is not None
     try:
-        review, reviewer = await _signed_in(request)
-        form = await _checked_form(request, review, reviewer, LABEL_FORM_MAX_BYTES, LABEL_FORM_MAX_FIELDS)
-        item = await _load_item(review, reviewer, item_id)
-        label = parse_label(form, {d["id"] for d in _documents(item["content"])}, review)
-        assert review.store is not None and review.relay is not None
-        try:
-            await asyncio.to_thread(review.store.save_label, item_id, reviewer.tenant, reviewer.name, label)
-        except (ForeignItem, KeyError) as exc:
-            raise PageError(404, f"no review item {item_id}") from exc
-        except NotAssigned as exc:
-            raise PageError(
-                409,
-                f"item {item_id} is not assigned to you (or its lease ran out): take your next "
-                "item from /review/next",
-            ) from exc
-        review.metrics.labels_saved.labels(reviewer.tenant).inc()
-        review.relay.wake.set()
-        target = "/review/next" if form.get("action") == "save_next" else f"/review/items/{item_id}"
-        return RedirectResponse(target, status_code=303)
-    except PageError as exc:
-        return _error_page(request, exc)
+        await asyncio.to_thread(review.store.save_label, item_id, reviewer.tenant, reviewer.name, label)
+    except (ForeignItem, KeyError) as exc:
+        raise PageError(404, f"no review item {item_id}") from exc
+    except NotAssigned as exc:
+        raise PageError(
+            409,
+            f"item {item_id} is not assigned to you (or its lease ran out): take your next "
+            "item from /review/next",
+        ) from exc
+    review.metrics.labels_saved.labels(reviewer.tenant).inc()
+    review.relay.wake.set()
+    target = "/review/next" if form.get("action") == "save_next" else f"/review/items/{item_id}"
+    return RedirectResponse(target, status_code=303)
 
 
 @router.get("/calibration", response_class=HTMLResponse)
+@_page
 async def calibration(request: Request) -> Response:
-    try:
-        review, reviewer = await _signed_in(request)
-        assert review.pool is not None
-        pool = review.pool
+    review, reviewer = await _signed_in(request)
+    assert review.pool is not None
+    pool = review.pool
 
-        def compute() -> dict[str, dict[str, Any]]:
-            with pool.connection() as conn:
-                reports = all_reports(conn, reviewer.tenant, review.proxy_threshold)
-                store_reports(conn, reviewer.tenant, reports)
-                reports["signals"] = signals_report(conn, reviewer.tenant)  # shown, not stored
-            return reports
+    def compute() -> dict[str, dict[str, Any]]:
+        with pool.connection() as conn:
+            reports = all_reports(conn, reviewer.tenant, review.proxy_threshold)
+            store_reports(conn, reviewer.tenant, reports)
+            reports["signals"] = signals_report(conn, reviewer.tenant)  # shown, not stored
+        return reports
 
-        reports = await asyncio.to_thread(compute)
-        return _render(request, review, "review/calibration.html", reviewer=reviewer, reports=reports)
-    except PageError as exc:
-        return _error_page(request, exc)
+    reports = await asyncio.to_thread(compute)
+    return _render(request, review, "review/calibration.html", reviewer=reviewer, reports=reports)

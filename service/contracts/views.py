@@ -24,7 +24,13 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.events import EMBEDDING_NEEDS_MODEL, predicate_value_problem, release_change_problem
+from service.contracts.events import (
+    EMBEDDING_NEEDS_MODEL,
+    feedback_value_problem,
+    predicate_value_problem,
+    release_change_problem,
+    thumbs_up,
+)
 from service.contracts.vocabulary import (
     ID_PATTERN,
     NAME_PATTERN,
@@ -121,6 +127,23 @@ class AnswerOutcome(View):
     finish_reason: FinishReason | None = None
 
 
+class AnswerText(AnswerOutcome):
+    """The answer with its text: what the answer checks and the faithfulness scorer read."""
+
+    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
+
+
+class DocumentText(View):
+    """A document given to the generator: its id and text (the premise, the checks' context)."""
+
+    id: Identifier
+    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
+
+
+class TextRetrieval(View):
+    documents: Annotated[list[DocumentText], Meta(max_length=L.MAX_DOCUMENTS)] = []
+
+
 class ResponseFormat(View, forbid_unknown_fields=True):
     """events.ResponseFormat."""
 
@@ -135,6 +158,24 @@ class TraceError(View, forbid_unknown_fields=True):
     stage: StageName = "generation"
     retryable: bool = False
     provider_request_id: Identifier | None = None
+
+
+class FeedbackView(View):
+    """A feedback's trace, kind and value, the value checked for its kind as FeedbackBody checks it."""
+
+    trace_id: Identifier
+    kind: FeedbackKind
+    value: FeedbackValue = None
+
+    def __post_init__(self) -> None:
+        problem = feedback_value_problem(self.kind, self.value)
+        if problem is not None:
+            raise ValueError(problem)
+
+    @property
+    def thumbs_up(self) -> bool | None:
+        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
+        return thumbs_up(self.kind, self.value)
 
 
 class ReleaseMarker(View):

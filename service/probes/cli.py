@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
 
 from service.contracts import reviewdb
+from service.contracts.jsonlines import json_lines
 from service.probes.report import ReportOptions, compare_versions, render_text
 from service.probes.store import (
     ProbeFileError,
@@ -21,29 +21,11 @@ from service.probes.store import (
     pin_baseline,
 )
 
-DATABASE_ENV = "RAGMON_DATABASE_URL"
-
-
-def _url() -> str:
-    url = os.environ.get(DATABASE_ENV)
-    if not url:
-        raise SystemExit(f"{DATABASE_ENV} is not set: point it at the review store's PostgreSQL")
-    return url
-
 
 def _read_probes(path: str | None) -> list[Any]:
     src = open(path) if path else sys.stdin  # noqa: SIM115 - closed below
     try:
-        probes = []
-        for n, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProbeFileError(f"line {n}: not JSON: {exc}") from None
-            probes.append(parse_probe(n, doc))
-        return probes
+        return [parse_probe(n, doc) for n, doc in json_lines(src, ProbeFileError)]
     finally:
         if path:
             src.close()
@@ -55,7 +37,7 @@ def _add(args: argparse.Namespace) -> int:
     except ProbeFileError as exc:
         print(f"ragmon probes add: {exc}; nothing was added", file=sys.stderr)
         return 2
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         reviewdb.migrate(conn)
         n = add_probes(conn, args.tenant, probes)
     print(f"{n} probes of tenant {args.tenant!r} registered", file=sys.stderr)
@@ -63,7 +45,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         probes = list(list_probes(conn, args.tenant, args.set))
     if args.action == "export":
         out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115 - closed below
@@ -83,7 +65,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _baselines(args: argparse.Namespace) -> int:
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         rows = baselines(conn, args.tenant)
     current: set[str] = set()
     for probe_set, model, index, how, pinned_at, _accepted_at in rows:
@@ -111,7 +93,7 @@ def _instant(text: str) -> datetime:
 
 def _pin(args: argparse.Namespace) -> int:
     at = args.at or datetime.now(UTC)
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         pin_baseline(conn, args.tenant, args.set, args.version, at)
     model, index = args.version
     print(f"{args.tenant}/{args.set}: baseline pinned to {model}@{index}, results from {at.isoformat()} on")
@@ -120,7 +102,7 @@ def _pin(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     options = ReportOptions(k=args.k, margin=args.margin, min_probes=args.min_probes)
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         report = compare_versions(conn, args.tenant, args.from_, args.to, args.set, options)
     print(json.dumps(report) if args.json else render_text(report))
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,15 +21,6 @@ from service.review.reports import (
     signals_report,
     store_reports,
 )
-
-DATABASE_ENV = "RAGMON_DATABASE_URL"
-
-
-def _url() -> str:
-    url = os.environ.get(DATABASE_ENV)
-    if not url:
-        raise SystemExit(f"{DATABASE_ENV} is not set: point it at the review store's PostgreSQL")
-    return url
 
 
 def _fmt(value: Any) -> str:
@@ -126,7 +116,7 @@ def _rate_text_short(x: dict[str, Any]) -> str:
 
 def _calibrate(args: argparse.Namespace) -> int:
     if args.what == "signals":
-        with reviewdb.connect(_url()) as conn:
+        with reviewdb.connect(reviewdb.url_from_env()) as conn:
             report = signals_report(conn, args.tenant, args.min_labels)
         if args.json or args.format == "json":
             print(json.dumps(report, default=str))
@@ -134,14 +124,14 @@ def _calibrate(args: argparse.Namespace) -> int:
             print(signals_markdown(report), end="")
         return 0
     if args.what == "refusals":
-        with reviewdb.connect(_url()) as conn:
+        with reviewdb.connect(reviewdb.url_from_env()) as conn:
             report = refusals_report(conn, args.tenant, args.max_false_answers, args.min_labels)
         if args.json:
             print(json.dumps(report, default=str))
         else:
             print_refusal_report(report)
         return 0
-    with reviewdb.connect(_url()) as conn:
+    with reviewdb.connect(reviewdb.url_from_env()) as conn:
         if args.what == "faithfulness":
             report = faithfulness_report(conn, args.tenant, args.max_width)
         elif args.what == "exclusion":
@@ -174,7 +164,7 @@ def _golden(args: argparse.Namespace) -> int:
     out = open(args.out, "w") if args.out else sys.stdout  # noqa: SIM115 - closed below
     n = 0
     try:
-        with reviewdb.connect(_url(), autocommit=False) as conn:
+        with reviewdb.connect(reviewdb.url_from_env(), autocommit=False) as conn:
             for row in golden_rows(conn, args.tenant):
                 out.write(json.dumps(row, default=str, ensure_ascii=False) + "\n")
                 n += 1

@@ -13,12 +13,13 @@ monitoring sets, grouped by session and stratified by intent (docs/review.md, "S
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from service.contracts.jsonlines import json_lines
 
 SETS: tuple[str, ...] = ("development", "judge_calibration", "release_gate", "monitoring")
 DEFAULT_SHARES: dict[str, float] = {
@@ -101,13 +102,7 @@ def parse_item(line: int, row: Any) -> GoldenItem:
 def read_golden(lines: Iterable[str]) -> list[GoldenItem]:
     items: list[GoldenItem] = []
     seen: dict[tuple[str, str], int] = {}
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            row = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SplitError(f"line {number}: not JSON ({exc.msg})") from None
+    for number, row in json_lines(lines, SplitError):
         item = parse_item(number, row)
         key = (str(row.get("tenant", "")), str(row["item_id"]))
         if key in seen:

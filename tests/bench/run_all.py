@@ -32,6 +32,7 @@ BENCHES = {
     "fairness": "tests.bench.bench_fairness",
     "private": "tests.bench.bench_private",
     "retrieval": "tests.bench.bench_retrieval",
+    "series_budget": "tests.bench.bench_series",
 }
 
 END_TO_END = (

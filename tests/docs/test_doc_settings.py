@@ -19,6 +19,7 @@ from tests.docs.markdown import ROOT
 from workers.evaluations.settings import EvaluationsSettings
 from workers.forwarder.settings import ForwarderSettings
 from workers.phoenix.settings import PhoenixSettings
+from workers.runtime.collector import CollectorSettings
 from workers.runtime.settings import WorkerSettings
 
 SETTINGS: tuple[type[BaseSettings], ...] = (
@@ -28,6 +29,7 @@ SETTINGS: tuple[type[BaseSettings], ...] = (
     ForwarderSettings,
     PhoenixSettings,
     EvaluationsSettings,
+    CollectorSettings,  # the forwarder's and the exporter's shared fields; no prefix of its own
 )
 DOCUMENTS = ("README.md", "docs/architecture.md")
 VARIABLE = re.compile(r"\bRAGMON_[A-Z0-9_]*[A-Z0-9]\b")

@@ -15,6 +15,8 @@ validate() returns the first violation as "<path>: <rule>", or None. Depth is bo
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +117,13 @@ def compile_schema(schema: Any, where: str = "", depth: int = 0) -> Compiled:
     return out
 
 
+# The length bounds of strings (characters) and arrays (items): (keyword, broken when, what the error says).
+_SIZE_BOUNDS: dict[str, tuple[tuple[str, Callable[[int, int], bool], str], ...]] = {
+    "string": (("minLength", operator.lt, "shorter than"), ("maxLength", operator.gt, "longer than")),
+    "array": (("minItems", operator.lt, "fewer than"), ("maxItems", operator.gt, "more than")),
+}
+
+
 def validate(value: Any, schema: Compiled, path: str = "") -> str | None:  # noqa: C901 - one rule per branch
     s, here = schema.raw, path or "/"
     kind = _type_of(value)
@@ -126,13 +135,11 @@ def validate(value: Any, schema: Compiled, path: str = "") -> str | None:  # noq
         return f"{here}: not one of the schema's enum values"
     if "const" in s and value != s["const"]:
         return f"{here}: not the schema's const"
-    if kind == "string":
-        if "minLength" in s and len(value) < s["minLength"]:
-            return f"{here}: shorter than minLength {s['minLength']}"
-        if "maxLength" in s and len(value) > s["maxLength"]:
-            return f"{here}: longer than maxLength {s['maxLength']}"
-        if schema.pattern is not None and schema.pattern.search(value) is None:
-            return f"{here}: does not match pattern {s['pattern']!r}"
+    for key, bad, says in _SIZE_BOUNDS.get(kind, ()):
+        if key in s and bad(len(value), s[key]):
+            return f"{here}: {says} {key} {s[key]}"
+    if kind == "string" and schema.pattern is not None and schema.pattern.search(value) is None:
+        return f"{here}: does not match pattern {s['pattern']!r}"
     if kind in ("integer", "number"):
         if isinstance(value, float) and not math.isfinite(value):
             return f"{here}: not a finite number"
@@ -144,16 +151,11 @@ def validate(value: Any, schema: Compiled, path: str = "") -> str | None:  # noq
         ):
             if key in s and bad(value, s[key]):
                 return f"{here}: breaks {key} {s[key]}"
-    if kind == "array":
-        if "minItems" in s and len(value) < s["minItems"]:
-            return f"{here}: fewer than minItems {s['minItems']}"
-        if "maxItems" in s and len(value) > s["maxItems"]:
-            return f"{here}: more than maxItems {s['maxItems']}"
-        if schema.items is not None:
-            for i, item in enumerate(value):
-                found = validate(item, schema.items, f"{path}/{i}")
-                if found:
-                    return found
+    if kind == "array" and schema.items is not None:
+        for i, item in enumerate(value):
+            found = validate(item, schema.items, f"{path}/{i}")
+            if found:
+                return found
     if kind == "object":
         for name in s.get("required", []):
             if name not in value:

@@ -71,18 +71,19 @@ class SessionSignals:
         return Query(q.event.id, q.body.trace_id, at, self.intent(q.body.intent), vectors)
 
     def observe(self, queries: list[SessionQuery], feedback: list[tuple[Event, SessionFeedback]]) -> None:
-        """Swap each query in (one round trip, in event order), compare each with the query it replaced,
-        then mark the reformulations and write the feedback marks (a second round trip)."""
-        pipe = self.redis.pipeline(transaction=False)
+        """Swap the batch's queries in (one script call, in event order), compare each with the query it
+        replaced, then mark the reformulations and write the feedback marks (a second round trip)."""
         built = [(q, self._query(q)) for q in queries]
-        for q, query in built:
-            received = q.event.stored.received_at.timestamp()
-            self.store.queue_advance(pipe, q.event.tenant, str(q.body.session_id), query, received)
-        results = pipe.execute() if built else []
+        advanced_all = self.store.advance(
+            [
+                (q.event.tenant, str(q.body.session_id), query, q.event.stored.received_at.timestamp())
+                for q, query in built
+            ]
+        )
         marks = self.redis.pipeline(transaction=False)
-        for (q, query), result in zip(built, results, strict=True):
+        reformulated: list[tuple[str, str, str]] = []
+        for (q, query), advanced in zip(built, advanced_all, strict=True):
             tenant = q.event.tenant
-            advanced = self.store.advanced_from(result)
             if advanced.status != "ok":  # duplicate or late: never compared, counted once as such
                 self.child(self.m.session_queries, tenant, advanced.status).inc()
                 continue
@@ -97,9 +98,10 @@ class SessionSignals:
             got = compare(previous, query, self.config.min_cosine)
             self.child(self.m.followups, tenant, previous.intent, got.embedding, got.outcome).inc()
             if got.outcome == REFORMULATED:
-                self.store.queue_mark_reformulation(marks, tenant, str(q.body.session_id), query.event_id)
+                reformulated.append((tenant, str(q.body.session_id), query.event_id))
                 if self.publish is not None:
                     self.publish(reformulation_signal(q.event, previous.trace_id, q.body.trace_id))
+        self.store.queue_mark_reformulations(marks, reformulated)
         for event, f in feedback:
             mark = f.mark
             if mark is not None:

@@ -42,10 +42,10 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float | None:
     """None for vectors that cannot be compared (different dimension, or a zero vector)."""
     if a.shape != b.shape:
         return None
-    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
-    if na == 0.0 or nb == 0.0:
+    aa, bb = float(np.dot(a, a)), float(np.dot(b, b))
+    if aa == 0.0 or bb == 0.0:
         return None
-    return float(np.dot(a, b) / (na * nb))
+    return float(np.dot(a, b)) / (aa * bb) ** 0.5
 
 
 def _shared(previous: Query, current: Query, prefix: str) -> list[str]:

@@ -9,11 +9,12 @@ Texts are embedded with the pinned encoder; embeddings are taken as they are.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from service.contracts.jsonlines import json_lines
 
 
 class SampleError(ValueError):
@@ -54,15 +55,9 @@ def _read_jsonl(p: Path) -> Sample:
     texts: list[str] = []
     rows: list[list[float]] = []
     models: set[str] = set()
-    for number, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SampleError(f"{p}:{number}: not JSON: {exc.msg}") from exc
+    for number, obj in json_lines(p.read_text(encoding="utf-8").splitlines(), SampleError, str(p)):
         if not isinstance(obj, dict):
-            raise SampleError(f"{p}:{number}: each line must be an object with 'text' or 'embedding'")
+            raise SampleError(f"{p}: line {number}: each line must be an object with 'text' or 'embedding'")
         if isinstance(obj.get("embedding"), list):
             rows.append(obj["embedding"])
             if obj.get("embedding_model"):
@@ -70,7 +65,7 @@ def _read_jsonl(p: Path) -> Sample:
         elif isinstance(obj.get("text"), str) and obj["text"].strip():
             texts.append(obj["text"].strip())
         else:
-            raise SampleError(f"{p}:{number}: needs a non-empty 'text' or an 'embedding' list")
+            raise SampleError(f"{p}: line {number}: needs a non-empty 'text' or an 'embedding' list")
     if texts and rows:
         raise SampleError(f"{p}: mixes texts and embeddings; a sample is one or the other")
     if len(models) > 1:

@@ -3,8 +3,8 @@
 One hash per (tenant, session) holds the session's last query: its event id, trace
 id, timestamp, intent label, whether it was a reformulation, and its embeddings
 (field `a:<embedding_model>` for the app's own, `e:<model>` for the pinned
-encoder's, float32 bytes). ADVANCE swaps a new query in atomically and returns
-what it replaced, so of two replicas handling two queries of one session each
+encoder's, float32 bytes). ADVANCE swaps a batch's queries in atomically (one script call
+per batch) and returns what each replaced, so of two replicas handling two queries of one session each
 consecutive pair is compared exactly once. A query that is already the session's
 last (a redelivery) or older than it (late, or a redelivery after newer queries)
 changes nothing and is reported as such: counted once, never compared twice.
@@ -26,28 +26,64 @@ from typing import Any
 import numpy as np
 import redis
 
+# One call per batch: KEYS[1] the idle set, KEYS[1 + i] the session hash of query i; ARGV[1] the TTL,
+# then per query: event id, trace id, timestamp, intent, deadline, idle-set member, the number of
+# embedding fields, and those fields as name, bytes pairs. Queries run in order, so two queries of one
+# session in one batch behave as two calls would. Per query it returns {'duplicate'}, {'late'}, {'ok'}
+# (the session's first query) or {'ok', trace id, intent, event id, ts, then name, bytes per embedding}.
 _ADVANCE = """
-local last_eid = redis.call('HGET', KEYS[1], 'eid')
-if last_eid == ARGV[1] then return {'duplicate'} end
-local last_ts = redis.call('HGET', KEYS[1], 'ts')
-if last_ts and tonumber(last_ts) > tonumber(ARGV[3]) then return {'late'} end
-local prev = redis.call('HGETALL', KEYS[1])
-redis.call('DEL', KEYS[1])
-local fields = {'eid', ARGV[1], 'tid', ARGV[2], 'ts', ARGV[3], 'intent', ARGV[4], 'rf', '0'}
-for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('EXPIRE', KEYS[1], ARGV[5])
-redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
-return {'ok', prev}
+local out = {}
+local a = 2
+for k = 2, #KEYS do
+  local key = KEYS[k]
+  local eid, ts, nvec = ARGV[a], ARGV[a + 2], tonumber(ARGV[a + 6])
+  local last = redis.call('HMGET', key, 'eid', 'ts')
+  if last[1] == eid then
+    out[#out + 1] = {'duplicate'}
+  elseif last[2] and tonumber(last[2]) > tonumber(ts) then
+    out[#out + 1] = {'late'}
+  else
+    local prev = {'ok'}
+    if last[1] then
+      local all = redis.call('HGETALL', key)
+      local vec = {}
+      for i = 1, #all, 2 do
+        local name = all[i]
+        if name == 'tid' or name == 'intent' then
+          prev[name == 'tid' and 2 or 3] = all[i + 1]
+        elseif name ~= 'eid' and name ~= 'ts' and name ~= 'rf' then
+          vec[#vec + 1] = name
+          vec[#vec + 1] = all[i + 1]
+        end
+      end
+      prev[4] = last[1]
+      prev[5] = last[2]
+      for i = 1, #vec do prev[5 + i] = vec[i] end
+    end
+    redis.call('DEL', key)
+    local fields = {'eid', eid, 'tid', ARGV[a + 1], 'ts', ts, 'intent', ARGV[a + 3], 'rf', '0'}
+    for i = a + 7, a + 6 + 2 * nvec do fields[#fields + 1] = ARGV[i] end
+    redis.call('HSET', key, unpack(fields))
+    redis.call('EXPIRE', key, ARGV[1])
+    redis.call('ZADD', KEYS[1], ARGV[a + 4], ARGV[a + 5])
+    out[#out + 1] = prev
+  end
+  a = a + 7 + 2 * nvec
+end
+return out
 """
 
-# Mark the session's last query as a reformulation, unless a newer query replaced it meanwhile.
+# Mark each session's last query as a reformulation, unless a newer query replaced it meanwhile:
+# KEYS[i] a session hash, ARGV[i] the event id that must still be its last.
 _MARK = """
-if redis.call('HGET', KEYS[1], 'eid') == ARGV[1] then
-  redis.call('HSET', KEYS[1], 'rf', '1')
-  return 1
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('HGET', KEYS[i], 'eid') == ARGV[i] then
+    redis.call('HSET', KEYS[i], 'rf', '1')
+    n = n + 1
+  end
 end
-return 0
+return n
 """
 
 _CLAIM = """
@@ -117,46 +153,40 @@ class SessionStore:
         # '\x1f' cannot appear in tenants or identifiers (contract patterns), so members split unambiguously.
         return f"{tenant}\x1f{session_id}"
 
-    def queue_advance(self, pipe: Any, tenant: str, session_id: str, q: Query, received_at: float) -> None:
-        vectors: list[Any] = []
-        for name, vector in q.vectors.items():
-            vectors += [name, np.asarray(vector, dtype=np.float32).tobytes()]
-        self._advance(
-            keys=[self._session_key(tenant, session_id), self._idle_key],
-            args=[
-                q.event_id,
-                q.trace_id,
-                repr(q.at),
-                q.intent,
-                self.ttl_s,
-                repr(received_at + self.idle_s),
-                self._member(tenant, session_id),
-                *vectors,
-            ],
-            client=pipe,
-        )
+    def advance(self, queries: list[tuple[str, str, Query, float]]) -> list[Advanced]:
+        """Swap each (tenant, session id, query, received_at) in, in order, in one script call; what
+        each replaced, or why it changed nothing."""
+        if not queries:
+            return []
+        keys = [self._idle_key]
+        args: list[Any] = [self.ttl_s]
+        for tenant, session_id, q, received_at in queries:
+            keys.append(self._session_key(tenant, session_id))
+            member = self._member(tenant, session_id)
+            args += [q.event_id, q.trace_id, repr(q.at), q.intent, repr(received_at + self.idle_s), member]
+            args.append(len(q.vectors))
+            for name, vector in q.vectors.items():
+                args += [name, np.asarray(vector, dtype=np.float32).tobytes()]
+        return [self.advanced_from(r) for r in self._advance(keys=keys, args=args)]
 
     @staticmethod
     def advanced_from(result: list[Any]) -> Advanced:
         status = _text(result[0])
         if status != "ok":
             return Advanced(status)
-        flat = result[1]
-        if not flat:
+        if len(result) == 1:
             return Advanced("ok", None)
-        fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        trace_id, intent, event_id, ts = result[1:5]
         vectors = {
-            name: np.frombuffer(value, dtype=np.float32)
-            for name, value in fields.items()
-            if name.startswith((APP_FIELD, ENCODER_FIELD))
+            _text(result[i]): np.frombuffer(result[i + 1], dtype=np.float32) for i in range(5, len(result), 2)
         }
-        previous = Query(
-            _text(fields["eid"]), _text(fields["tid"]), float(fields["ts"]), _text(fields["intent"]), vectors
-        )
-        return Advanced("ok", previous)
+        return Advanced("ok", Query(_text(event_id), _text(trace_id), float(ts), _text(intent), vectors))
 
-    def queue_mark_reformulation(self, pipe: Any, tenant: str, session_id: str, event_id: str) -> None:
-        self._mark(keys=[self._session_key(tenant, session_id)], args=[event_id], client=pipe)
+    def queue_mark_reformulations(self, pipe: Any, marks: list[tuple[str, str, str]]) -> None:
+        """(tenant, session id, event id) each: one script call for the batch."""
+        if marks:
+            keys = [self._session_key(tenant, session_id) for tenant, session_id, _ in marks]
+            self._mark(keys=keys, args=[event_id for _, _, event_id in marks], client=pipe)
 
     def queue_feedback(self, pipe: Any, tenant: str, trace_id: str, mark: str, at: float) -> None:
         """mark: up, down or regenerate; the same event again writes the same value (idempotent)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 ENCODER = "encoder"  # the pinned offline encoder run by this worker on query.text
 APP = "app"  # the application's own query.embedding
@@ -31,18 +32,18 @@ class SignalKey:
         if self.dim < 1:
             raise ValueError(f"dim must be positive, got {self.dim}")
 
-    @property
+    @cached_property
     def stream(self) -> str:
         """The comparable-or-not family: the same tenant, signal and intent, any model."""
         return f"{self.tenant}:{self.signal}:{self.intent}"
 
-    @property
+    @cached_property
     def model_id(self) -> str:
         """Model names are free text: Redis keys carry a digest, the metadata the name."""
         digest = hashlib.sha256(self.model.encode()).hexdigest()[:16]
         return f"{digest}:{self.dim}"
 
-    @property
+    @cached_property
     def id(self) -> str:
         return f"{self.stream}:{self.model_id}"
 

@@ -139,8 +139,11 @@ class WindowStore:
         for sig, seen in latest.items():
             self._register(keys=[self._models_key(sig)], args=[sig.encode(), seen], client=pipe)
             pipe.zadd(self.index_key, {sig.encode(): seen}, gt=True)
+        keys_of: dict[SignalKey, list[str]] = {}
         for obs in observations:
-            keys = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
+            keys = keys_of.get(obs.key)
+            if keys is None:
+                keys = keys_of[obs.key] = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
             args: list[str | bytes | float | int] = [
                 obs.event_id,
                 obs.received_at,

@@ -22,7 +22,7 @@ class EvaluationsMetrics:
         self.skipped = Counter(
             "ragmon_evaluations_skipped_total",
             "Events on the read topics that are no evaluation: implicit_signal (scores topic), "
-            "gold_only (a label with gold ids only)",
+            "gold_only (a label with gold ids only), errored_trace (a failed request: no answer to check)",
             ["reason"],
             registry=r,
         )
@@ -46,7 +46,7 @@ class EvaluationsMetrics:
         )
         self.delay_seconds = Histogram(
             "ragmon_evaluations_score_to_ack_duration_seconds",
-            "From an evaluation's time (scored_at; a label's arrival) to the collector acknowledging it",
+            "From an evaluation's time (scored_at; a label's or checked trace's arrival) to the collector acknowledging it",
             buckets=DELAY_BUCKETS,
             registry=r,
         )

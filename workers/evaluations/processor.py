@@ -1,15 +1,19 @@
 """The evaluation exporter: ragmon's evaluations as `gen_ai.evaluation.result` log records over OTLP/HTTP.
 
 It reads the scores topic (faithfulness scores, exclusion results; implicit
-signals share the topic and are skipped: they are not evaluations) and the
-labels topic (a label's `faithful` and `answerable` judgements), and the
+signals share the topic and are skipped: they are not evaluations), the
+labels topic (a label's `faithful` and `answerable` judgements), the traces
+topic unless RAGMON_EVALUATIONS_CHECKS=false (it runs the deterministic answer
+checks of workers/checks on each trace, with the config file's `checks`
+section, as the metrics worker does: pure and cheap, so no worker has to
+publish their outcomes; an errored trace has no answer to check), and the
 spans topic for the root span id of each OTLP trace (workers/evaluations/roots.py,
 unless RAGMON_EVALUATIONS_ROOT_SPANS=false), turns each
 evaluation into one OpenTelemetry log record (workers/evaluations/records.py)
 and sends them, grouped per tenant in one resource each, as
 `ExportLogsServiceRequest`s (protobuf) to RAGMON_EVALUATIONS_ENDPOINT.
 
-Delivery is the span forwarder's (workers/forwarder/processor.py): the
+Delivery is the span forwarder's (workers/runtime/collector.py): the
 runtime commits offsets only after every request was acknowledged. An
 unreachable collector, a timeout, 401/403/404/408, 429 or 5xx raises and the
 batch is retried with backoff, the worker not ready meanwhile (never
@@ -23,7 +27,6 @@ recorded once the whole batch succeeded, so a retry never counts twice.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import time
 from collections import defaultdict
@@ -31,7 +34,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import httpx
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -43,26 +45,27 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from service.contracts import LabelBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from service.contracts.spans import SpanRecord
+from workers.checks.answer import check_answer
+from workers.checks.config import ChecksConfig
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.records import (
     Evaluation,
+    check_records,
     exclusion_records,
     faithfulness_records,
     label_records,
 )
 from workers.evaluations.roots import RootSpans, root_key, roots_of
 from workers.evaluations.settings import EvaluationsSettings
+from workers.evaluations.views import VIEWS, CheckedTrace
+from workers.runtime.collector import Collector, CollectorUnavailable
 from workers.runtime.contract import Processor
 from workers.runtime.records import Subscription, decode_spans_record
 from workers.runtime.types import Event, Rejection
 
 log = logging.getLogger("ragmon.worker.evaluations")
 SCOPE = "ragmon.evaluations"
-_RETRYABLE = {401, 403, 404, 408, 429}
-
-
-class CollectorUnavailable(Exception):
-    """The collector cannot take log records now: the batch is retried."""
+__all__ = ["CollectorUnavailable", "EvaluationExporter"]
 
 
 @dataclass
@@ -76,11 +79,31 @@ class Done:
     requests: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     request_seconds: list[float] = field(default_factory=list)
     delays: list[float] = field(default_factory=list)
+    clock: Callable[[], float] = time.time
+
+    def too_large(self) -> None:
+        self.requests["too_large"] += 1
+
+    def refused(self, chunk: list[Evaluation], code: int, text: str) -> None:
+        self.requests["rejected"] += 1
+        self.rejected += len(chunk)
+        log.error("the collector refused %d evaluation records with %d: %s", len(chunk), code, text)
+
+    def accepted(self, chunk: list[Evaluation], rejected: int, seconds: float) -> None:
+        if rejected:
+            log.warning("the collector rejected %d of %d evaluation records", rejected, len(chunk))
+        self.requests["ok"] += 1
+        self.request_seconds.append(seconds)
+        self.sent += len(chunk) - rejected
+        self.rejected += rejected
+        acked = self.clock()
+        self.delays += [max(0.0, acked - e.at) for e in chunk]
 
 
 class EvaluationExporter(Processor):
     name = "evaluations"
-    event_types: tuple[str, ...] = ("score", "label")  # the scores and labels topics
+    event_types: tuple[str, ...] = ("score", "label", "trace")  # traces for the checks, unless they are off
+    views = VIEWS
 
     def __init__(
         self,
@@ -90,7 +113,12 @@ class EvaluationExporter(Processor):
         spans_topic: str | None = None,
         http_client: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
+        checks: ChecksConfig | None = None,
     ) -> None:
+        """`checks`: the answer checks' config; None (or a disabled section) publishes no check results."""
+        self._checks = checks if checks is not None and checks.enabled else None
+        if self._checks is None:
+            self.event_types = ("score", "label")
         # With a root-span store and the spans topic, records name the root span (workers/evaluations/roots.py).
         self._roots = roots
         if roots is not None and spans_topic is not None:
@@ -99,15 +127,23 @@ class EvaluationExporter(Processor):
         self._metrics = metrics
         self._clock = clock
         self._http = http_client or httpx.Client(timeout=settings.timeout_s)
-        self._headers = {**settings.header_map(), "Content-Type": "application/x-protobuf"}
-        if settings.gzip:
-            self._headers["Content-Encoding"] = "gzip"
+        self._collector: Collector[Evaluation] = Collector(
+            self._http,
+            settings.endpoint,
+            settings.header_map(),
+            settings.gzip,
+            body_of=lambda chunk: self.request(chunk).SerializeToString(),
+            response=ExportLogsServiceResponse,
+            rejected_of=lambda r: r.partial_success.rejected_log_records,
+            on_unavailable=metrics.requests.labels("unavailable").inc,
+            log=log,
+        )
 
     def close(self) -> None:
         self._http.close()
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        done = Done()
+        done = Done(clock=self._clock)
         if self._roots is not None:
             roots: dict[str, str] = {}
             for event in events:
@@ -121,7 +157,7 @@ class EvaluationExporter(Processor):
                 if e.record.trace_id:
                     e.record.span_id = found.get(root_key(e.tenant, e.trace_id), b"")
         for chunk in self._chunks(done.built):
-            self._send(chunk, done)
+            self._collector.deliver(chunk, done)
         self._record(done)
         return []
 
@@ -138,6 +174,26 @@ class EvaluationExporter(Processor):
                 out += faithfulness_records(body, now, self._settings.include_text)
             elif isinstance(body, ExclusionResultEvent):
                 out += exclusion_records(body, now)
+            elif isinstance(body, CheckedTrace):
+                if self._checks is None:
+                    continue
+                if body.error is not None:
+                    done.skipped["errored_trace"] += 1
+                    continue
+                result = check_answer(
+                    self._checks, event.tenant, body.answer, body.retrieval.documents, body.response_format
+                )
+                context = {"ragmon.variant": body.variant, "ragmon.release": body.release}
+                context |= {"ragmon.intent": body.intent, "ragmon.request_id": body.request_id}
+                out += check_records(
+                    event.stored.id,
+                    event.tenant,
+                    body.trace_id,
+                    event.stored.received_at,
+                    context,
+                    result,
+                    now,
+                )
             elif isinstance(body, LabelBody):
                 found = list(
                     label_records(event.stored.id, event.tenant, event.stored.received_at, body, now)
@@ -179,54 +235,6 @@ class EvaluationExporter(Processor):
             size += b
         if chunk:
             yield chunk
-
-    def _send(self, chunk: list[Evaluation], done: Done) -> None:
-        body = self.request(chunk).SerializeToString()
-        started = time.perf_counter()
-        try:
-            answer = self._http.post(
-                self._settings.endpoint,
-                headers=self._headers,
-                content=gzip.compress(body, 1) if self._settings.gzip else body,
-            )
-        except httpx.TransportError as exc:
-            self._metrics.requests.labels("unavailable").inc()  # per attempt: the alert reads these
-            raise CollectorUnavailable(f"{self._settings.endpoint}: {type(exc).__name__}: {exc}") from exc
-        code = answer.status_code
-        if code == 413 and len(chunk) > 1:
-            done.requests["too_large"] += 1
-            half = len(chunk) // 2
-            self._send(chunk[:half], done)
-            self._send(chunk[half:], done)
-            return
-        if code in _RETRYABLE or code >= 500:
-            self._metrics.requests.labels("unavailable").inc()
-            raise CollectorUnavailable(f"{self._settings.endpoint} answered {code}: {answer.text[:300]}")
-        if code >= 300:
-            done.requests["rejected"] += 1
-            done.rejected += len(chunk)
-            log.error(
-                "the collector refused %d evaluation records with %d: %s", len(chunk), code, answer.text[:300]
-            )
-            return
-        rejected = 0
-        if answer.content and "protobuf" in answer.headers.get("content-type", ""):
-            try:
-                rejected = ExportLogsServiceResponse.FromString(
-                    answer.content
-                ).partial_success.rejected_log_records
-            except DecodeError:
-                log.warning(
-                    "the collector's answer is not an ExportLogsServiceResponse; taken as full success"
-                )
-        if rejected:
-            log.warning("the collector rejected %d of %d evaluation records", rejected, len(chunk))
-        done.requests["ok"] += 1
-        done.request_seconds.append(time.perf_counter() - started)
-        done.sent += len(chunk) - rejected
-        done.rejected += rejected
-        acked = self._clock()
-        done.delays += [max(0.0, acked - e.at) for e in chunk]
 
     def _record(self, done: Done) -> None:
         m = self._metrics

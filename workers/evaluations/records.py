@@ -8,6 +8,7 @@
 | exclusion result | `ragmon.false_exclusion` | falsely_excluded / not_excluded / no_eligible_gold | 1 / 0 / absent |
 | label `faithful` | `ragmon.label.faithful` | faithful / unfaithful | 1 / 0 |
 | label `answerable` | `ragmon.label.answerable` | answerable / unanswerable | 1 / 0 |
+| each deterministic check that ran on a trace | `ragmon.check.<check>` | pass / fail | 1 / 0 |
 
 Every record names the evaluated trace: its OTLP trace id when the ragmon trace id is one (32 hex
 digits, not all zero: traces assembled from OTLP spans, or a native trace that sends its own
@@ -32,6 +33,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import SEVERITY_NUMBER_INFO, LogRecord
 
 from service.contracts import LabelBody
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent
+from workers.checks.answer import CHECKS, Result
 
 EVENT_NAME = "gen_ai.evaluation.result"
 # The event's attributes (OpenTelemetry GenAI semantic conventions, the gen_ai.evaluation.result event).
@@ -45,11 +47,19 @@ FAITHFULNESS_SENTENCE = "ragmon.faithfulness.sentence"
 FALSE_EXCLUSION = "ragmon.false_exclusion"
 LABEL_FAITHFUL = "ragmon.label.faithful"
 LABEL_ANSWERABLE = "ragmon.label.answerable"
+CHECK_PREFIX = "ragmon.check."  # + the check's name (workers/checks/answer.py CHECKS)
 HHEM = "hhem-2.1-open"
 MAX_EXPLANATION = 4000  # characters
 
 # Metric label values (closed set): ragmon_evaluations_built_total{kind}.
-KINDS = ("faithfulness", "faithfulness_sentence", "false_exclusion", "label_faithful", "label_answerable")
+KINDS = (
+    "faithfulness",
+    "faithfulness_sentence",
+    "false_exclusion",
+    "label_faithful",
+    "label_answerable",
+    "check",
+)
 EVALUATION_NAMESPACE = uuid.UUID("0e8f3a6c-5d0b-4a8e-9a57-2f6c1b7d9e43")  # never changes
 _TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
 
@@ -251,4 +261,39 @@ def label_records(
             observed,
             _eval_id(event_id, name),
             {**common, NAME: name, SCORE_LABEL: yes if verdict else no, SCORE_VALUE: 1.0 if verdict else 0.0},
+        )
+
+
+def check_records(
+    event_id: uuid.UUID,
+    tenant: str,
+    trace_id: str,
+    received_at: datetime,
+    context: dict[str, Any],
+    result: Result,
+    observed: float,
+) -> Iterator[Evaluation]:
+    """One record per check that ran on the trace (a skipped check, e.g. json_valid on a text answer, is no
+    evaluation); a failure's reason is its explanation. `context`: the trace's variant, release, intent."""
+    common = {
+        **context,
+        "ragmon.source_event.id": str(event_id),
+        "ragmon.annotator.kind": "CODE",
+        "ragmon.evaluator": "ragmon.checks",
+    }
+    for check in CHECKS:
+        outcome = result.outcomes[check]
+        if outcome == "skip":
+            continue
+        passed = outcome == "pass"
+        attrs: dict[str, Any] = {
+            **common,
+            NAME: CHECK_PREFIX + check,
+            SCORE_LABEL: outcome,
+            SCORE_VALUE: 1.0 if passed else 0.0,
+        }
+        if not passed:
+            attrs[EXPLANATION] = result.details.get(check, "")
+        yield _record(
+            "check", tenant, trace_id, received_at, observed, _eval_id(event_id, CHECK_PREFIX + check), attrs
         )

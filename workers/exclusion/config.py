@@ -48,7 +48,13 @@ class ExclusionConfig(BaseModel):
         description="further fields kept per tenant, first seen first kept; the rest are 'other'",
     )
     max_variants: int = Field(
-        8, ge=1, le=64, description="variant label values per tenant besides production"
+        8, ge=1, le=64, description="variant label values live per tenant besides production"
+    )
+    variant_window_s: float = Field(
+        3 * 24 * 3600.0,
+        gt=0,
+        description="a variant stays a label value while samples named it this recently; then its series are "
+        "removed (docs/series-budget.md)",
     )
     retrieval_ks: list[int] = Field(
         default_factory=lambda: [5, 10],

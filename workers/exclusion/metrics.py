@@ -11,9 +11,10 @@ its numerator series is created with it at 0, so a healthy filter reads 0%
 rather than no data.
 
 Every label comes from a closed set: tenants from the API key
-configuration, intents from the configured list, variants and predicate
-fields capped per tenant (first seen, first kept), sources, kinds, reasons
-and operators fixed in code.
+configuration, intents from the configured list, predicate fields capped per
+tenant (first seen, first kept), variants capped per tenant within a window
+(the series of a variant no sample named for `variant_window_s` are removed,
+docs/series-budget.md), sources, kinds, reasons and operators fixed in code.
 
 The retrieval metrics (docs/retrieval-metrics.md) are exported as three
 counters per (tenant, variant, intent, stage[, metric, k]): the sum of the
@@ -23,6 +24,8 @@ recording rules derive the mean and a normal-approximation interval from them.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
@@ -30,18 +33,28 @@ from prometheus_client import CollectorRegistry, Counter
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
 from workers.exclusion.retrieval import STAGES, series_keys
-from workers.runtime.labels import ClosedSet, FirstSeenCap
+from workers.runtime.labels import Children, ClosedSet, FirstSeenCap, WindowedCap, families_with, prune
 
 QUERY_LABELS = ("tenant", "variant", "source", "intent")
 LEAK_KINDS = ("candidate", "context")
 LABEL_OUTCOMES = ("applied", "waiting", "duplicate", "no_gold_ids")
 RETRIEVAL_LABELS = ("tenant", "variant", "intent", "stage")
+SWEEP_S = 60.0  # how often the series of variants that left the window are looked for
 
 
 class ExclusionMetrics:
-    def __init__(self, registry: CollectorRegistry, config: ExclusionConfig) -> None:
+    def __init__(
+        self, registry: CollectorRegistry, config: ExclusionConfig, clock: Callable[[], float] = time.time
+    ) -> None:
         self._intent = ClosedSet(config.intents)
-        self._variant = FirstSeenCap(config.max_variants)
+        self._clock = clock
+        self._next_sweep = clock() + SWEEP_S
+        self._variant = WindowedCap(
+            config.max_variants,
+            config.variant_window_s,
+            always=("production",),
+            on_fold=lambda tenant: self._child(self.folded, (tenant, "variant")).inc(),
+        )
         self._field = FirstSeenCap(config.max_extra_predicate_fields, always=config.predicate_fields)
 
         def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
@@ -112,9 +125,27 @@ class ExclusionMetrics:
             "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
             RETRIEVAL_LABELS,
         )
+        self.folded = counter(
+            "ragmon_exclusion_label_values_folded_total",
+            "Label values a per-tenant cap folded into 'other', by label (variant): docs/series-budget.md",
+            ("tenant", "label"),
+        )
         self._retrieval_keys = series_keys(config.retrieval_ks)
         self._tenants_seen: set[str] = set()
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._children = Children()
+        self._variant_families = families_with(vars(self).values(), "variant")
+
+    def _variant_label(self, tenant: str, variant: str) -> str:
+        now = self._clock()
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            self.sweep(now)
+        return self._variant(tenant, variant, now)
+
+    def sweep(self, now: float) -> None:
+        """Remove the series of the variants no sample named within the window."""
+        for tenant, variant in self._variant.expire(now):
+            prune(self._variant_families, {"tenant": tenant, "variant": variant}, self._children)
 
     def touch_tenant(self, tenant: str) -> None:
         """Create the tenant's leak series at 0: an alert on increase() only sees a
@@ -125,7 +156,7 @@ class ExclusionMetrics:
                 self.leaks.labels(tenant, kind)
 
     def record_query(self, tenant: str, variant: str, intent: str | None, outcome: QueryOutcome) -> None:
-        variant_label = self._variant(tenant, variant)
+        variant_label = self._variant_label(tenant, variant)
         labels = (tenant, variant_label, outcome.source, self._intent(intent))
         self._child(self.samples, labels).inc()
         if outcome.eligible:
@@ -148,7 +179,7 @@ class ExclusionMetrics:
         self, tenant: str, variant: str, intent: str | None, values: dict[str, dict[tuple[str, str], float]]
     ) -> None:
         """One labelled trace: per stage, n += 1 and each (metric, k)'s value and its square."""
-        group = (tenant, self._variant(tenant, variant), self._intent(intent))
+        group = (tenant, self._variant_label(tenant, variant), self._intent(intent))
         for stage in STAGES:
             stage_values = values[stage]
             labels = (*group, stage)
@@ -159,13 +190,8 @@ class ExclusionMetrics:
                 self._child(self.retrieval_squares, (*labels, metric, k)).inc(value * value)
 
     def _child(self, counter: Counter, labels: tuple[str, ...]) -> Any:
-        # Counter.labels() validates and locks on every call; one sample touches
-        # several counters, so the children are kept (label sets are closed).
-        key = (id(counter), labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = counter.labels(*labels)
-        return child
+        # Counter.labels() validates and locks on every call; one sample touches several counters.
+        return self._children(counter, *labels)
 
     def record_documents(self, tenant: str, kind: str, leaks: int, unverified: int) -> None:
         if leaks:

@@ -88,7 +88,14 @@ class FaithfulnessConfig(BaseModel):
     )
     load_retry_seconds: float = Field(60.0, gt=0, le=86_400, allow_inf_nan=False)
     max_variants: int = Field(
-        8, ge=1, le=64, description="variant label values per tenant besides production"
+        8, ge=1, le=64, description="variant label values live per tenant besides production"
+    )
+    variant_window_s: float = Field(
+        3 * 24 * 3600.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="a variant stays a label value while traces named it this recently; then its series are "
+        "removed (docs/series-budget.md)",
     )
     intents: tuple[IntentName, ...] = Field(
         DEFAULT_INTENTS,

@@ -181,13 +181,20 @@ class T5Encoder:
             hidden = block.ffn_linear.times(h, hidden)
         return block.ffn_out.plus(hidden, x)
 
+    def _normed_keys_values(
+        self, x: torch.Tensor, block: Block, rows: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A block's attention input: x normed (every row), and the keys and values of its first `rows` rows."""
+        h = _rms_norm(x, block.attention_norm, self.shape.layer_norm_epsilon)
+        k, v = block.kv(h)[:rows].split(self.shape.inner_dim, dim=-1)
+        return h, k, v
+
     def _block(
         self, x: torch.Tensor, block: Block, bias: torch.Tensor, batch: int, length: int
     ) -> torch.Tensor:
         """One block over every row of x (batch * length real rows, then bucket padding rows)."""
         rows = batch * length
-        h = _rms_norm(x, block.attention_norm, self.shape.layer_norm_epsilon)
-        k, v = block.kv(h)[:rows].split(self.shape.inner_dim, dim=-1)
+        h, k, v = self._normed_keys_values(x, block, rows)
         merged = x.new_empty((x.shape[0], self.shape.inner_dim))
         merged[rows:].zero_()
         merged[:rows].view(batch, length, self.shape.num_heads, self.shape.d_kv).copy_(
@@ -200,8 +207,7 @@ class T5Encoder:
     ) -> torch.Tensor:
         """The last block for each sequence's first position only: (batch, d_model)."""
         rows = batch * length
-        h = _rms_norm(x, block.attention_norm, self.shape.layer_norm_epsilon)
-        k, v = block.kv(h)[:rows].split(self.shape.inner_dim, dim=-1)
+        h, k, v = self._normed_keys_values(x, block, rows)
         first_h = h[:rows].view(batch, length, -1)[:, 0]
         first_x = x[:rows].view(batch, length, -1)[:, 0]
         merged = self._attend(block.q(first_h), k, v, bias[:, :, :1], batch).reshape(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -140,14 +140,20 @@ def _read_json(path: Path, field: str) -> dict[str, Any]:
     return data
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def _read_config(model: type[M], path: Path, field: str, what: str) -> M:
+    """`path` (a JSON object) as `model`; else a LoadError: `{field}: {path} is not {what} (the errors)`."""
+    try:
+        return model.model_validate(_read_json(path, field))
+    except ValidationError as exc:
+        raise LoadError(f"{field}: {path} is not {what} ({describe_errors('', exc, rule=False)})") from exc
+
+
 def read_checkpoint_config(directory: Path) -> CheckpointConfig:
     path = directory / "config.json"
-    try:
-        config = CheckpointConfig.model_validate(_read_json(path, "faithfulness.model"))
-    except ValidationError as exc:
-        raise LoadError(
-            f"faithfulness.model: {path} is not an HHEM-2 config ({describe_errors('', exc, rule=False)})"
-        ) from exc
+    config = _read_config(CheckpointConfig, path, "faithfulness.model", "an HHEM-2 config")
     if config.model_type is not None and config.model_type not in HHEM_MODEL_TYPES:
         raise LoadError(
             f"faithfulness.model: {path} has model_type {config.model_type!r}, not one of {list(HHEM_MODEL_TYPES)}; "
@@ -163,12 +169,7 @@ def read_checkpoint_config(directory: Path) -> CheckpointConfig:
 
 def read_foundation(directory: Path) -> tuple[EncoderShape, Tokenizer]:
     path = directory / "config.json"
-    try:
-        foundation = FoundationConfig.model_validate(_read_json(path, "faithfulness.foundation"))
-    except ValidationError as exc:
-        raise LoadError(
-            f"faithfulness.foundation: {path} is not a T5 config ({describe_errors('', exc, rule=False)})"
-        ) from exc
+    foundation = _read_config(FoundationConfig, path, "faithfulness.foundation", "a T5 config")
     if foundation.feed_forward_proj not in FFN_KINDS:
         raise LoadError(
             f"faithfulness.foundation: {path} feed_forward_proj {foundation.feed_forward_proj!r} is not one of "

@@ -4,13 +4,16 @@ Coverage is read from counters, not from a ratio gauge, because ratios of
 several workers cannot be summed: coverage = rate(scored_total) /
 rate(eligible_total), and skipped_total{reason} says where the rest went.
 `tenant` comes from the API key configuration (the API only admits configured
-tenants), `variant` is capped per tenant (first N kept, the rest 'other'),
-everything else is a fixed enum.
+tenants), `variant` is capped per tenant within a window (the N most recently
+seen, the rest 'other'; a variant's series go when it leaves the window,
+docs/series-budget.md), everything else is a fixed enum.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from workers.runtime.labels import families_with, prune
 
 TENANT_VARIANT = ("tenant", "variant")
 SKIP_REASONS = ("sampled_out", "over_budget", "no_context", "hypothesis_too_long", "failed_check")
@@ -129,7 +132,14 @@ class FaithfulnessMetrics:
             ("tenant",),
             registry=registry,
         )
+        self.folded = Counter(
+            "ragmon_faithfulness_label_values_folded_total",
+            "Label values a per-tenant cap folded into 'other', by label (variant): docs/series-budget.md",
+            ["tenant", "label"],
+            registry=registry,
+        )
         self._touched: set[tuple[str, str]] = set()
+        self._variant_families = families_with(vars(self).values(), "variant")
         # Series that exist from the start read as 0, not as "no data", in alert expressions.
         for source in PAIR_SOURCES:
             self.pairs.labels(source)
@@ -162,6 +172,11 @@ class FaithfulnessMetrics:
             self.skipped.labels(tenant, variant, reason)
         for stage in ERROR_STAGES:
             self.errors.labels(tenant, variant, stage)
+
+    def forget(self, tenant: str, variant: str) -> None:
+        """A variant that left the window: its series are no longer exported."""
+        prune(self._variant_families, {"tenant": tenant, "variant": variant})
+        self._touched.discard((tenant, variant))
 
     def inference(self, seconds: float, padded_tokens: int) -> None:
         self.inference_seconds.observe(seconds)

@@ -35,9 +35,10 @@ from workers.faithfulness.sampling import PairBudget
 from workers.faithfulness.scorer import HHEMScorer, PairScore
 from workers.faithfulness.views import VIEWS, FaithfulnessTrace
 from workers.runtime.contract import Processor
-from workers.runtime.labels import ClosedSet, FirstSeenCap
+from workers.runtime.labels import ClosedSet, WindowedCap
 from workers.runtime.types import READY, Emitter, Event, Readiness, Rejection, split_by_body
 
+SWEEP_S = 60.0  # how often the series of variants that left the window are looked for
 log = logging.getLogger(__name__)
 Loader = Callable[[str, str | None, str | None, str, MatmulChoice], LoadedModel]
 
@@ -92,7 +93,13 @@ class FaithfulnessProcessor(Processor):
         self._topic = topics.scores
         self._loader = loader
         self._clock = clock
-        self._variants = FirstSeenCap(config.max_variants)
+        self._variants = WindowedCap(
+            config.max_variants,
+            config.variant_window_s,
+            always=("production",),
+            on_fold=lambda tenant: metrics.folded.labels(tenant, "variant").inc(),
+        )
+        self._next_sweep = clock() + SWEEP_S
         self._intents = ClosedSet(config.intents)
         self._budget = PairBudget(config.pairs_per_second, config.burst_seconds, clock())
         self._scorer: HHEMScorer | None = None
@@ -167,7 +174,11 @@ class FaithfulnessProcessor(Processor):
             raise ScorerUnavailable(self._load_error or "faithfulness: the HHEM model is not loaded")
         now = self._clock()
         traces, rejections = split_by_body(events, FaithfulnessTrace)
-        fresh = [self._new_plan(event, body) for event, body in traces]
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            for tenant, variant in self._variants.expire(now):
+                self._metrics.forget(tenant, variant)
+        fresh = [self._new_plan(event, body, now) for event, body in traces]
         # The answers a deterministic check failed are planned first: the pairs budget goes to them first.
         fresh.sort(key=lambda plan: not plan.failed_checks)
         plans = [self._planner.plan(plan, now) for plan in fresh]
@@ -176,9 +187,9 @@ class FaithfulnessProcessor(Processor):
             self._record(plan, scored.get(id(plan), []), self._model)
         return rejections
 
-    def _new_plan(self, event: Event, body: FaithfulnessTrace) -> TracePlan:
+    def _new_plan(self, event: Event, body: FaithfulnessTrace, now: float) -> TracePlan:
         tenant = event.tenant
-        variant = self._variants(tenant, body.variant)
+        variant = self._variants(tenant, body.variant, now)
         self._publish_settings(tenant)
         self._metrics.touch(tenant, variant)
         return TracePlan(

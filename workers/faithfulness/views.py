@@ -8,28 +8,19 @@ documents' ids and metadata are skipped without being built.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
-from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.views import Identifier, Name, ResponseFormat, SampleRate, TraceError, View
-
-
-class DocumentText(View):
-    id: Identifier
-    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
-
-
-class FaithfulnessRetrieval(View):
-    documents: Annotated[list[DocumentText], Meta(max_length=L.MAX_DOCUMENTS)] = []
-
-
-class FaithfulnessAnswer(View):
-    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""
-    refused: bool = False
-    citations: Annotated[list[Identifier], Meta(max_length=L.MAX_CITATIONS)] = []  # for the answer checks
+from service.contracts.views import (
+    AnswerText,
+    Identifier,
+    Name,
+    ResponseFormat,
+    SampleRate,
+    TextRetrieval,
+    TraceError,
+    View,
+)
 
 
 class FaithfulnessTrace(View):
@@ -39,8 +30,8 @@ class FaithfulnessTrace(View):
     release: Identifier | None = None
     intent: Name | None = None
     sample_rate: SampleRate = L.DEFAULT_SAMPLE_RATE
-    retrieval: FaithfulnessRetrieval = msgspec.field(default_factory=FaithfulnessRetrieval)
-    answer: FaithfulnessAnswer = msgspec.field(default_factory=FaithfulnessAnswer)
+    retrieval: TextRetrieval = msgspec.field(default_factory=TextRetrieval)
+    answer: AnswerText = msgspec.field(default_factory=AnswerText)  # citations too: the answer checks
     error: TraceError | None = None  # a failed request: never scored (docs/errors.md)
     response_format: ResponseFormat | None = None
 

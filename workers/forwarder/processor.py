@@ -6,39 +6,36 @@ the size limits allow: a spans record's value is a serialised `TracesData`,
 whose only field (`resource_spans`, field 1) is also the request's only
 field, so concatenating the values is a valid request holding all of them.
 
-The runtime commits offsets only after every request was acknowledged: an
-unreachable collector, a timeout, 401/403, 429 or 5xx raises and the batch is
-retried with backoff (never dead-lettered). A request the collector refuses
-for good (400) is counted as rejected spans; one that is too large (413) is
-split in halves until each part is accepted or is a single record.
+The runtime commits offsets only after every request was acknowledged
+(workers/runtime/collector.py): an unreachable collector, a timeout,
+401/403/404/408, 429 or 5xx raises and the batch is retried with backoff
+(never dead-lettered). A request the collector refuses for good (another 4xx)
+is counted as rejected spans; one that is too large (413) is split in halves
+until each part is accepted or is a single record. Metrics are counted as
+each answer comes.
 """
 
 from __future__ import annotations
 
-import gzip
 import logging
 import time
 from collections.abc import Iterator
 
 import httpx
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from service.contracts.spans import SpanRecord
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.forwarder.settings import ForwarderSettings
+from workers.runtime.collector import Collector, CollectorUnavailable
 from workers.runtime.contract import Processor
 from workers.runtime.records import Subscription, decode_spans_record
 from workers.runtime.types import Event, Rejection
 
 log = logging.getLogger("ragmon.worker.forwarder")
 PROJECT_ATTRIBUTE = "openinference.project.name"
-_RETRYABLE = {401, 403, 404, 408, 429}
-
-
-class CollectorUnavailable(Exception):
-    """The collector cannot take spans now: the batch is retried."""
+__all__ = ["PROJECT_ATTRIBUTE", "CollectorUnavailable", "SpanForwarder"]
 
 
 class SpanForwarder(Processor):
@@ -56,16 +53,24 @@ class SpanForwarder(Processor):
         self._settings = settings
         self._metrics = metrics
         self._http = http_client or httpx.Client(timeout=settings.timeout_s)
-        self._headers = {**settings.header_map(), "Content-Type": "application/x-protobuf"}
-        if settings.gzip:
-            self._headers["Content-Encoding"] = "gzip"
+        self._collector: Collector[Event] = Collector(
+            self._http,
+            settings.endpoint,
+            settings.header_map(),
+            settings.gzip,
+            body_of=lambda chunk: b"".join(self.value_of(e) for e in chunk),
+            response=ExportTraceServiceResponse,
+            rejected_of=lambda r: r.partial_success.rejected_spans,
+            on_unavailable=metrics.requests.labels("unavailable").inc,
+            log=log,
+        )
 
     def close(self) -> None:
         self._http.close()
 
     def process(self, events: list[Event]) -> list[Rejection]:
         for chunk in self._chunks(events):
-            self._send(chunk)
+            self._collector.deliver(chunk, self)
         return []
 
     def value_of(self, event: Event) -> bytes:
@@ -102,47 +107,17 @@ class SpanForwarder(Processor):
         if chunk:
             yield chunk
 
-    def _send(self, chunk: list[Event]) -> None:
-        body = b"".join(self.value_of(e) for e in chunk)
-        count = sum(e.body.span_count for e in chunk)
-        started = time.perf_counter()
-        try:
-            answer = self._http.post(
-                self._settings.endpoint,
-                headers=self._headers,
-                content=gzip.compress(body, 1) if self._settings.gzip else body,
-            )
-        except httpx.TransportError as exc:
-            self._metrics.requests.labels("unavailable").inc()
-            raise CollectorUnavailable(f"{self._settings.endpoint}: {type(exc).__name__}: {exc}") from exc
-        code = answer.status_code
-        if code == 413 and len(chunk) > 1:
-            self._metrics.requests.labels("too_large").inc()
-            half = len(chunk) // 2
-            self._send(chunk[:half])
-            self._send(chunk[half:])
-            return
-        if code in _RETRYABLE or code >= 500:
-            self._metrics.requests.labels("unavailable").inc()
-            raise CollectorUnavailable(f"{self._settings.endpoint} answered {code}: {answer.text[:300]}")
-        if code >= 300:
-            self._metrics.requests.labels("rejected").inc()
-            self._metrics.spans.labels("rejected").inc(count)
-            log.error("the collector refused %d spans with %d: %s", count, code, answer.text[:300])
-            return
-        self._acknowledged(chunk, count, answer, time.perf_counter() - started)
+    def refused(self, chunk: list[Event], code: int, text: str) -> None:
+        count = _spans(chunk)
+        self._metrics.requests.labels("rejected").inc()
+        self._metrics.spans.labels("rejected").inc(count)
+        log.error("the collector refused %d spans with %d: %s", count, code, text)
 
-    def _acknowledged(self, chunk: list[Event], count: int, answer: httpx.Response, seconds: float) -> None:
-        rejected = 0
-        if answer.content and "protobuf" in answer.headers.get("content-type", ""):
-            try:
-                rejected = ExportTraceServiceResponse.FromString(
-                    answer.content
-                ).partial_success.rejected_spans
-            except DecodeError:
-                log.warning(
-                    "the collector's answer is not an ExportTraceServiceResponse; taken as full success"
-                )
+    def too_large(self) -> None:
+        self._metrics.requests.labels("too_large").inc()
+
+    def accepted(self, chunk: list[Event], rejected: int, seconds: float) -> None:
+        count = _spans(chunk)
         if rejected:
             log.warning("the collector rejected %d of %d spans", rejected, count)
         self._metrics.requests.labels("ok").inc()
@@ -152,3 +127,7 @@ class SpanForwarder(Processor):
         now = time.time()
         for e in chunk:
             self._metrics.delay_seconds.observe(max(0.0, now - e.stored.received_at.timestamp()))
+
+
+def _spans(chunk: list[Event]) -> int:
+    return sum(e.body.span_count for e in chunk)

@@ -27,12 +27,32 @@ class MetricsConfig(BaseModel):
     model_config = {"extra": "forbid"}
     stages: list[str] = Field(default_factory=lambda: list(DEFAULT_STAGES))
     intents: list[str] = Field(default_factory=lambda: list(DEFAULT_INTENTS))
-    max_variants_per_tenant: int = Field(8, ge=1, le=64)
-    max_releases_per_tenant: int = Field(20, ge=1, le=200, description="release label values kept per tenant")
+    max_variants_per_tenant: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="variant label values live per tenant besides production (docs/series-budget.md)",
+    )
+    variant_window_s: float = Field(
+        3 * 24 * 3600.0,
+        gt=0,
+        description="a variant stays a label value while traces named it this recently; then its series are removed",
+    )
+    max_releases_per_tenant: int = Field(
+        6,
+        ge=1,
+        le=200,
+        description="release label values live per tenant (the current ones per variant and the previous ones)",
+    )
     release_window_s: float = Field(
         7 * 24 * 3600.0,
         gt=0,
         description="a release stays a label value while traces or markers named it this recently",
+    )
+    series_sweep_s: float = Field(
+        60.0,
+        gt=0,
+        description="how often the worker removes the series of variants and releases that left the window",
     )
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     join_ttl_s: int = Field(24 * 3600, ge=60, description="how long a trace's join info waits for feedback")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from workers.runtime.labels import families_with
+
 # RAG stages run from a millisecond (a cache hit) to a minute (a long generation).
 STAGE_BUCKETS = (
     0.001,
@@ -230,3 +232,16 @@ class MetricsWorkerMetrics:
             ["tenant", "component"],
             registry=r,
         )
+        self.folded = Counter(
+            "ragmon_rag_label_values_folded_total",
+            "Label values a per-tenant cap folded into 'other', by label (variant, release): a tenant sending "
+            "more distinct values than its cap (docs/series-budget.md)",
+            ["tenant", "label"],
+            registry=r,
+        )
+        # The series a variant or release that left the window takes with it (docs/series-budget.md). The
+        # release-marker gauges are not here: they follow the markers kept in Redis (_refresh_releases).
+        markers = (self.release_info, self.release_timestamp)
+        families = list(vars(self).values())
+        self.variant_families = families_with(families, "variant", exclude=markers)
+        self.release_families = families_with(families, "release", exclude=markers)

@@ -26,7 +26,7 @@ from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import ALWAYS_KEPT_VARIANT, CurrentReleases, Marker, RecentReleases
 from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
 from workers.runtime.contract import Processor
-from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, FirstSeenCap
+from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, WindowedCap, prune
 from workers.runtime.types import Event, Rejection
 
 ANY = "any"  # ragmon_feedback_traces_total: traces with feedback of any kind
@@ -52,7 +52,20 @@ class MetricsProcessor(Processor):
         self.prices = PriceTable(config.prices)
         self.stages = frozenset(config.stages)
         self.intent = ClosedSet(config.intents)
-        self.variant = FirstSeenCap(config.max_variants_per_tenant)
+        self.variant = WindowedCap(
+            config.max_variants_per_tenant,
+            config.variant_window_s,
+            always=(ALWAYS_KEPT_VARIANT,),
+            on_fold=lambda tenant: self._fold(tenant, "variant"),
+        )
+        # What this process exports per release (RecentReleases decides which releases may be a label
+        # value, for every replica): a release not seen for the window has its series removed here.
+        self.release_labels = WindowedCap(
+            config.max_releases_per_tenant,
+            config.release_window_s,
+            always=(NONE,),
+            on_fold=lambda tenant: self._fold(tenant, "release"),
+        )
         self.releases = RecentReleases(
             client, config.max_releases_per_tenant, config.release_window_s, config.release_refresh_s
         )
@@ -74,6 +87,7 @@ class MetricsProcessor(Processor):
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
         self.child = Children()
         self._next_sweep = 0.0
+        self._next_series_sweep = clock() + config.series_sweep_s
         self._next_release_refresh = 0.0
         self._exported_releases: dict[tuple[str, str], str] = {}
 
@@ -99,7 +113,7 @@ class MetricsProcessor(Processor):
             if kind == "trace":
                 for parked in self.join.parked_from(result):
                     self._count_feedback(
-                        tenant, context, parked.payload, parked.first_of_kind, parked.first_of_any
+                        tenant, context, parked.payload, parked.first_of_kind, parked.first_of_any, now
                     )
             else:
                 joined = self.join.joined_from(result)
@@ -107,7 +121,7 @@ class MetricsProcessor(Processor):
                     self.child(self.m.feedback_parked, tenant).inc()
                 else:
                     self._count_feedback(
-                        tenant, joined.info, context, joined.first_of_kind, joined.first_of_any
+                        tenant, joined.info, context, joined.first_of_kind, joined.first_of_any, now
                     )
         for event in events:
             if event.type == "release":
@@ -121,11 +135,11 @@ class MetricsProcessor(Processor):
 
     def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float) -> JoinInfo:
         c, m = self.child, self.m
-        variant = self.variant(tenant, t.variant)
+        variant = self.variant(tenant, t.variant, now)
         intent = self.intent(t.intent)
         tv = (tenant, variant)
         weight = 1.0 / t.sample_rate
-        release = self.releases.label(tenant, t.release, now) if t.release else None
+        release = self._release_label(tenant, t.release, now) if t.release else None
         if variant == ALWAYS_KEPT_VARIANT:  # a candidate's models are not the tenant's
             self.detector.observe(tenant, t)
         if t.error is not None:
@@ -158,6 +172,24 @@ class MetricsProcessor(Processor):
         info = JoinInfo(variant, release, intent)
         self.join.queue_trace(pipe, tenant, t.trace_id, info)
         return info
+
+    def _release_label(self, tenant: str, release: str, now: float) -> str:
+        """The shared decision (RecentReleases) is authoritative: an admitted release is live here too, the
+        least recently seen one making room if this process still holds `limit` of them."""
+        label = self.releases.label(tenant, release, now)
+        if label == OTHER:
+            self._fold(tenant, "release")
+            return OTHER
+        self._make_live(tenant, label, now)
+        return label
+
+    def _make_live(self, tenant: str, release: str, now: float) -> None:
+        displaced = self.release_labels.force(tenant, release, now)
+        if displaced is not None:
+            prune(self.m.release_families, {"tenant": tenant, "release": displaced}, self.child)
+
+    def _fold(self, tenant: str, label: str) -> None:
+        self.child(self.m.folded, tenant, label).inc()
 
     def _check(self, tenant: str, tv: tuple[str, str], intent: str, t: MetricsTrace) -> None:
         """The deterministic answer checks (workers/checks): one count per check and outcome."""
@@ -209,10 +241,21 @@ class MetricsProcessor(Processor):
         return payload
 
     def _count_feedback(
-        self, tenant: str, info: JoinInfo, payload: dict[str, Any], first_of_kind: bool, first_of_any: bool
+        self,
+        tenant: str,
+        info: JoinInfo,
+        payload: dict[str, Any],
+        first_of_kind: bool,
+        first_of_any: bool,
+        now: float,
     ) -> None:
         c, m = self.child, self.m
         kind = payload["kind"]
+        # The trace's labels, decided when it arrived, are live again (or folded, if they left the window
+        # and their tenant filled the cap since): every series this process creates is one the caps track.
+        variant = self.variant(tenant, info.variant, now)
+        release = self.release_labels(tenant, info.release, now) if info.release else None
+        info = JoinInfo(variant, release, info.intent, errored=info.errored)
         if info.errored:  # a retry after a failed request says nothing about an answer's quality
             c(m.feedback_on_errors, tenant, info.variant, kind).inc()
             return
@@ -239,7 +282,7 @@ class MetricsProcessor(Processor):
 
     def _release(self, event: Event, r: MetricsRelease, now: float) -> None:
         """Kept in Redis (newest marker wins) so every replica exports the same current release."""
-        variant = self.variant(event.tenant, r.variant)
+        variant = self.variant(event.tenant, r.variant, now)
         if variant == OTHER:  # over the tenant's variant cap: no info series of its own
             return
         ts = event.stored.timestamp.timestamp()
@@ -249,6 +292,7 @@ class MetricsProcessor(Processor):
                 ChangeMarker(event.tenant, r.component, r.from_ or UNKNOWN_FROM, r.to, DECLARED, ts)
             )
         self.releases.announce(event.tenant, r.release, now)
+        self._make_live(event.tenant, r.release, now)
         self._next_release_refresh = 0.0
 
     def _refresh_releases(self) -> None:
@@ -284,7 +328,17 @@ class MetricsProcessor(Processor):
                 gauge.remove(*key, *labels)
         self._exported_changes = kept
 
+    def _sweep_series(self, now: float) -> None:
+        """Remove the series of variants and releases no trace named within their window."""
+        for tenant, variant in self.variant.expire(now):
+            prune(self.m.variant_families, {"tenant": tenant, "variant": variant}, self.child)
+        for tenant, release in self.release_labels.expire(now):
+            prune(self.m.release_families, {"tenant": tenant, "release": release}, self.child)
+
     def tick(self, now: float) -> None:
+        if now >= self._next_series_sweep:
+            self._next_series_sweep = now + self.config.series_sweep_s
+            self._sweep_series(now)
         if now >= self._next_sweep:
             self._next_sweep = now + 1.0
             self._sweep_unjoined(now)

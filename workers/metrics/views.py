@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import msgspec
-from msgspec import Meta
 
-from service.contracts import vocabulary as L
-from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
-    AnswerOutcome,
-    FeedbackKind,
+    AnswerText,
     FeedbackReason,
-    FeedbackValue,
+    FeedbackView,
     Identifier,
     ModelName,
     Name,
     ReleaseMarker,
     ResponseFormat,
     SampleRate,
+    TextRetrieval,
     Timings,
     TraceError,
     Usage,
@@ -27,17 +22,7 @@ from service.contracts.views import (
 )
 
 
-class MetricsAnswer(AnswerOutcome):
-    text: Annotated[str, Meta(max_length=L.MAX_ANSWER_CHARS)] = ""  # the answer checks read it
-
-
-class MetricsDocument(View):
-    id: Identifier
-    text: Annotated[str, Meta(max_length=L.MAX_DOCUMENT_CHARS)]
-
-
-class MetricsRetrieval(View):
-    documents: Annotated[list[MetricsDocument], Meta(max_length=L.MAX_DOCUMENTS)] = []
+class MetricsRetrieval(TextRetrieval):
     index_embedding_model: ModelName | None = None
     index_version: ModelName | None = None  # a new index taking the traffic is a change (changes.py)
 
@@ -53,7 +38,7 @@ class MetricsTrace(View):
     release: Identifier | None = None
     sample_rate: SampleRate = 1.0
     intent: Name | None = None
-    answer: MetricsAnswer = msgspec.field(default_factory=MetricsAnswer)
+    answer: AnswerText = msgspec.field(default_factory=AnswerText)  # its text: the answer checks read it
     retrieval: MetricsRetrieval = msgspec.field(default_factory=MetricsRetrieval)
     timings: Timings = {}
     usage: Usage = msgspec.field(default_factory=Usage)
@@ -61,21 +46,10 @@ class MetricsTrace(View):
     response_format: ResponseFormat | None = None
 
 
-class MetricsFeedback(View):
-    trace_id: Identifier
-    kind: FeedbackKind
-    value: FeedbackValue = None  # thumbs: true/1 up, false/-1 down; dwell: seconds (the API checked both)
+class MetricsFeedback(FeedbackView):
+    """Thumbs (true/1 up, false/-1 down), dwell seconds and the rest, with the reason given."""
+
     reason: FeedbackReason | None = None
-
-    def __post_init__(self) -> None:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
-
-    @property
-    def thumbs_up(self) -> bool | None:
-        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
-        return thumbs_up(self.kind, self.value)
 
     @property
     def dwell_seconds(self) -> float | None:

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from service.contracts.config import ConfigError
 from workers.probes.config import ProbesConfig
 from workers.probes.metrics import ProbesMetrics
 from workers.probes.processor import ProbesProcessor
 from workers.probes.store import ProbeStore
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.reviewstore import database_url
 
 
 def build(ctx: WorkerContext[ProbesConfig]) -> ProbesProcessor:
-    url = ctx.settings.database_url
-    if not url:
-        raise ConfigError(
-            "RAGMON_DATABASE_URL is not set: the probes worker keeps probe results and baselines in PostgreSQL "
-            "(`ragmon up` starts a private one)"
-        )
+    url = database_url(
+        ctx.settings.database_url, "the probes worker keeps probe results and baselines in PostgreSQL"
+    )
     store = ProbeStore(url, ctx.config.declare_grace_s, ctx.config.declare_window_s)
     return ProbesProcessor(ctx.config, ProbesMetrics(ctx.registry), store, ctx.settings.topics)
 

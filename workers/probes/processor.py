@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from statistics import fmean
 
 import psycopg
@@ -27,7 +26,8 @@ from workers.runtime.contract import Processor
 from workers.runtime.labels import FirstSeenCap
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.records import native_subscription
-from workers.runtime.types import READY, Event, Readiness, Rejection
+from workers.runtime.reviewstore import MigratedFirst
+from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.probes")
 # The release components whose change moves what the probes measure (the query encoder and the index it
@@ -51,21 +51,11 @@ class ProbesProcessor(Processor):
         self.subscriptions = (native_subscription(topics.probes, "trace", ProbeTrace),)
         self._sets = FirstSeenCap(config.max_sets_per_tenant, always=())
         self._exported: dict[tuple[str, str], tuple[str, str, str, str]] = {}
-        self._migrated = False
-        self._next_migrate = 0.0
-        self._store_error = "not checked yet"
+        self.store_ready = MigratedFirst("probe store", store.migrate, log)
 
     def readiness(self) -> Readiness:
         """Not ready until the store is reachable and migrated: a down PostgreSQL is not a crash loop."""
-        if not self._migrated and time.monotonic() >= self._next_migrate:
-            self._next_migrate = time.monotonic() + 5.0
-            try:
-                self.store.migrate()
-                self._migrated = True
-            except (ConnectionError, psycopg.Error) as exc:
-                self._store_error = str(exc)
-                log.warning("probe store not ready: %s", exc)
-        return READY if self._migrated else Readiness(False, f"probe store unreachable: {self._store_error}")
+        return self.store_ready.readiness()
 
     def process(self, events: list[Event]) -> list[Rejection]:
         results: list[Result] = []

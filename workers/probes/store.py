@@ -6,14 +6,12 @@ batch changes nothing), versions are accepted as baselines, and the comparison i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
 
-from service.contracts import reviewdb
+from workers.runtime.reviewstore import ReviewDbStore
 
 PRODUCTION = "production"
 
@@ -122,31 +120,11 @@ class Compared:
     gold: list[str] | None
 
 
-class ProbeStore:
+class ProbeStore(ReviewDbStore):
     def __init__(self, url: str, declare_grace_s: float, declare_window_s: float = 86400.0) -> None:
-        self.url = url
+        super().__init__(url)
         self.grace = declare_grace_s
         self.window = declare_window_s
-        self._conn: psycopg.Connection | None = None
-
-    def migrate(self) -> None:
-        with reviewdb.connect(self.url) as conn:
-            reviewdb.migrate(conn)
-
-    def _connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed:
-            self._conn = reviewdb.connect(self.url, autocommit=False)
-        return self._conn
-
-    @contextmanager
-    def batch(self) -> Iterator[psycopg.Cursor]:
-        conn = self._connection()
-        try:
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
-        except psycopg.OperationalError:
-            conn.close()  # a broken connection is reopened on the next batch
-            raise
 
     def add(self, cur: psycopg.Cursor, results: list[Result], changes: list[Change]) -> set[str]:
         """Store the batch; the tenants that got a new release marker."""
@@ -199,7 +177,3 @@ class ProbeStore:
             _COMPARE, {**key, "rm": ref.embedding_model, "ri": ref.index_version, "pinned": ref.pinned_at}
         ).fetchall()
         return ref, [Compared(q, list(cur_ids), base, gold) for q, cur_ids, base, gold in rows]
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()

@@ -5,22 +5,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from service.contracts.config import CONFIG_ENV, ConfigError
+from service.contracts.config import CONFIG_ENV
 from workers.checks.config import ChecksConfig
 from workers.review.config import ReviewConfig, config_version
 from workers.review.metrics import ReviewMetrics
 from workers.review.processor import ReviewProcessor
 from workers.review.store import QueueStore
 from workers.runtime.app import WorkerContext, WorkerSpec, main_for
+from workers.runtime.reviewstore import database_url
 
 
 def build(ctx: WorkerContext[ReviewConfig]) -> ReviewProcessor:
-    url = ctx.settings.database_url
-    if not url:
-        raise ConfigError(
-            "RAGMON_DATABASE_URL is not set: the review sampler writes its queue to PostgreSQL "
-            "(`ragmon up` starts a private one)"
-        )
+    url = database_url(ctx.settings.database_url, "the review sampler writes its queue to PostgreSQL")
     path = os.environ.get(CONFIG_ENV)
     store = QueueStore(url, ctx.config, config_version(Path(path).read_text() if path else ""))
     checks = ctx.sections.get("checks")  # the answer checks' section (docs/checks.md)

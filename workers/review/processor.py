@@ -17,7 +17,8 @@ from workers.review.plan import Planner
 from workers.review.store import QueueStore
 from workers.review.views import VIEWS
 from workers.runtime.contract import Processor
-from workers.runtime.types import READY, Event, Readiness, Rejection
+from workers.runtime.reviewstore import MigratedFirst
+from workers.runtime.types import Event, Readiness, Rejection
 
 log = logging.getLogger("ragmon.worker.review")
 
@@ -56,23 +57,11 @@ class ReviewProcessor(Processor):
         self.store = store
         self._next_refresh = 0.0
         self._tenants: set[str] = set()
-        self._migrated = False
-        self._next_migrate = 0.0
-        self._store_error = "not checked yet"
+        self.store_ready = MigratedFirst("review store", store.migrate, log)
 
     def readiness(self) -> Readiness:
         """Not ready until the store is reachable and migrated: a down PostgreSQL is not a crash loop."""
-        if not self._migrated and time.monotonic() >= self._next_migrate:
-            self._next_migrate = time.monotonic() + 5.0
-            try:
-                self.store.migrate()
-                self._migrated = True
-            except (ConnectionError, psycopg.Error) as exc:
-                self._store_error = str(exc)
-                log.warning("review store not ready: %s", exc)
-        if not self._migrated:
-            return Readiness(False, f"review store unreachable: {self._store_error}")
-        return READY
+        return self.store_ready.readiness()
 
     def process(self, events: list[Event]) -> list[Rejection]:
         with self.store.batch() as cur:
@@ -169,6 +158,4 @@ class ReviewProcessor(Processor):
                 self.m.judge_balanced_accuracy.labels(tenant, kind, weighting).set(accuracy)
 
     def close(self) -> None:
-        conn = self.store._conn
-        if conn is not None:
-            conn.close()
+        self.store.close()

@@ -9,8 +9,6 @@ never counted twice, even where no unique key could tell.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -18,9 +16,9 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 
-from service.contracts import reviewdb
 from workers.review.config import ReviewConfig
 from workers.review.plan import NewItem, Plan
+from workers.runtime.reviewstore import ReviewDbStore
 from workers.runtime.types import Event
 
 # Every write of a batch is one statement over arrays (unnest), whatever the number of items: a batch of 500
@@ -144,31 +142,11 @@ class Outcome:
         self.scored: Counter[str] = Counter()
 
 
-class QueueStore:
+class QueueStore(ReviewDbStore):
     def __init__(self, url: str, config: ReviewConfig, config_version: str) -> None:
-        self.url = url
+        super().__init__(url)
         self.config = config
         self.config_version = config_version
-        self._conn: psycopg.Connection | None = None
-
-    def connection(self) -> psycopg.Connection:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = reviewdb.connect(self.url, autocommit=False)
-        return self._conn
-
-    def migrate(self) -> None:
-        with reviewdb.connect(self.url) as conn:
-            reviewdb.migrate(conn)
-
-    @contextmanager
-    def batch(self) -> Iterator[psycopg.Cursor]:
-        conn = self.connection()
-        try:
-            with conn.transaction(), conn.cursor() as cur:
-                yield cur
-        except psycopg.OperationalError:
-            conn.close()  # reconnect on the retry
-            raise
 
     # -- offsets ----------------------------------------------------------------
 

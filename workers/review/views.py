@@ -14,10 +14,8 @@ import msgspec
 from msgspec import Meta
 
 from service.contracts import vocabulary as L
-from service.contracts.events import feedback_value_problem, thumbs_up
 from service.contracts.views import (
-    FeedbackKind,
-    FeedbackValue,
+    FeedbackView,
     FiniteFloat,
     Identifier,
     Name,
@@ -76,20 +74,8 @@ class ReviewTrace(View):
     error: TraceError | None = None
 
 
-class ReviewFeedback(View):
-    trace_id: Identifier
-    kind: FeedbackKind
-    value: FeedbackValue = None
-
-    def __post_init__(self) -> None:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
-
-    @property
-    def thumbs_up(self) -> bool | None:
-        """As FeedbackBody.thumbs_up: True for true or 1, False for false or -1, None for other kinds."""
-        return thumbs_up(self.kind, self.value)
+class ReviewFeedback(FeedbackView):
+    pass
 
 
 VIEWS: dict[str, type[View]] = {"trace": ReviewTrace, "feedback": ReviewFeedback}

@@ -17,7 +17,6 @@ file, the line, the field and the rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -25,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from service.contracts.errors import describe_errors
+from service.contracts.jsonlines import json_lines
 from service.contracts.ranking import GoldSet, gold_set
 
 GATE_SPLIT = "release_gate"
@@ -81,16 +81,6 @@ class GoldenQuery:
     intent: str
 
 
-def _lines(lines: Iterable[str], name: str) -> Iterable[tuple[int, object]]:
-    for number, text in enumerate(lines, 1):
-        if not text.strip():
-            continue
-        try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise GateInputError(f"{name}: line {number}: not JSON ({exc.msg})") from None
-
-
 def _validate(model: type[BaseModel], doc: object, where: str) -> BaseModel:
     if not isinstance(doc, dict):
         raise GateInputError(f"{where}: must be a JSON object")
@@ -103,7 +93,7 @@ def _validate(model: type[BaseModel], doc: object, where: str) -> BaseModel:
 def read_golden(lines: Iterable[str], name: str, allow_any_split: bool = False) -> list[GoldenQuery]:
     queries: list[GoldenQuery] = []
     seen: dict[str, int] = {}
-    for number, doc in _lines(lines, name):
+    for number, doc in json_lines(lines, GateInputError, name):
         where = f"{name}: line {number}"
         row = _validate(GoldenLine, doc, where)
         assert isinstance(row, GoldenLine)
@@ -127,7 +117,7 @@ def read_outputs(lines: Iterable[str], name: str, golden: list[GoldenQuery]) -> 
     known = {q.item_id for q in golden}
     out: dict[str, OutputLine] = {}
     where_seen: dict[str, int] = {}
-    for number, doc in _lines(lines, name):
+    for number, doc in json_lines(lines, GateInputError, name):
         where = f"{name}: line {number}"
         row = _validate(OutputLine, doc, where)
         assert isinstance(row, OutputLine)

@@ -7,11 +7,11 @@ dimension "slice". Errors name the line and the field.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from typing import Any
 
+from service.contracts.jsonlines import json_lines
 from workers.shadow.table import PairTable, build_table
 
 
@@ -41,14 +41,8 @@ def _labels(doc: dict[str, Any], where: str) -> dict[str, str]:
 
 def read_pairs(lines: Iterable[str]) -> PairTable:
     by_request: dict[str, tuple[dict[str, float], dict[str, float], dict[str, str]]] = {}
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, doc in json_lines(lines, OfflineDataError):
         where = f"line {number}"
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise OfflineDataError(f"{where}: not JSON ({exc.msg})") from exc
         if not isinstance(doc, dict):
             raise OfflineDataError(f"{where}: must be a JSON object")
         rid, metric = doc.get("request_id"), doc.get("metric")

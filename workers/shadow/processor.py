@@ -33,6 +33,13 @@ from workers.shadow.views import VIEWS, ShadowTrace
 log = logging.getLogger(__name__)
 
 
+def _score_item(
+    body: FaithfulnessScoreEvent | ExclusionResultEvent, prefix: str, outcome: dict[str, Any]
+) -> Item:
+    """A score event's field of its request's hash: `prefix` + variant, beside the trace's."""
+    return Item(body.tenant, body.request_id, prefix + body.variant, _json(outcome), body.variant, False)
+
+
 def _json(outcome: dict[str, Any]) -> str:
     return orjson.dumps(outcome).decode()
 
@@ -97,23 +104,9 @@ class ShadowProcessor(Processor):
                 None if total_ms is None else total_ms / 1000.0,
             ), "trace"
         if isinstance(body, FaithfulnessScoreEvent):
-            return Item(
-                body.tenant,
-                body.request_id,
-                "faith:" + body.variant,
-                _json(faithfulness_outcome(body)),
-                body.variant,
-                False,
-            ), "faithfulness"
+            return _score_item(body, "faith:", faithfulness_outcome(body)), "faithfulness"
         if isinstance(body, ExclusionResultEvent):
-            return Item(
-                body.tenant,
-                body.request_id,
-                "excl:" + body.variant,
-                _json(exclusion_outcome(body)),
-                body.variant,
-                False,
-            ), "exclusion"
+            return _score_item(body, "excl:", exclusion_outcome(body)), "exclusion"
         return None
 
     def tick(self, now: float) -> None:

@@ -8,12 +8,14 @@ each file exactly once.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
+DATABASE_ENV = "RAGMON_DATABASE_URL"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Any constant shared by every ragmon process; pg_advisory_xact_lock takes a bigint.
@@ -75,6 +77,14 @@ def migrate(conn: psycopg.Connection, target: int | None = None) -> list[int]:
             cur.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (m.version, m.name))
             applied.append(m.version)
     return applied
+
+
+def url_from_env() -> str:
+    """The review store's URL for a `ragmon` command: RAGMON_DATABASE_URL, or an exit saying it is not set."""
+    url = os.environ.get(DATABASE_ENV)
+    if not url:
+        raise SystemExit(f"{DATABASE_ENV} is not set: point it at the review store's PostgreSQL")
+    return url
 
 
 def connect(url: str, *, autocommit: bool = True) -> psycopg.Connection:

@@ -2,7 +2,8 @@
 
 Real broker, real Redis, the worker run by the shared runtime (`python -m workers.evaluations`): while
 the endpoint answers 503 the worker is not ready and commits nothing; once it answers 200 every
-evaluation arrives exactly once, the implicit signal never, and the offsets are committed.
+evaluation arrives exactly once (the answer checks of a trace included), the implicit signal never,
+and the offsets are committed.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
             producer.send(topics.scores, key=key, value=value, headers=headers)
         producer.flush(timeout=10)
         labels.send_event(stored("label", {"trace_id": TRACE, "faithful": True}, event_id=str(uuid.uuid4())))
+        checked = {  # the answer cites a document it was not given: citations_known fails
+            "trace_id": TRACE,
+            "request_id": "req-1",
+            "query": {"text": "what are the fees?"},
+            "retrieval": {"documents": [{"id": "d1", "text": "Fees are listed on the pricing page."}]},
+            "answer": {"text": "See the pricing page.", "citations": ["d-unknown"]},
+        }
+        labels.send_event(stored("trace", checked, event_id=str(uuid.uuid4())))
         labels.flush()
 
         wait_for(lambda: worker.total("ragmon_worker_retries_total") >= 2, timeout_s=30)
@@ -82,13 +91,17 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         assert collector.records() == []
 
         collector.down = False
-        wait_for(lambda: len(collector.records()) >= 3, 30)
+        wait_for(lambda: len(collector.records()) >= 5, 30)
         wait_for(
             lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-evaluations", topics.scores) == (3, 3),
             timeout_s=15,
         )
         wait_for(
             lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-evaluations", topics.labels) == (1, 1),
+            timeout_s=15,
+        )
+        wait_for(
+            lambda: committed_total(kafka_bootstrap, f"{topic_prefix}-evaluations", topics.traces) == (1, 1),
             timeout_s=15,
         )
         wait_for(worker.ready, timeout_s=15)
@@ -98,7 +111,12 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         assert attributes(root.attributes)["gen_ai.evaluation.score.label"] == "unfaithful"
         received = [(res, r) for res, r in received if r.trace_id.hex() == TRACE]
         names = sorted(attributes(r.attributes)["gen_ai.evaluation.name"] for _, r in received)
-        assert names == ["ragmon.faithfulness", "ragmon.label.faithful"]  # once each; no signal
+        assert names == [  # once each; no signal; the checks that ran on the trace
+            "ragmon.check.answer_length",
+            "ragmon.check.citations_known",
+            "ragmon.faithfulness",
+            "ragmon.label.faithful",
+        ]
         for _, record in received:
             assert record.event_name == "gen_ai.evaluation.result" and record.span_id == b""  # no spans seen
         by_name = {
@@ -108,7 +126,9 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         assert faith["gen_ai.evaluation.score.value"] == 0.9
         assert faith["gen_ai.evaluation.score.label"] == "faithful"
         assert by_name["ragmon.label.faithful"]["ragmon.annotator.kind"] == "HUMAN"
-        assert worker.total("ragmon_evaluations_records_total", outcome="sent") == 3
+        assert by_name["ragmon.check.citations_known"]["gen_ai.evaluation.score.label"] == "fail"
+        assert by_name["ragmon.check.answer_length"]["gen_ai.evaluation.score.label"] == "pass"
+        assert worker.total("ragmon_evaluations_records_total", outcome="sent") == 5
         assert worker.total("ragmon_evaluations_skipped_total", reason="implicit_signal") == 1
         assert worker.total("ragmon_evaluations_requests_total", outcome="unavailable") >= 2
         assert worker.total("ragmon_worker_dead_letters_total") == 0

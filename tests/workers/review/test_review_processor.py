@@ -154,7 +154,7 @@ def test_unreachable_store_makes_the_worker_not_ready(review_db_url: str, redis_
     proc = ReviewProcessor(cfg, ReviewMetrics(CollectorRegistry()), redis_client, bad)
     readiness = proc.readiness()
     assert not readiness.ready and "review store unreachable" in readiness.reason
-    proc.store.url, proc._next_migrate = review_db_url, 0.0
+    proc.store.url, proc.store_ready.next_try = review_db_url, 0.0
     assert proc.readiness().ready
     proc.close()
 

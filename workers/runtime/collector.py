@@ -1,0 +1,146 @@
+"""Delivery of OTLP/HTTP export requests to a collector: the span forwarder's and the evaluation exporter's.
+
+`CollectorSettings` are the settings such a worker has (endpoint, headers,
+timeout, request size, gzip). `Collector.deliver` POSTs one chunk of items as one protobuf request (gzip
+when asked) and says what came of it to an `Outcome`:
+- an unreachable collector, a timeout, 401/403/404/408, 429 or 5xx raises
+  `CollectorUnavailable` (the runtime retries the batch with backoff; it is
+  never dead-lettered), after `on_unavailable` counted the attempt;
+- 413 with more than one item: `too_large`, then each half is delivered;
+- another status of 300 or more: `refused` (for good; not sent again);
+- 2xx: `accepted`, with the items the answer's `partial_success` says the
+  collector dropped (0 when the answer is not protobuf or does not parse).
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import httpx
+from google.protobuf.message import DecodeError, Message
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings
+
+from service.contracts.config import ConfigError
+from workers.runtime.headers import header_map
+
+RETRYABLE = frozenset({401, 403, 404, 408, 429})
+T = TypeVar("T")
+
+
+class CollectorSettings(BaseSettings):
+    """The settings every worker that sends to a collector has, under its own env prefix.
+
+    A subclass sets `model_config` (its env_prefix), redescribes `endpoint`
+    and names itself and an example URL for the error at start-up.
+    """
+
+    worker: ClassVar[str] = "this worker"
+    example_endpoint: ClassVar[str] = "http://127.0.0.1:4318/v1/traces"
+
+    endpoint: str = Field("", description="OTLP/HTTP URL; empty = off")
+    headers: SecretStr = Field(
+        SecretStr(""),
+        description="'k=v,k2=v2' like OTEL_EXPORTER_OTLP_HEADERS "
+        "(values URL-encoded), e.g. Authorization=Bearer%20<key>",
+    )
+    timeout_s: float = Field(10.0, gt=0, le=300)
+    max_bytes_per_request: int = Field(4 * 1024 * 1024, ge=1024, description="before compression")
+    gzip: bool = True
+
+    def env(self, field: str) -> str:
+        return f"{self.model_config.get('env_prefix', '')}{field}".upper()
+
+    def check_startup(self) -> None:
+        if not self.endpoint:
+            raise ConfigError(
+                f"{self.worker} needs {self.env('endpoint')} (e.g. {self.example_endpoint}); "
+                "without it, do not start this worker (ragmon up skips it)"
+            )
+        self.header_map()  # fail fast on a malformed header list
+
+    def header_map(self) -> dict[str, str]:
+        return header_map(self.headers.get_secret_value(), self.env("headers"))
+
+
+class CollectorUnavailable(Exception):
+    """The collector cannot take the request now: the batch is retried."""
+
+
+class Outcome(Protocol[T]):
+    """What a worker does with each answer `Collector.deliver` gets (count it now, or keep it for later)."""
+
+    def too_large(self) -> None: ...
+
+    def refused(self, chunk: list[T], code: int, text: str) -> None: ...
+
+    def accepted(self, chunk: list[T], rejected: int, seconds: float) -> None: ...
+
+
+class Collector(Generic[T]):
+    """One collector endpoint: `body_of` turns a chunk of items into the request's serialised protobuf."""
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        endpoint: str,
+        headers: dict[str, str],
+        compress: bool,
+        body_of: Callable[[list[T]], bytes],
+        response: type[Message],
+        rejected_of: Callable[[Any], int],
+        on_unavailable: Callable[[], None],
+        log: logging.Logger,
+    ) -> None:
+        self._http = http
+        self._endpoint = endpoint
+        self._headers = {**headers, "Content-Type": "application/x-protobuf"}
+        if compress:
+            self._headers["Content-Encoding"] = "gzip"
+        self._compress = compress
+        self._body_of = body_of
+        self._response = response
+        self._rejected_of = rejected_of
+        self._on_unavailable = on_unavailable
+        self._log = log
+
+    def deliver(self, chunk: list[T], outcome: Outcome[T]) -> None:
+        body = self._body_of(chunk)
+        started = time.perf_counter()
+        try:
+            answer = self._http.post(
+                self._endpoint,
+                headers=self._headers,
+                content=gzip.compress(body, 1) if self._compress else body,
+            )
+        except httpx.TransportError as exc:
+            self._on_unavailable()  # per attempt: the alerts read these
+            raise CollectorUnavailable(f"{self._endpoint}: {type(exc).__name__}: {exc}") from exc
+        code = answer.status_code
+        if code == 413 and len(chunk) > 1:
+            outcome.too_large()
+            half = len(chunk) // 2
+            self.deliver(chunk[:half], outcome)
+            self.deliver(chunk[half:], outcome)
+            return
+        if code in RETRYABLE or code >= 500:
+            self._on_unavailable()
+            raise CollectorUnavailable(f"{self._endpoint} answered {code}: {answer.text[:300]}")
+        if code >= 300:
+            outcome.refused(chunk, code, answer.text[:300])
+            return
+        outcome.accepted(chunk, self._rejected(answer), time.perf_counter() - started)
+
+    def _rejected(self, answer: httpx.Response) -> int:
+        if not answer.content or "protobuf" not in answer.headers.get("content-type", ""):
+            return 0
+        try:
+            return self._rejected_of(self._response.FromString(answer.content))
+        except DecodeError:
+            name = self._response.DESCRIPTOR.name
+            self._log.warning("the collector's answer is not an %s; taken as full success", name)
+            return 0
