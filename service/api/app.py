@@ -166,6 +166,7 @@ def create_app(settings: ApiSettings | None = None, registry: CollectorRegistry 
             # Only ingestion takes a key: /healthz and /readyz are open to probes (/metrics has its own port).
             schema["paths"]["/v1/events"]["post"]["security"] = [{"bearer": []}]
             schema["paths"]["/v1/traces"]["post"]["security"] = [{"bearer": []}]
+            schema["paths"]["/v1/logs"]["post"]["security"] = [{"bearer": []}]
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -89,6 +89,18 @@ class ApiMetrics:
             ["reason"],
             registry=registry,
         )
+        self.otlp_log_records_accepted = Counter(
+            "ragmon_api_otlp_log_records_accepted_total",
+            "OTLP log records (POST /v1/logs) durably acknowledged by Kafka",
+            ["tenant"],
+            registry=registry,
+        )
+        self.otlp_log_records_rejected = Counter(
+            "ragmon_api_otlp_log_records_rejected_total",
+            "OTLP log records rejected (partial success), by reason (missing_span_id: not emitted inside a span)",
+            ["reason"],
+            registry=registry,
+        )
         self.otlp_values_truncated = Counter(
             "ragmon_api_otlp_attribute_values_truncated_total",
             "OTLP string attribute values cut to otlp_max_attribute_chars",

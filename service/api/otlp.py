@@ -1,10 +1,12 @@
-"""The ingestion pipeline of POST /v1/traces (OTLP/HTTP), free of HTTP and Kafka.
+"""The ingestion pipeline of POST /v1/traces and POST /v1/logs (OTLP/HTTP), free of HTTP and Kafka.
 
 Body bytes -> ExportTraceServiceRequest (protobuf, or OTLP JSON with hex ids) ->
 per-span id checks (invalid spans are rejected and counted by reason, the rest
 go on) -> PII redaction of free-text string attributes and a cap on attribute
 length -> one spans-topic record per trace id (service/contracts/spans.py).
-The wire rules are in docs/otlp.md.
+Log records take the same steps (ExportLogsServiceRequest; a record needs a trace
+id and a span id, its body is redacted like an attribute) to the logs topic
+(service/contracts/logs.py). The wire rules are in docs/otlp.md.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 
 import orjson
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData, ResourceLogs, ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
 from service.api.ingest_body import decompress
@@ -28,6 +32,7 @@ from service.api.ingest_redact import redact_metadata, redact_value
 from service.api.producer import OutgoingRecord, record_bytes
 from service.api.redaction import Pseudonymizer, Redactor, identifier_key
 from service.contracts import vocabulary as L
+from service.contracts.logs import count_log_records, encode_logs_record
 from service.contracts.spans import encode_span_record, split_by_trace
 from service.contracts.topics import Topics
 
@@ -58,6 +63,8 @@ EXCLUSION_ATTRIBUTE = "ragmon.retrieval.exclusion_sample"
 _JSON_ATTRIBUTES = frozenset({"metadata", FILTERS_ATTRIBUTE, EXCLUSION_ATTRIBUTE})
 # Keys for a span's (or span event's) name and its status message: prose, no keep suffix.
 SPAN_NAME, STATUS_MESSAGE = "(span name)", "(status message)"
+# Key of a log record's body (its nested values under `(log body).inner`): prose unless a keep suffix says not.
+LOG_BODY = "(log body)"
 _BAD_HEX = b"\xff" * 3  # marks an id that was not hex in JSON: no valid id is 3 bytes long
 
 
@@ -70,6 +77,28 @@ class OtlpBatch:
     redactions: Counter[str] = field(default_factory=Counter)
     tenant: str = ""
     record_spans: list[int] = field(default_factory=list)  # spans in each of `records`
+    # What the batch holds: spans (SPAN_PROBLEMS) or log records (LOG_PROBLEMS), for its messages.
+    noun: str = "span"
+    problems: dict[str, str] = field(default_factory=dict)  # empty: SPAN_PROBLEMS
+
+    def add_record(
+        self,
+        topic: str,
+        encoded: tuple[bytes, bytes, list[tuple[str, bytes]]],
+        n: int,
+        traceparent: bytes | None,
+    ) -> None:
+        """One encoded record of `n` spans (or log records); one over MAX_RECORD_BYTES is refused, its `n` counted."""
+        key, value, headers = encoded
+        if traceparent:
+            headers.append(("traceparent", traceparent))
+        record = OutgoingRecord(topic, key, value, headers)
+        if record_bytes(record) > L.MAX_RECORD_BYTES:
+            self.rejected["record_too_large"] += n
+            self.accepted_spans -= n
+            return
+        self.records.append(record)
+        self.record_spans.append(n)
 
     def refuse_records(self, indexes: set[int], reason: str) -> None:
         """The records at `indexes` (one trace's spans each) refused alone, their spans counted by reason."""
@@ -85,7 +114,10 @@ class OtlpBatch:
 
     def message(self, max_value_chars: int) -> str:
         """The partial-success error message: every reason with its count."""
-        parts = [f"{n} span(s): {SPAN_PROBLEMS[reason]}" for reason, n in sorted(self.rejected.items())]
+        parts = [
+            f"{n} {self.noun}(s): {(self.problems or SPAN_PROBLEMS)[reason]}"
+            for reason, n in sorted(self.rejected.items())
+        ]
         if self.truncated_values:
             parts.append(
                 f"{self.truncated_values} attribute value(s) truncated to {max_value_chars} characters"
@@ -130,6 +162,13 @@ def _hex_ids_to_base64(doc: dict[str, Any]) -> None:
                     _convert_ids(link, ("traceId", "trace_id", "spanId", "span_id"))
 
 
+def _hex_log_ids_to_base64(doc: dict[str, Any]) -> None:
+    for rl in _list(doc, "resourceLogs", "resource_logs"):
+        for sl in _list(rl, "scopeLogs", "scope_logs"):
+            for record in _list(sl, "logRecords", "log_records"):
+                _convert_ids(record, ("traceId", "trace_id", "spanId", "span_id"))
+
+
 def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     """gzip and identity as on /v1/events; also deflate (zlib), which the OTel SDK's exporter can send."""
     if (encoding or "").strip().lower() != "deflate":
@@ -153,36 +192,46 @@ def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
 def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:
     """Decode the body in its encoding; a body that does not decode is a 400."""
     request = ExportTraceServiceRequest()
+    _parse_into(request, data, content_type, _hex_ids_to_base64)
+    return request
+
+
+def parse_logs_request(data: bytes, content_type: str) -> ExportLogsServiceRequest:
+    """parse_request for POST /v1/logs."""
+    request = ExportLogsServiceRequest()
+    _parse_into(request, data, content_type, _hex_log_ids_to_base64)
+    return request
+
+
+def _parse_into(request: Message, data: bytes, content_type: str, hex_ids: Any) -> None:
+    name = type(request).__name__
     if content_type == PROTOBUF:
         try:
             request.ParseFromString(data)
         except DecodeError as exc:
             raise IngestError(
                 400,
-                f"body is not a valid ExportTraceServiceRequest protobuf: {exc}",
+                f"body is not a valid {name} protobuf: {exc}",
                 field="body",
                 rule="otlp_protobuf",
             ) from exc
-        return request
+        return
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise IngestError(400, f"body is not valid JSON: {exc}", field="body", rule="json") from exc
     if not isinstance(doc, dict):
-        raise IngestError(
-            400, "body must be a JSON object (ExportTraceServiceRequest)", field="body", rule="object"
-        )
-    _hex_ids_to_base64(doc)
+        raise IngestError(400, f"body must be a JSON object ({name})", field="body", rule="object")
+    hex_ids(doc)
     try:
         json_format.ParseDict(doc, request, ignore_unknown_fields=True, max_recursion_depth=64)
     except (json_format.ParseError, RecursionError, ValueError, TypeError) as exc:
         raise IngestError(
             400,
-            f"body is not a valid OTLP JSON ExportTraceServiceRequest: {exc}",
+            f"body is not a valid OTLP JSON {name}: {exc}",
             field="body",
             rule="otlp_json",
         ) from exc
-    return request
 
 
 # Why a span is rejected: a closed set (metric label) -> the words a client can act on.
@@ -203,9 +252,23 @@ SPAN_PROBLEMS = {
 }
 
 
-def span_problem(span: Span) -> str | None:
-    """The SPAN_PROBLEMS key of why a span cannot be accepted; None when it is valid."""
-    tid, sid = span.trace_id, span.span_id
+# Why a log record is rejected (metric label) -> the words a client can act on. A record must name the
+# span it belongs to: the assembler joins it to that span, and has nothing to join one without.
+LOG_PROBLEMS = {
+    "trace_id_not_hex": "traceId is not a hex string",
+    "missing_trace_id": "log record without trace id (emit it inside the span it belongs to)",
+    "trace_id_length": "invalid trace id length (must be 16 bytes, 32 hex digits)",
+    "trace_id_zero": "trace id is all zeros",
+    "span_id_not_hex": "spanId is not a hex string",
+    "missing_span_id": "log record without span id (emit it inside the span it belongs to)",
+    "span_id_length": "invalid span id length (must be 8 bytes, 16 hex digits)",
+    "span_id_zero": "span id is all zeros",
+    "record_too_large": f"one log record encodes to more than {L.MAX_RECORD_BYTES} bytes (max_record_bytes)",
+    "record_refused": "the broker refused its trace's record as too large or invalid (record_refused)",
+}
+
+
+def _id_problem(tid: bytes, sid: bytes) -> str | None:
     checks = (
         (tid == _BAD_HEX, "trace_id_not_hex"),
         (not tid, "missing_trace_id"),
@@ -215,13 +278,25 @@ def span_problem(span: Span) -> str | None:
         (not sid, "missing_span_id"),
         (len(sid) != 8, "span_id_length"),
         (sid == bytes(8), "span_id_zero"),
-        (bool(span.parent_span_id) and len(span.parent_span_id) != 8, "parent_span_id_invalid"),
-        (
-            bool(span.end_time_unix_nano) and span.end_time_unix_nano < span.start_time_unix_nano,
-            "end_before_start",
-        ),
     )
     return next((problem for failed, problem in checks if failed), None)
+
+
+def span_problem(span: Span) -> str | None:
+    """The SPAN_PROBLEMS key of why a span cannot be accepted; None when it is valid."""
+    problem = _id_problem(span.trace_id, span.span_id)
+    if problem is not None:
+        return problem
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "parent_span_id_invalid"
+    if span.end_time_unix_nano and span.end_time_unix_nano < span.start_time_unix_nano:
+        return "end_before_start"
+    return None
+
+
+def log_problem(record: LogRecord) -> str | None:
+    """The LOG_PROBLEMS key of why a log record cannot be accepted; None when it is valid."""
+    return _id_problem(record.trace_id, record.span_id)
 
 
 def pseudonymous_user(tenant: str, user_id: str, pseudonyms: Pseudonymizer) -> str:
@@ -261,13 +336,40 @@ def _bounded_parts(data: TracesData, spans: int) -> list[TracesData]:
 
 
 def _copy_scope(target: TracesData, rs: ResourceSpans, ss: ScopeSpans, spans: Any) -> None:
-    out_rs = target.resource_spans.add()
-    out_rs.resource.CopyFrom(rs.resource)
-    out_rs.schema_url = rs.schema_url
-    out_ss = out_rs.scope_spans.add()
-    out_ss.scope.CopyFrom(ss.scope)
-    out_ss.schema_url = ss.schema_url
-    out_ss.spans.extend(spans)
+    _copy_entry(target.resource_spans.add(), rs, ss, "scope_spans").spans.extend(spans)
+
+
+def _copy_entry(out: Any, resource_entry: Any, scope_entry: Any, scopes: str) -> Any:
+    """A resource entry's resource and one scope entry's scope copied into `out` (a new ResourceSpans or
+    ResourceLogs); returns the new scope entry, for its spans or log records."""
+    out.resource.CopyFrom(resource_entry.resource)
+    out.schema_url = resource_entry.schema_url
+    out_scope = getattr(out, scopes).add()
+    out_scope.scope.CopyFrom(scope_entry.scope)
+    out_scope.schema_url = scope_entry.schema_url
+    return out_scope
+
+
+def _log_parts(records: list[tuple[ResourceLogs, ScopeLogs, LogRecord]]) -> list[LogsData]:
+    """One trace's log records of one export, packed in order into LogsData parts that each fit one
+    record (resource and scope kept); a record too big alone is a part alone (and is refused)."""
+    parts: list[LogsData] = []
+    data, size, last = LogsData(), 0, None
+    out_sl: ScopeLogs | None = None
+    for rl, sl, record in records:
+        cost = record.ByteSize() + 16
+        if size and size + cost > _VALUE_BUDGET:
+            parts.append(data)
+            data, size, last = LogsData(), 0, None
+        if last != (id(rl), id(sl)) or out_sl is None:
+            out_sl = _copy_entry(data.resource_logs.add(), rl, sl, "scope_logs")
+            size += rl.resource.ByteSize() + sl.scope.ByteSize() + 16
+            last = (id(rl), id(sl))
+        out_sl.log_records.append(record)
+        size += cost
+    if size:
+        parts.append(data)
+    return parts
 
 
 class SpanPreparer:
@@ -310,17 +412,35 @@ class SpanPreparer:
             kept.append(rs)
         for trace_id, data in split_by_trace(kept).items():
             for part in _bounded_parts(data, per_trace[trace_id]):
-                key, value, headers = encode_span_record(tenant, trace_id.hex(), part)
-                if traceparent:
-                    headers.append(("traceparent", traceparent))
-                record = OutgoingRecord(self.topics.spans, key, value, headers)
-                spans = _span_count(part)
-                if record_bytes(record) > L.MAX_RECORD_BYTES:  # one span over the limit: that span alone
-                    batch.rejected["record_too_large"] += spans
-                    batch.accepted_spans -= spans
-                    continue
-                batch.records.append(record)
-                batch.record_spans.append(spans)
+                # one span over the limit: that span alone is refused
+                encoded = encode_span_record(tenant, trace_id.hex(), part)
+                batch.add_record(self.topics.spans, encoded, _span_count(part), traceparent)
+        return batch
+
+    def prepare_logs(
+        self, request: ExportLogsServiceRequest, tenant: str, traceparent: bytes | None
+    ) -> OtlpBatch:
+        """The log records of an export as logs-topic records: one per trace (more where one trace's do not
+        fit one record), each record checked (ids), its body and attributes redacted as span attributes are."""
+        batch = OtlpBatch([], 0, tenant=tenant, noun="log record", problems=LOG_PROBLEMS)
+        per_trace: dict[bytes, list[tuple[ResourceLogs, ScopeLogs, LogRecord]]] = {}
+        for rl in request.resource_logs:
+            self._clean_attributes(rl.resource.attributes, batch)
+            for sl in rl.scope_logs:
+                self._clean_attributes(sl.scope.attributes, batch)
+                for record in sl.log_records:
+                    problem = log_problem(record)
+                    if problem is not None:
+                        batch.rejected[problem] += 1
+                        continue
+                    self._clean_value(LOG_BODY, record.body, batch)
+                    self._clean_attributes(record.attributes, batch)
+                    per_trace.setdefault(record.trace_id, []).append((rl, sl, record))
+                    batch.accepted_spans += 1
+        for trace_id, records in per_trace.items():
+            for part in _log_parts(records):  # one log record over the limit: refused alone
+                encoded = encode_logs_record(tenant, trace_id.hex(), part)
+                batch.add_record(self.topics.logs, encoded, count_log_records(part), traceparent)
         return batch
 
     def _clean_span(self, span: Span, batch: OtlpBatch) -> None:

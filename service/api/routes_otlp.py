@@ -1,30 +1,35 @@
-"""POST /v1/traces: OTLP/HTTP trace export (protobuf and JSON), status semantics in docs/otlp.md.
+"""POST /v1/traces and POST /v1/logs: OTLP/HTTP trace and log export (protobuf and JSON), status
+semantics in docs/otlp.md.
 
-Answers follow the OTLP/HTTP specification: 200 with an ExportTraceServiceResponse
-(partial success names every rejection reason), errors as a google.rpc.Status, both
-in the request's encoding; 200 only after Kafka acknowledged every record.
+Answers follow the OTLP/HTTP specification: 200 with an ExportTraceServiceResponse (or
+ExportLogsServiceResponse; partial success names every rejection reason), errors as a
+google.rpc.Status, both in the request's encoding; 200 only after Kafka acknowledged every
+record. Both signals take the same steps (auth, body and decompressed-size caps, entry counts
+before the parse, rate limit, redaction): only what is counted and produced differs (_Signal).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from google.protobuf import json_format
 from google.protobuf.message import Message
 from google.rpc.status_pb2 import Status
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from prometheus_client import Counter
 
 from service.api import admission, wire
 from service.api.auth import AuthError, Principal
 from service.api.ingest_body import refuse_deep
 from service.api.ingest_errors import IngestError
-from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_request
+from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_logs_request, parse_request
 from service.api.producer import BrokerUnavailable
 from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken
 from service.api.state import STATE_KEY, ApiState
@@ -76,50 +81,76 @@ def _content_type(request: Request) -> str:
     return encoding
 
 
-def _count_entries(request: ExportTraceServiceRequest) -> wire.ExportCounts:
-    counts = wire.ExportCounts(resources=len(request.resource_spans))
-    for rs in request.resource_spans:
-        counts.scopes += len(rs.scope_spans)
-        counts.spans += sum(len(ss.spans) for ss in rs.scope_spans)
+def _count_entries(request: Any, signal: _Signal) -> wire.ExportCounts:
+    resources = getattr(request, signal.resources_field)
+    counts = wire.ExportCounts(resources=len(resources))
+    for rs in resources:
+        scopes = getattr(rs, signal.scopes_field)
+        counts.scopes += len(scopes)
+        counts.spans += sum(len(getattr(ss, signal.items_field)) for ss in scopes)
     return counts
 
 
-def _check_json_shape(data: bytes, max_resources: int, max_scopes: int) -> None:
+def _check_json_shape(data: bytes, max_resources: int, max_scopes: int, signal: _Signal) -> None:
     """Depth, resource and scope entries of an OTLP JSON body from its bytes, before orjson builds it.
 
-    resourceSpans' entries are the values at depth 2; at depth 4 sit the scopeSpans entries and
-    the few members of each entry's resource object (at most 4 counted per entry)."""
+    resourceSpans' (resourceLogs') entries are the values at depth 2; at depth 4 sit the scopeSpans
+    (scopeLogs) entries and the few members of each entry's resource object (at most 4 counted per entry)."""
     shape = wire.json_shape(data, (2, 4))
     refuse_deep(shape.max_depth)
+    resources, scopes = signal.json_resources, signal.json_scopes
     if shape.items[2] > max_resources:
         raise IngestError(
             413,
-            f"{shape.items[2]} resourceSpans entries in one export; at most {max_resources}",
-            field="resourceSpans",
+            f"{shape.items[2]} {resources} entries in one export; at most {max_resources}",
+            field=resources,
             rule="otlp_max_resource_entries",
         )
     if shape.items[4] > max_scopes + 4 * shape.items[2]:
         raise IngestError(
             413,
-            f"more than {max_scopes} scopeSpans entries in one export; lower the exporter's batch size",
-            field="resourceSpans",
+            f"more than {max_scopes} {scopes} entries in one export; lower the exporter's batch size",
+            field=resources,
             rule="otlp_max_scope_entries",
         )
 
 
-def _parse(data: bytes, encoding: str, max_spans: int) -> tuple[ExportTraceServiceRequest, wire.ExportCounts]:
-    """Counted from the wire first (refused before anything is built), then parsed and counted."""
+def _count_wire(data: bytes, max_items: int, signal: _Signal) -> None:
+    """The protobuf entry counts (wire.count_export): ExportLogsServiceRequest frames its resource, scope
+    and record entries with the field numbers of ExportTraceServiceRequest, so one scan counts both;
+    its refusals name the signal's fields."""
+    try:
+        wire.count_export(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES, max_items)
+    except IngestError as exc:
+        if signal is TRACES:
+            raise
+        message = exc.message.replace("resourceSpans", signal.json_resources)
+        message = message.replace("scopeSpans", signal.json_scopes).replace(
+            " spans ", f" {signal.json_items} "
+        )
+        message = message.replace("ExportTraceServiceRequest", signal.request_name)
+        field = signal.json_resources if exc.field == TRACES.json_resources else exc.field
+        raise IngestError(exc.status, message, field=field, rule=exc.rule) from None
+
+
+def _parse(
+    data: bytes, encoding: str, max_spans: int, signal: _Signal | None = None
+) -> tuple[Any, wire.ExportCounts]:
+    """Counted from the wire first (refused before anything is built), then parsed and counted (spans unless
+    `signal` says otherwise)."""
+    signal = signal or TRACES
     if encoding == PROTOBUF:
-        wire.count_export(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES, max_spans)
+        _count_wire(data, max_spans, signal)
     else:
-        _check_json_shape(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES)
-    export = parse_request(data, encoding)
-    counts = _count_entries(export)
+        _check_json_shape(data, L.OTLP_MAX_RESOURCE_ENTRIES, L.OTLP_MAX_SCOPE_ENTRIES, signal)
+    export = signal.parse(data, encoding)
+    counts = _count_entries(export, signal)
     if counts.spans > max_spans:
         raise IngestError(
             413,
-            f"{counts.spans} spans in one export; at most {max_spans}: lower the exporter's batch size",
-            field="resourceSpans",
+            f"{counts.spans} {signal.json_items} in one export; at most {max_spans}: lower the exporter's "
+            "batch size",
+            field=signal.json_resources,
             rule="otlp_max_spans_per_request",
         )
     return export, counts
@@ -131,17 +162,17 @@ def rate_cost(counts: wire.ExportCounts, decompressed_bytes: int) -> int:
 
 
 async def _rate_limit(
-    state: ApiState, principal: Principal, cost: int, encoding: str, debit: bool = False
+    state: ApiState, principal: Principal, cost: int, encoding: str, debit: bool = False, what: str = "spans"
 ) -> Response | None:
     # A request of the largest allowed span count must fit in the bucket, or it could never pass;
     # one that costs more than the bucket (its entries and bytes on top) takes a full bucket.
     over = await admission.take(state, principal, cost, state.settings.otlp_max_spans_per_request, log, debit)
     if over is None:
         return None
-    return _refuse(429, over.message("spans"), encoding, over.headers)
+    return _refuse(429, over.message(what), encoding, over.headers)
 
 
-async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response | None:
+async def _produce(state: ApiState, batch: OtlpBatch, encoding: str, rejected: Counter) -> Response | None:
     s = state.settings
     n = len(batch.records)
     retry = {"Retry-After": str(s.retry_after_s)}
@@ -170,9 +201,7 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
         before = batch.rejected["record_refused"]
         batch.refuse_records(refused, "record_refused")
         if refused:
-            state.metrics.otlp_spans_rejected.labels("record_refused").inc(
-                batch.rejected["record_refused"] - before
-            )
+            rejected.labels("record_refused").inc(batch.rejected["record_refused"] - before)
     except BrokerUnavailable as exc:
         state.metrics.shed.labels("broker_down").inc()
         return _refuse(503, f"broker did not acknowledge ({exc}); retry the export", encoding, retry)
@@ -183,9 +212,7 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str) -> Response
     return None
 
 
-async def _decode(
-    request: Request, state: ApiState
-) -> tuple[Principal, str, ExportTraceServiceRequest, int, int]:
+async def _decode(request: Request, state: ApiState, signal: _Signal) -> tuple[Principal, str, Any, int, int]:
     """The caller, the body's encoding, the export, its rate-limit cost and its decompressed size."""
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
@@ -193,7 +220,7 @@ async def _decode(
     raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
     content_encoding = request.headers.get("content-encoding")
     paid = pretoken(content_encoding)  # over its rate: refused before inflating
-    limited = await _rate_limit(state, principal, paid, encoding)
+    limited = await _rate_limit(state, principal, paid, encoding, what=signal.json_items)
     if limited is not None:
         raise _Limited(limited)
     data = await off_loop(
@@ -202,23 +229,101 @@ async def _decode(
     # paid before the parse, so a refused big body costs its sender
     prepaid = max(0, prepaid_tokens(len(data)) - paid)
     limited = await _rate_limit(
-        state, principal, prepaid, encoding, debit=True
+        state, principal, prepaid, encoding, debit=True, what=signal.json_items
     )  # inflated: paid even if refused
     if limited is not None:
         raise _Limited(limited)
     prepaid += paid
-    export, counts = await off_loop(len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request)
+    export, counts = await off_loop(
+        len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request, signal
+    )
     return principal, encoding, export, rate_cost(counts, len(data)) - prepaid, len(data)
 
 
-@router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference spans), protobuf or JSON")
+@dataclass(frozen=True)
+class _Signal:
+    """What differs between /v1/traces and /v1/logs: the messages, their field names and the metrics."""
+
+    request_name: str
+    json_resources: str  # the OTLP JSON names, also the `field` of refusals
+    json_scopes: str
+    json_items: str
+    resources_field: str  # the protobuf names
+    scopes_field: str
+    items_field: str
+    parse: Callable[[bytes, str], Any]
+    prepare: Callable[[ApiState], Callable[..., OtlpBatch]]
+    response: Callable[[OtlpBatch, str], Message]
+    accepted: Callable[[ApiState], Counter]
+    rejected: Callable[[ApiState], Counter]
+
+
+def _traces_response(batch: OtlpBatch, message: str) -> Message:
+    response = ExportTraceServiceResponse()
+    if message:
+        response.partial_success.rejected_spans = batch.rejected_spans
+        response.partial_success.error_message = message
+    return response
+
+
+def _logs_response(batch: OtlpBatch, message: str) -> Message:
+    response = ExportLogsServiceResponse()
+    if message:
+        response.partial_success.rejected_log_records = batch.rejected_spans
+        response.partial_success.error_message = message
+    return response
+
+
+TRACES = _Signal(
+    "ExportTraceServiceRequest",
+    "resourceSpans",
+    "scopeSpans",
+    "spans",
+    "resource_spans",
+    "scope_spans",
+    "spans",
+    parse_request,
+    lambda state: state.span_preparer.prepare,
+    _traces_response,
+    lambda state: state.metrics.otlp_spans_accepted,
+    lambda state: state.metrics.otlp_spans_rejected,
+)
+LOGS = _Signal(
+    "ExportLogsServiceRequest",
+    "resourceLogs",
+    "scopeLogs",
+    "logRecords",
+    "resource_logs",
+    "scope_logs",
+    "log_records",
+    parse_logs_request,
+    lambda state: state.span_preparer.prepare_logs,
+    _logs_response,
+    lambda state: state.metrics.otlp_log_records_accepted,
+    lambda state: state.metrics.otlp_log_records_rejected,
+)
+
+
+@router.post("/v1/traces", summary="OTLP/HTTP trace export (OpenInference and GenAI spans), protobuf or JSON")
 async def export_traces(request: Request) -> Response:
+    return await _export(request, TRACES)
+
+
+@router.post(
+    "/v1/logs", summary="OTLP/HTTP log export (GenAI message events of traced spans), protobuf or JSON"
+)
+async def export_logs(request: Request) -> Response:
+    return await _export(request, LOGS)
+
+
+async def _export(request: Request, signal: _Signal) -> Response:
     state: ApiState = getattr(request.state, STATE_KEY)
     # Until the Content-Type is known, errors go out as JSON (readable by every client).
     encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
-    with tracer.start_as_current_span("ingest.otlp", context=extract_context(dict(request.headers))) as span:
+    name = "ingest.otlp" if signal is TRACES else "ingest.otlp_logs"
+    with tracer.start_as_current_span(name, context=extract_context(dict(request.headers))) as span:
         try:
-            principal, encoding, export, cost, size = await _decode(request, state)
+            principal, encoding, export, cost, size = await _decode(request, state, signal)
         except AuthError as exc:
             return _refuse(exc.status, exc.message, encoding, admission.challenge(exc))
         except _Limited as limited_early:
@@ -227,34 +332,35 @@ async def export_traces(request: Request) -> Response:
             where = f" ({exc.field}: {exc.rule})" if exc.field else ""
             return _refuse(exc.status, exc.message + where, encoding)
         span.set_attribute("ragmon.tenant", principal.tenant)
-        limited = await _rate_limit(state, principal, cost, encoding)
+        limited = await _rate_limit(state, principal, cost, encoding, what=signal.json_items)
         if limited is not None:
             return limited
         batch = await off_loop(
-            size, False, state.span_preparer.prepare, export, principal.tenant, current_traceparent()
+            size, False, signal.prepare(state), export, principal.tenant, current_traceparent()
         )
-        _count(state, principal, batch)
+        rejected = signal.rejected(state)
+        _count(state, batch, rejected)
         message = batch.message(state.settings.otlp_max_attribute_chars)
+        what = "span" if signal is TRACES else "log record"
         if batch.rejected_spans and not batch.accepted_spans:
-            return _refuse(400, f"no span in the export is valid: {message}", encoding)
-        failed = await _produce(state, batch, encoding)
+            return _refuse(400, f"no {what} in the export is valid: {message}", encoding)
+        failed = await _produce(state, batch, encoding, rejected)
         if failed is not None:
             return failed
         message = batch.message(state.settings.otlp_max_attribute_chars)  # the broker may have refused some
         if batch.rejected_spans and not batch.accepted_spans:  # not retryable (OTLP/HTTP: 400)
-            return _refuse(400, f"no span in the export was accepted: {message}", encoding)
-        state.metrics.otlp_spans_accepted.labels(principal.tenant).inc(batch.accepted_spans)
-        span.set_attribute("ragmon.spans.accepted", batch.accepted_spans)
-        response = ExportTraceServiceResponse()
-        if message:
-            response.partial_success.rejected_spans = batch.rejected_spans
-            response.partial_success.error_message = message
-        return _encode(response, encoding, 200)
+            return _refuse(400, f"no {what} in the export was accepted: {message}", encoding)
+        signal.accepted(state).labels(principal.tenant).inc(batch.accepted_spans)
+        span.set_attribute(
+            "ragmon.spans.accepted" if signal is TRACES else "ragmon.log_records.accepted",
+            batch.accepted_spans,
+        )
+        return _encode(signal.response(batch, message), encoding, 200)
 
 
-def _count(state: ApiState, principal: Principal, batch: OtlpBatch) -> None:
+def _count(state: ApiState, batch: OtlpBatch, rejected: Counter) -> None:
     for reason, n in batch.rejected.items():
-        state.metrics.otlp_spans_rejected.labels(reason).inc(n)
+        rejected.labels(reason).inc(n)
     if batch.truncated_values:
         state.metrics.otlp_values_truncated.inc(batch.truncated_values)
     for kind, n in batch.redactions.items():

@@ -86,27 +86,46 @@ def encode_span_record(
     """Key, value and headers of the record carrying one trace's spans of one export."""
     value = data.SerializeToString(deterministic=True)
     count = sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
-    headers = [
-        (T.H_EVENT_ID, span_record_id(tenant, trace_id_hex, value).encode()),
-        (T.H_EVENT_TYPE, SPANS_EVENT_TYPE.encode()),
-        (T.H_TENANT, tenant.encode()),
-        (T.H_SCHEMA, SPANS_SCHEMA),
-        (H_TRACE_ID, trace_id_hex.encode()),
-        (H_SPAN_COUNT, str(count).encode()),
-    ]
+    event_id = span_record_id(tenant, trace_id_hex, value)
+    headers = otlp_headers(
+        SPANS_EVENT_TYPE, SPANS_SCHEMA, tenant, trace_id_hex, event_id, (H_SPAN_COUNT, count)
+    )
     return spans_key(tenant, trace_id_hex), value, headers
 
 
-def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> SpanRecord:
-    """Parse a spans-topic record; raise SpanRecordError naming what is wrong."""
+def otlp_headers(
+    event_type: str, schema: bytes, tenant: str, trace_id_hex: str, event_id: str, count: tuple[str, int]
+) -> list[tuple[str, bytes]]:
+    """The headers of a record of raw OTLP telemetry (spans here, log records in logs.py)."""
+    return [
+        (T.H_EVENT_ID, event_id.encode()),
+        (T.H_EVENT_TYPE, event_type.encode()),
+        (T.H_TENANT, tenant.encode()),
+        (T.H_SCHEMA, schema),
+        (H_TRACE_ID, trace_id_hex.encode()),
+        (count[0], str(count[1]).encode()),
+    ]
+
+
+def checked_headers(
+    headers: list[tuple[str, bytes]] | None, event_type: str, schema: bytes
+) -> tuple[dict[str, bytes], str]:
+    """The headers of a record of raw OTLP telemetry as a dict, and its tenant; SpanRecordError names what is
+    wrong with them."""
     found = {k: v for k, v in headers or []}
-    if found.get(T.H_EVENT_TYPE) != SPANS_EVENT_TYPE.encode():
-        raise SpanRecordError(f"header {T.H_EVENT_TYPE} is not {SPANS_EVENT_TYPE!r}")
-    if found.get(T.H_SCHEMA) != SPANS_SCHEMA:
+    if found.get(T.H_EVENT_TYPE) != event_type.encode():
+        raise SpanRecordError(f"header {T.H_EVENT_TYPE} is not {event_type!r}")
+    if found.get(T.H_SCHEMA) != schema:
         raise SpanRecordError(f"header {T.H_SCHEMA} is {found.get(T.H_SCHEMA)!r}; this reader knows schema 1")
     tenant = found.get(T.H_TENANT, b"").decode("utf-8", "replace")
     if not tenant:
         raise SpanRecordError(f"header {T.H_TENANT} is missing")
+    return found, tenant
+
+
+def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> SpanRecord:
+    """Parse a spans-topic record; raise SpanRecordError naming what is wrong."""
+    found, tenant = checked_headers(headers, SPANS_EVENT_TYPE, SPANS_SCHEMA)
     data = TracesData()
     try:
         data.ParseFromString(value)

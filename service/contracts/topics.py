@@ -57,6 +57,11 @@ class Topics:
         return f"{self.prefix}.spans"
 
     @property
+    def logs(self) -> str:
+        """Raw OTLP log records (POST /v1/logs), one record per trace per export (service/contracts/logs.py)."""
+        return f"{self.prefix}.logs"
+
+    @property
     def probes(self) -> str:
         """Trace events marked as probe replays (docs/probes.md): no production worker reads this topic."""
         return f"{self.prefix}.probes"
@@ -79,6 +84,7 @@ class Topics:
             self.dlq,
             self.scores,
             self.spans,
+            self.logs,
             self.probes,
         ]
 

@@ -46,13 +46,13 @@ def worker_topics() -> dict[str, tuple[set[str], set[str]]]:
     """worker -> (topics it consumes, topics it produces).
 
     Consumed: the topics of its processor class's `event_types` (imported), and
-    the spans and probes topics when it names `topics.spans` / `topics.probes` (the
-    assembler's, the forwarder's and the probes worker's subscriptions, built from them
-    in `__init__`).
+    the spans, logs and probes topics when it names `topics.spans` / `topics.logs` /
+    `topics.probes` (the assembler's, the forwarder's and the probes worker's subscriptions,
+    built from them in `__init__`).
     Produced: every other topic it names as `topics.<name>`.
     """
     result = {}
-    subscribed = {"spans", "probes"}
+    subscribed = {"spans", "logs", "probes"}
     for name in registry.specs():
         named = topics_referenced(ROOT / "workers" / name)
         result[name] = registry.native_topics(name) | (named & subscribed), named - subscribed

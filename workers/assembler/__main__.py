@@ -1,4 +1,5 @@
-"""`ragmon worker assembler` / `python -m workers.assembler`: OTLP spans -> native trace events (docs/otlp.md)."""
+"""`ragmon worker assembler` / `python -m workers.assembler`: OTLP spans (and their log events) -> native trace
+events (docs/otlp.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def build_store(client: redis.Redis, config: AssemblerConfig) -> TraceStore:
         ttl_s=config.state_ttl_s,
         done_ttl_s=config.done_ttl_s,
         lease_s=config.claim_lease_s,
+        max_logs=config.max_logs_per_trace,
+        max_log_bytes=config.max_log_bytes_per_trace,
     )
 
 
@@ -39,7 +42,7 @@ def build(ctx: WorkerContext[AssemblerConfig]) -> AssemblerProcessor:
         AssemblerMetrics(ctx.registry),
         ctx.metrics,
     )
-    return AssemblerProcessor(assembler, ctx.settings.topics.spans)
+    return AssemblerProcessor(assembler, ctx.settings.topics.spans, ctx.settings.topics.logs)
 
 
 WORKER = WorkerSpec(

@@ -5,6 +5,9 @@ feedback events for annotation spans, and wait for every acknowledgement: only t
 runtime commit the offsets. The records were decoded by the runtime's spans decoder
 (workers/runtime/records.py), which dead-letters what is not a spans record.
 
+store_logs(records): store the log records of decoded logs-topic records (POST /v1/logs) beside their
+trace's spans (idempotent, capped apart); they are joined to their spans when the trace is assembled.
+
 tick(now): claim the traces that are due, assemble each into one trace event (id
 derived from tenant and trace id, so a replay or a re-assembly yields the same id),
 produce them, and only after the acknowledgement close their state in Redis.
@@ -21,17 +24,20 @@ import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
+from prometheus_client import Counter
 
 from service.contracts import StoredEvent, record_key
+from service.contracts.logs import LogsRecord
 from service.contracts.spans import SpanRecord, encode_span_record, trace_event_id
 from service.contracts.stored import record_headers, stored_document
 from service.contracts.topics import Topics
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.feedback import FeedbackEvent, feedback_events
 from workers.assembler.genai import KIND_OF_OPERATION, OPERATION_KEY
+from workers.assembler.logs import join, log_entries
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.metrics import AssemblerMetrics
-from workers.assembler.store import MAPPED, OTHER, ROOT, OpenTrace, SpanEntry, TraceStore
+from workers.assembler.store import MAPPED, OTHER, ROOT, AddResult, OpenTrace, SpanEntry, TraceStore
 from workers.assembler.usage import STAGE_OF_KIND
 from workers.assembler.view import SpanView, attribute_map
 from workers.runtime.dlq import dlq_headers, emit_dead_letter
@@ -65,6 +71,7 @@ MAPPED_KINDS = frozenset(STAGE_OF_KIND) - {"TOOL", "GUARDRAIL"}  # the spans the
 
 
 _EMPTY: dict[str, Any] = {}
+_LOGS_ONLY = "logs_only"  # a trace of log records whose spans never came: their drop, not a trace's
 # (type, tenant) pairs whose envelope the contract model accepted. The other fields of an envelope cannot
 # make it invalid (the id is a UUID this module makes, the two timestamps are datetimes written by isoformat),
 # so the model is asked once per pair instead of once per event. Bounded: cleared when it grows past this.
@@ -133,6 +140,18 @@ def _kind_and_annotations(span: Span, payload: bytes) -> tuple[str | None, bool]
     return kind, annotated
 
 
+def _count_added(counter: Counter, results: list[AddResult]) -> None:
+    """What the store did with a batch's spans (or log records), by outcome, one update per outcome."""
+    for outcome, n in (
+        ("stored", sum(r.stored for r in results)),
+        ("duplicate", sum(r.duplicates for r in results)),
+        ("overflow", sum(r.overflow for r in results)),
+        ("late", sum(r.late for r in results)),
+    ):
+        if n:
+            counter.labels(outcome).inc(n)
+
+
 class Assembler:
     def __init__(
         self,
@@ -151,21 +170,14 @@ class Assembler:
         self.m = metrics
         self._kind_counts: dict[str, int] = {}
         self._unknown_counts: dict[str, int] = {}
+        self._log_counts: dict[str, int] = {}  # joined, no_span, unread: per tick, like the kinds
 
     # -- consuming ---------------------------------------------------------
 
     def store_spans(self, records: list[SpanRecord], now: float | None = None) -> None:
         """Store the spans, produce the feedback they carry, wait for every acknowledgement. Raises on outages."""
         items = [self._entries(record) for record in records]
-        results = self.store.add_many([i for i in items if i[3]], now or time.time())
-        for outcome, n in (
-            ("stored", sum(r.stored for r in results)),
-            ("duplicate", sum(r.duplicates for r in results)),
-            ("overflow", sum(r.overflow for r in results)),
-            ("late", sum(r.late for r in results)),
-        ):
-            if n:
-                self.m.spans.labels(outcome).inc(n)
+        _count_added(self.m.spans, self.store.add_many([i for i in items if i[3]], now or time.time()))
         self.emitter.wait()
 
     def _entries(self, record: SpanRecord) -> tuple[str, str, bytes, list[SpanEntry]]:
@@ -205,6 +217,11 @@ class Assembler:
         )
         self.m.feedback_emitted.labels(tenant).inc()
 
+    def store_logs(self, records: list[LogsRecord], now: float | None = None) -> None:
+        """Store the log records beside their traces' spans (early or late within the wait). Raises on outages."""
+        items = [item for item in (log_entries(record) for record in records) if item[2]]
+        _count_added(self.m.log_records, self.store.add_logs(items, now or time.time()))
+
     # -- assembling --------------------------------------------------------
 
     def tick(self, now: float | None = None) -> int:
@@ -212,6 +229,7 @@ class Assembler:
         now = now or time.time()
         self._kind_counts = {}  # what a failed tick counted is counted again when the trace is redone
         self._unknown_counts = {}
+        self._log_counts = {}
         due = self.store.claim_due(now, self.config.max_traces_per_tick)
         finished: list[tuple[OpenTrace, str | None]] = []
         for (tenant, trace_id), trace in zip(due, self.store.load_many(due), strict=True):
@@ -220,7 +238,7 @@ class Assembler:
             elif trace.root is not None:
                 finished.append((trace, self._emit_guarded(trace)))
             elif now - trace.last_seen >= self.config.root_wait_s:
-                finished.append((trace, "no_root"))
+                finished.append((trace, "no_root" if trace.spans else _LOGS_ONLY))
             else:
                 self.store.reschedule(tenant, trace_id, trace.last_seen + self.config.root_wait_s)
         try:
@@ -236,13 +254,24 @@ class Assembler:
             self.m.unknown_attributes.labels(convention if convention in CONVENTIONS else "other").inc(n)
         late = self.store.finish_many([trace for trace, _ in finished])  # acknowledged: now the state may go
         by_tenant: dict[str, int] = {}
-        for (trace, drop_reason), n in zip(finished, late, strict=True):
-            if n:
-                self.m.spans.labels("late").inc(n)
+        log_counts = self._log_counts
+        self._log_counts = {}
+        for (trace, drop_reason), (late_spans, late_logs) in zip(finished, late, strict=True):
+            if late_spans:
+                self.m.spans.labels("late").inc(late_spans)
+            if late_logs:
+                self.m.log_records.labels("late").inc(late_logs)
+            if drop_reason in ("no_root", _LOGS_ONLY) and trace.logs:  # never assembled: joined to nothing
+                log_counts["no_trace"] = log_counts.get("no_trace", 0) + len(trace.logs)
+            if drop_reason == _LOGS_ONLY:
+                continue  # log records whose spans never came: not a trace
             if drop_reason is not None:
                 self.m.traces_dropped.labels(drop_reason).inc()
             else:
                 by_tenant[trace.tenant] = by_tenant.get(trace.tenant, 0) + 1
+        for outcome, n in log_counts.items():
+            if n:
+                self.m.log_records.labels(outcome).inc(n)
         for tenant, n in by_tenant.items():
             self.m.traces_emitted.labels(tenant).inc(n)
         emitted = sum(by_tenant.values())
@@ -252,7 +281,7 @@ class Assembler:
 
     def _emit_each(self, finished: list[tuple[OpenTrace, str | None]]) -> list[tuple[OpenTrace, str | None]]:
         """Emit and acknowledge the tick's events one by one (ids are deterministic: a repeat is deduped)."""
-        counts, unknown = self._kind_counts, self._unknown_counts
+        counts, unknown, logs = self._kind_counts, self._unknown_counts, self._log_counts
         out: list[tuple[OpenTrace, str | None]] = []
         for trace, drop_reason in finished:
             if drop_reason is None:
@@ -262,7 +291,7 @@ class Assembler:
                 except RecordTooLarge as exc:
                     drop_reason = self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
             out.append((trace, drop_reason))
-        self._kind_counts, self._unknown_counts = counts, unknown  # counted once, by the first pass
+        self._kind_counts, self._unknown_counts, self._log_counts = counts, unknown, logs  # counted once
         return out
 
     def _emit_guarded(self, trace: OpenTrace) -> str | None:
@@ -309,6 +338,10 @@ class Assembler:
     def _emit_trace(self, trace: OpenTrace) -> str | None:
         """Produce the trace's event; returns the drop reason instead when it has none."""
         spans = [SpanView.of(Span.FromString(payload)) for payload in trace.spans]
+        if trace.logs:  # GenAI message events (POST /v1/logs) folded into their spans' messages
+            joined = join(spans, trace.logs)
+            for outcome, n in zip(joined._fields, joined, strict=True):
+                self._log_counts[outcome] = self._log_counts.get(outcome, 0) + n
         resource = attribute_map(Resource.FromString(trace.resource).attributes) if trace.resource else {}
         result = assemble(TraceSpans(trace.trace_id, spans, resource))  # what it raises: _emit_guarded
         for kind, n in result.counts.items():  # counted per tick: one metric update per kind, not per trace

@@ -17,6 +17,12 @@ class AssemblerConfig(BaseModel):
         5_000, ge=1, description="spans kept per trace; more are counted as overflow"
     )
     max_bytes_per_trace: int = Field(8 * 1024 * 1024, ge=1024, description="bytes of spans kept per trace")
+    max_logs_per_trace: int = Field(
+        2_000, ge=1, description="log records (POST /v1/logs) kept per trace; more are counted as overflow"
+    )
+    max_log_bytes_per_trace: int = Field(
+        4 * 1024 * 1024, ge=1024, description="bytes of log records kept per trace, apart from its spans'"
+    )
     state_ttl_s: int = Field(3_600, ge=60, description="an open trace's Redis keys expire after this")
     done_ttl_s: int = Field(
         24 * 3_600, ge=60, description="how long late spans of a finished trace are recognised"

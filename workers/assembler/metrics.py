@@ -16,6 +16,14 @@ class AssemblerMetrics:
             ["outcome"],
             registry=registry,
         )
+        self.log_records = Counter(
+            "ragmon_assembler_log_records_total",
+            "Log records (POST /v1/logs) consumed, by outcome: stored, duplicate, overflow, late (their trace "
+            "was already assembled), joined (folded into their span), no_span (their span is not in the "
+            "trace), unread (an event ragmon does not read), no_trace (their trace never came or was dropped)",
+            ["outcome"],
+            registry=registry,
+        )
         self.traces_emitted = Counter(
             "ragmon_assembler_traces_emitted_total",
             "Trace events produced from OTLP traces",

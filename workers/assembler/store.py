@@ -1,7 +1,10 @@
 """The assembler's state in Redis: the spans of each open trace, and when each trace is due.
 
 Per trace `<prefix>:{<tenant>/<trace>}:spans` (hash: span id -> Span protobuf),
-`...:meta` (hash: count, bytes, root, last, overflow, resource) and, once the trace
+`...:logs` (hash: digest of the record -> LogRecord protobuf, the GenAI message events of
+POST /v1/logs, joined to their spans when the trace is assembled),
+`...:meta` (hash: count, bytes, root, last, overflow, resource; lcount, lbytes, loverflow
+for the log records) and, once the trace
 was emitted or dropped, `...:done` (a marker with a TTL, so later spans are counted
 as late instead of opening the trace again). One sorted set `<prefix>:pending`
 holds every open trace scored by when to look at it next.
@@ -10,7 +13,9 @@ Adding is idempotent (a span id already stored is a duplicate), so a redelivered
 record after a kill -9 changes nothing; every key has a TTL, and a trace holds at
 most max_bytes, max_spans spans the mapping reads (RETRIEVER, RERANKER, LLM, EMBEDDING)
 and max_spans others; the root span is always kept, so an oversized trace still completes
-with what matters to its event.
+with what matters to its event. Log records have caps of their own (max_logs, max_log_bytes): a
+trace's log records never take the room of its spans. A log record opens a trace like a span
+(early: its spans come later), resets its quiet period, and after the trace was emitted is late.
 """
 
 from __future__ import annotations
@@ -59,6 +64,41 @@ end
 return {stored, dup, over, 0}
 """
 
+# ARGV: now, quiet, max logs, max log bytes, ttl, member, the records as "<digest>:<length>" joined by ",",
+# their count, their payloads concatenated in the same order.
+_ADD_LOGS = """
+local n = tonumber(ARGV[8])
+if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
+local meta = redis.call('HMGET', KEYS[2], 'lcount', 'lbytes')
+local count, bytes = tonumber(meta[1] or '0'), tonumber(meta[2] or '0')
+local max_logs, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
+local blob = ARGV[9]
+local stored, dup, over, pos = 0, 0, 0, 1
+for id, len in string.gmatch(ARGV[7], '([^:,]+):(%d+)') do
+  len = tonumber(len)
+  local payload = string.sub(blob, pos, pos + len - 1)
+  pos = pos + len
+  if count >= max_logs or bytes + len > max_bytes then
+    if redis.call('HEXISTS', KEYS[1], id) == 1 then dup = dup + 1 else over = over + 1 end
+  elseif redis.call('HSETNX', KEYS[1], id, payload) == 0 then
+    dup = dup + 1
+  else
+    count = count + 1
+    bytes = bytes + len
+    stored = stored + 1
+  end
+end
+if over > 0 then redis.call('HINCRBY', KEYS[2], 'loverflow', over) end
+if stored > 0 then
+  redis.call('HINCRBY', KEYS[2], 'lstored', stored)
+  redis.call('HSET', KEYS[2], 'lcount', count, 'lbytes', bytes, 'last', ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[5])
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
+end
+return {stored, dup, over, 0}
+"""
+
 # Claiming pushes the trace's score out by a lease: another assembler process skips it,
 # and if this one dies before finishing, the trace is due again when the lease ends.
 _CLAIM = """
@@ -70,11 +110,12 @@ return due
 """
 
 _FINISH = """
-local count = tonumber(redis.call('HGET', KEYS[2], 'stored') or '0')
-redis.call('DEL', KEYS[1], KEYS[2])
+local counts = redis.call('HMGET', KEYS[2], 'stored', 'lstored')
+local count, lcount = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[3], '1', 'EX', ARGV[3])
 redis.call('ZREM', KEYS[4], ARGV[1])
-return math.max(0, count - tonumber(ARGV[2]))
+return {math.max(0, count - tonumber(ARGV[2])), math.max(0, lcount - tonumber(ARGV[4]))}
 """
 
 
@@ -93,9 +134,20 @@ class OpenTrace(NamedTuple):  # immutable; a tuple is built several times faster
     last_seen: float
     overflow: int
     resource: bytes
+    logs: tuple[bytes, ...] | list[bytes] = ()  # LogRecord payloads (POST /v1/logs), joined at assembly
 
 
 ROOT, MAPPED, OTHER = "2", "1", "0"  # a span's class: each has its own cap (see _ADD)
+
+
+class LogEntry(NamedTuple):
+    digest: str  # of the payload: a resent export's record is a duplicate
+    payload: bytes  # a LogRecord protobuf
+
+
+class FinishResult(NamedTuple):
+    late_spans: int  # stored after the trace was loaded
+    late_logs: int
 
 
 class SpanEntry(NamedTuple):  # immutable; a tuple is built several times faster than a frozen dataclass
@@ -116,19 +168,23 @@ class TraceStore:
         ttl_s: int,
         done_ttl_s: int,
         lease_s: float,
+        max_logs: int = 2_000,
+        max_log_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.pending_key = f"{prefix}:pending"
         self.quiet_s, self.max_spans, self.max_bytes = quiet_s, max_spans, max_bytes
         self.ttl_s, self.done_ttl_s, self.lease_s = ttl_s, done_ttl_s, lease_s
+        self.max_logs, self.max_log_bytes = max_logs, max_log_bytes
         self._add = client.register_script(_ADD)
+        self._add_logs = client.register_script(_ADD_LOGS)
         self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
 
     def _keys(self, tenant: str, trace_id: str) -> list[str]:
         tag = f"{self.prefix}:{{{tenant}/{trace_id}}}"  # one hash slot per trace
-        return [f"{tag}:spans", f"{tag}:meta", f"{tag}:done", self.pending_key]
+        return [f"{tag}:spans", f"{tag}:meta", f"{tag}:done", self.pending_key, f"{tag}:logs"]
 
     def add_many(self, items: list[tuple[str, str, bytes, list[SpanEntry]]], now: float) -> list[AddResult]:
         """Store each (tenant, trace id, resource, spans) in one round trip; results in the same order."""
@@ -146,7 +202,26 @@ class TraceStore:
                 len(spans),
                 b"".join(e.payload for e in spans),
             ]
-            self._add(keys=self._keys(tenant, trace_id), args=args, client=pipe)
+            self._add(keys=self._keys(tenant, trace_id)[:4], args=args, client=pipe)
+        return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
+
+    def add_logs(self, items: list[tuple[str, str, list[LogEntry]]], now: float) -> list[AddResult]:
+        """Store each (tenant, trace id, log records) in one round trip; results in the same order."""
+        pipe = self.client.pipeline(transaction=False)
+        for tenant, trace_id, logs in items:
+            keys = self._keys(tenant, trace_id)
+            args: list[bytes | str | float | int] = [
+                now,
+                self.quiet_s,
+                self.max_logs,
+                self.max_log_bytes,
+                self.ttl_s,
+                f"{tenant}/{trace_id}",
+                ",".join(f"{e.digest}:{len(e.payload)}" for e in logs),
+                len(logs),
+                b"".join(e.payload for e in logs),
+            ]
+            self._add_logs(keys=[keys[4], keys[1], keys[2], keys[3]], args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
     def claim_due(self, now: float, limit: int) -> list[tuple[str, str]]:
@@ -160,17 +235,28 @@ class TraceStore:
         return out
 
     def load_many(self, members: list[tuple[str, str]]) -> list[OpenTrace | None]:
-        """Each trace's spans and meta in one round trip; None where the state expired."""
+        """Each trace's spans and meta in one round trip (and, in a second, the log records of the traces
+        that have some: a trace without pays nothing for them); None where the state expired."""
         pipe = self.client.pipeline(transaction=False)
         for tenant, trace_id in members:
-            spans_key, meta_key, _, _ = self._keys(tenant, trace_id)
+            spans_key, meta_key, _, _, _ = self._keys(tenant, trace_id)
             pipe.hvals(spans_key)  # the payloads only: the span ids are inside them
-            pipe.hmget(meta_key, "root", "last", "overflow", "resource")
+            pipe.hmget(meta_key, "root", "last", "overflow", "resource", "lcount")
         replies = pipe.execute() if members else []
+        with_logs = [i for i, meta in enumerate(replies[1::2]) if meta[4] not in (None, b"0")]
+        logs_of: dict[int, list[bytes]] = {}
+        if with_logs:
+            pipe = self.client.pipeline(transaction=False)
+            for i in with_logs:
+                pipe.hvals(self._keys(*members[i])[4])
+            logs_of = dict(zip(with_logs, pipe.execute(), strict=True))
         out: list[OpenTrace | None] = []
-        for (tenant, trace_id), spans, meta in zip(members, replies[0::2], replies[1::2], strict=True):
-            root, last, overflow, resource = meta
-            if not spans or last is None:  # expired (TTL): `last` is set whenever a span is stored
+        for i, ((tenant, trace_id), spans, meta) in enumerate(
+            zip(members, replies[0::2], replies[1::2], strict=True)
+        ):
+            root, last, overflow, resource, _ = meta
+            logs = logs_of.get(i, ())
+            if not (spans or logs) or last is None:  # expired (TTL): `last` is set whenever one is stored
                 out.append(None)
                 continue
             out.append(
@@ -182,6 +268,7 @@ class TraceStore:
                     float(last),
                     int(overflow or 0),
                     resource or b"",
+                    logs,
                 )
             )
         return out
@@ -193,20 +280,20 @@ class TraceStore:
         """A pending entry whose state expired (TTL): nothing left to assemble."""
         self.client.zrem(self.pending_key, f"{tenant}/{trace_id}")
 
-    def finish_many(self, traces: list[OpenTrace]) -> list[int]:
+    def finish_many(self, traces: list[OpenTrace]) -> list[FinishResult]:
         """Close traces whose events were acknowledged (or that were dropped), in one round trip.
 
-        Returns, per trace, the spans stored after it was loaded: they are late.
+        Returns, per trace, the spans and the log records stored after it was loaded: they are late.
         """
         pipe = self.client.pipeline(transaction=False)
         for trace in traces:
             keys = self._keys(trace.tenant, trace.trace_id)
             self._finish(
                 keys=keys,
-                args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s],
+                args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s, len(trace.logs)],
                 client=pipe,
             )
-        return [int(n) for n in pipe.execute()] if traces else []
+        return [FinishResult(int(s), int(g)) for s, g in pipe.execute()] if traces else []
 
     def pending(self) -> int:
         return int(self.client.zcard(self.pending_key))

@@ -399,6 +399,7 @@ def test_record_keys_keep_a_request_on_one_partition() -> None:
         "p.dlq",
         "p.scores",
         "p.spans",
+        "p.logs",
         "p.probes",
     ]
 

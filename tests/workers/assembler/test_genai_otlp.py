@@ -3,7 +3,8 @@
 official `openai` client instrumented by `opentelemetry-instrumentation-openai-v2` (`gen_ai.*`) against a local
 server answering Chat Completions and Embeddings with fixed replies, and the LangChain chain of test_langchain.py
 instrumented by Traceloop's `opentelemetry-instrumentation-langchain` (`gen_ai.*`) and by OpenInference's; one
-parametrised test holds the three to the same trace fields, for every field each of them emits."""
+parametrised test holds the three to the same trace fields, for every field each of them emits. openai-v2 with
+its messages sent as log events (POST /v1/logs, early or late) gives the trace of its attribute mode."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,11 @@ from workers.assembler.assembler import Assembler
 from workers.assembler.config import AssemblerConfig
 from workers.assembler.documents import content_id
 from workers.assembler.metrics import AssemblerMetrics
-from workers.runtime.decode import decode_record
+from workers.assembler.processor import AssemblerProcessor
+from workers.assembler.view import attribute_map
+from workers.runtime.decode import Undecodable, decode_record
 from workers.runtime.emitter import KafkaEmitter
+from workers.runtime.records import decode_spans_record
 from workers.runtime.types import Event
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -119,7 +123,10 @@ def _run_app(mode: str, api: RunningApi, model_url: str) -> str:
     return done.stdout.strip()
 
 
-def _assemble(api: RunningApi, client: redis.Redis) -> tuple[list[Any], CollectorRegistry]:
+def _assemble(
+    api: RunningApi, client: redis.Redis, feed: Callable[[Assembler, KafkaReader], None] | None = None
+) -> tuple[list[Any], CollectorRegistry]:
+    """One assembler fed what the API produced (by `feed`; the spans topic's records by default), one tick."""
     kafka = KafkaReader(api.settings.kafka_bootstrap_servers)
     config = AssemblerConfig(quiet_period_s=0)
     registry = CollectorRegistry()
@@ -128,7 +135,10 @@ def _assemble(api: RunningApi, client: redis.Redis) -> tuple[list[Any], Collecto
         assembler = Assembler(
             config, build_store(client, config), emitter, api.topics, AssemblerMetrics(registry)
         )
-        store_records(assembler, kafka.records(api.topics.spans))
+        if feed is None:
+            store_records(assembler, kafka.records(api.topics.spans))
+        else:
+            feed(assembler, kafka)
         assert assembler.tick() == 1
     finally:
         emitter.close()
@@ -209,7 +219,22 @@ def test_each_instrumentation_gives_the_same_trace_fields(
     [event], registry = _assemble(api, redis_client)
     assert isinstance(event, Event), event  # decoded and validated exactly like a native event
     body = event.body
-    fields = {
+    assert _trace_fields(body) == EXPECTED[mode]
+    assert body.timings["total"] >= body.timings["generation"] > 0
+    _check_kinds(mode, registry)
+
+
+def _check_kinds(mode: str, registry: CollectorRegistry) -> None:
+    kinds = {"retriever": 0 if mode == "openai-v2" else 1, "llm": 1}
+    for kind, n in kinds.items():
+        assert (registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": kind}) or 0) == n
+    # every gen_ai.* attribute the pinned GenAI instrumentations write is one ragmon knows
+    unknown = registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
+    assert unknown is None
+
+
+def _trace_fields(body: Any) -> dict[str, Any]:
+    return {
         "query": body.query.text,
         "answer": body.answer.text,
         "release": body.release,
@@ -220,11 +245,51 @@ def test_each_instrumentation_gives_the_same_trace_fields(
         "stages": set(body.timings) - {"ttft"},
         "finish_reason": body.answer.finish_reason,
     }
-    assert fields == EXPECTED[mode]
-    assert body.timings["total"] >= body.timings["generation"] > 0
-    kinds = {"retriever": 0 if mode == "openai-v2" else 1, "llm": 1}
-    for kind, n in kinds.items():
-        assert (registry.get_sample_value("ragmon_assembler_trace_spans_total", {"kind": kind}) or 0) == n
-    # every gen_ai.* attribute the pinned GenAI instrumentations write is one ragmon knows
-    unknown = registry.get_sample_value("ragmon_assembler_unknown_attributes_total", {"convention": "gen_ai"})
-    assert unknown is None
+
+
+def _in_arrival_order(api: RunningApi) -> Callable[[Assembler, KafkaReader], None]:
+    """The spans and log records handed to the assembler's processor in the order the API produced them (its
+    records' timestamps), across both topics, a record at a time: as a consumer would see them."""
+
+    def feed(assembler: Assembler, kafka: KafkaReader) -> None:
+        processor = AssemblerProcessor(assembler, api.topics.spans, api.topics.logs)
+        decoders = {sub.topic: sub.decode for sub in processor.subscriptions}
+        records = kafka.records(api.topics.spans) + kafka.records(api.topics.logs)
+        assert {r.topic for r in records} == {api.topics.spans, api.topics.logs}
+        for record in sorted(records, key=lambda r: r.timestamp):
+            event = decoders[record.topic](record)
+            assert not isinstance(event, Undecodable), event
+            processor.process([event])
+
+    return feed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["openai-v2-logs", "openai-v2-logs-batched"])
+def test_openai_v2_messages_as_log_events_give_the_attribute_mode_trace(
+    mode: str, api: RunningApi, model_url: str, redis_client: redis.Redis
+) -> None:
+    assert _run_app(mode, api, model_url) == ANSWER
+    kafka = KafkaReader(api.settings.kafka_bootstrap_servers)
+    spans = [decode_spans_record(r) for r in kafka.records(api.topics.spans)]
+    for event in spans:  # the messages are not on the spans: only the log events carry them
+        assert not isinstance(event, Undecodable)
+        for _, _, span in event.body.spans():
+            assert (
+                not {"gen_ai.input.messages", "gen_ai.output.messages"}
+                & attribute_map(span.attributes).keys()
+            )
+    logs = kafka.records(api.topics.logs)
+    assert len(logs) == 1  # one gen_ai.client.inference.operation.details event, for the chat call
+    log_at, last_span_at = logs[0].timestamp, max(r.timestamp for r in kafka.records(api.topics.spans))
+    assert (log_at > last_span_at) == (mode == "openai-v2-logs-batched")  # late, or early
+    [event], registry = _assemble(api, redis_client, _in_arrival_order(api))
+    assert isinstance(event, Event), event
+    assert _trace_fields(event.body) == EXPECTED["openai-v2"]
+    assert event.body.session_id == Pseudonymizer(PSEUDONYM_KEY.encode()).identifier("acme", "sess-7")
+    assert event.body.timings["total"] >= event.body.timings["generation"] > 0
+    assert registry.get_sample_value("ragmon_assembler_log_records_total", {"outcome": "stored"}) == 1
+    assert registry.get_sample_value("ragmon_assembler_log_records_total", {"outcome": "joined"}) == 1
+    for outcome in ("no_span", "unread", "late", "no_trace", "overflow"):
+        assert registry.get_sample_value("ragmon_assembler_log_records_total", {"outcome": outcome}) is None
+    _check_kinds("openai-v2", registry)
