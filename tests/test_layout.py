@@ -6,7 +6,9 @@ elsewhere (through its caller, an end-to-end test, a file covering several modul
 under `[tested]` in tests/layout.toml naming the test files that exercise it; one no test reaches
 is under `[untested]` with what would test it. Each listed test file must really refer to the
 module: import it, or name it in a string (`python -m a.b.c`, `"a.b.c"`, `a/b/c.py`; the package
-`a.b` for its `__main__`), or, with `via`, refer to a file that itself refers to the module.
+`a.b` for its `__main__`), or, with `via` (one file, or a chain from the test's side), refer to the
+first file, each file to the next, and the last to the module. Tests that only read every module's
+source (`STRUCTURAL`) are nobody's tests here. A failure prints the entry to add, found the same way.
 
 Pure: the sources are read with `ast`, nothing is imported or started.
 """
@@ -26,8 +28,8 @@ NAME = "tests/layout.toml"  # as the failures name it
 PACKAGES = ("service", "workers", "dashboards")
 SUGGESTED = 3  # test files a suggested entry names, the closest first
 MAX_VIA = 2  # files between a test and a module it reaches only through others
-_DOTTED = re.compile(r"(?<![\w.])((?:service|workers|dashboards)(?:\.\w+)+)")
-_PATH = re.compile(r"(?<![\w/])((?:service|workers|dashboards)(?:/\w+)+\.py)\b")
+_DOTTED = re.compile(r"(?<![\w.])((?:service|workers|dashboards|tests)(?:\.\w+)+)")
+_PATH = re.compile(r"(?<![\w/])((?:service|workers|dashboards|tests)(?:/\w+)+\.py)\b")
 
 
 def modules() -> list[str]:
@@ -350,6 +352,7 @@ def test_references_are_read_from_imports_and_strings() -> None:
         'TARGET = "workers.runtime.labels.cap"\n'
         'PATH = "service/rules/render.py"\n'
         'STARTED = [f"workers.{name}" for name in ("forwarder", "nothing")]\n'
+        'PROBE = ["python", "-m", "tests.workers.runtime.probe_worker"]\n'
     )
     assert _refers_in(source, "tests/test_probe.py") == {
         "service/contracts/events.py",
@@ -362,6 +365,7 @@ def test_references_are_read_from_imports_and_strings() -> None:
         "workers/runtime/labels.py",
         "service/rules/render.py",
         "workers/forwarder/__main__.py",
+        "tests/workers/runtime/probe_worker.py",
     }
 
 
