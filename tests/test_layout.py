@@ -160,20 +160,6 @@ def _closest(module: str, tests: list[str]) -> list[str]:
 
 
 @cache
-def _referrers() -> dict[str, list[str]]:
-    """file -> the test files that refer to it."""
-    found: dict[str, list[str]] = {}
-    for test in all_test_files():
-        for file in refers_to(test):
-            found.setdefault(file, []).append(test)
-    return found
-
-
-def referring_tests(file: str) -> list[str]:
-    return _referrers().get(file, [])
-
-
-@cache
 def _helpers() -> tuple[str, ...]:
     """Every file a test may reach a module through: the packages' files, and the tests' own helpers."""
     own = [p for p in (ROOT / "tests").rglob("*.py") if not p.name.startswith("test_")]
@@ -184,13 +170,17 @@ def _helpers() -> tuple[str, ...]:
 
 
 @cache
-def _importers() -> dict[str, list[str]]:
-    """file -> the helper files that refer to it."""
+def _referrers(tests: bool) -> dict[str, list[str]]:
+    """file -> the test files (or, not `tests`, the helper files) that refer to it."""
     found: dict[str, list[str]] = {}
-    for helper in _helpers():
-        for file in refers_to(helper):
-            found.setdefault(file, []).append(helper)
+    for referrer in all_test_files() if tests else _helpers():
+        for file in refers_to(referrer):
+            found.setdefault(file, []).append(referrer)
     return found
+
+
+def referring_tests(file: str) -> list[str]:
+    return _referrers(True).get(file, [])
 
 
 def _chain_rank(module: str, chain: list[str]) -> tuple[int, int, int, list[str]]:
@@ -209,7 +199,7 @@ def _path_to(module: str) -> list[str] | None:
         chains = [
             [helper, *chain]
             for chain in chains
-            for helper in _importers().get(chain[0], [])
+            for helper in _referrers(False).get(chain[0], [])
             if helper not in seen
         ]
         seen |= {chain[0] for chain in chains}
