@@ -78,10 +78,11 @@ def substitute(
 
 
 # Panels fed by inputs the simulator's `incidents` run (the demo traffic of the end-to-end test) does not
-# send: OTLP exports (the assembler), a Phoenix or OTLP collector (the exporters and forwarder start only when
+# send: OTLP exports (the assembler and /v1/logs), a Phoenix or OTLP collector (the exporters and forwarder start only when
 # one is configured) and human labels (the review calibration). "No data" is the truth for them there.
 ABSENT_INPUT_SERIES = (
     "ragmon_assembler_",
+    "ragmon_api_otlp_log_records_",  # POST /v1/logs: the demo app sends no log records
     "ragmon_forwarder_",
     "ragmon_phoenix_",
     "ragmon_evaluations_",

@@ -221,6 +221,17 @@ def _otlp(limits: Limits) -> list[Panel]:
             "finished traces (docs/otlp.md lists the reasons).",
             stacked=False,
         ),
+        per_second_panel(
+            "OTLP log records (POST /v1/logs): accepted, rejected, and what the assembler did",
+            counter("ragmon_api_otlp_log_records_accepted_total", "", "accepted", TENANT),
+            counter("ragmon_api_otlp_log_records_rejected_total", "reason", "rejected {{reason}}"),
+            counter("ragmon_assembler_log_records_total", "outcome", "assembler {{outcome}}"),
+            description="GenAI message events sent as log records (docs/otlp.md, POST /v1/logs). Rejected: "
+            "no trace or span id (not emitted inside a span). joined: folded into its span's messages; "
+            "late: its trace was already assembled; no_span / no_trace: its span or trace never came; "
+            "unread: an event ragmon does not read. Empty when the app sends messages as span attributes.",
+            stacked=False,
+        ),
         timeseries(
             "Open traces and assembly delay p95",
             Target("sum(ragmon_assembler_pending_traces)", "open traces"),

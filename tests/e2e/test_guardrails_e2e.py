@@ -336,6 +336,7 @@ def test_every_dashboard_panel_returns_data(run: Run) -> None:
         elif not has_data:
             empty.append((q.dashboard_uid, q.panel_title))
     assert empty == [], f"panels without data after the incidents run: {empty}"
-    # The exemption is narrow: it covers the panels of OTLP, Phoenix, the evaluations exporter, probe sets
-    # and human labels (21), and the component-change annotation of each of the 9 boards, and only those.
-    assert 0 < len(waiting) <= 30, len(waiting)
+    # The exemption is narrow: it covers the panels of OTLP (spans and /v1/logs), Phoenix, the evaluations
+    # exporter, probe sets and human labels (24 queries), and the component-change annotation of each of the
+    # 9 boards, and only those.
+    assert 0 < len(waiting) <= 33, len(waiting)
