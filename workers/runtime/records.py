@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from service.contracts import StoredEvent
-from service.contracts.spans import SPANS_EVENT_TYPE, SpanRecordError, decode_span_record
+from service.contracts.spans import SPANS_EVENT_TYPE, OtlpRecord, SpanRecordError, decode_span_record
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
@@ -57,18 +57,8 @@ def _source(record: Any) -> tuple[SourceRecord, list[tuple[str, bytes]]]:
     )
 
 
-class OtlpRecord(Protocol):
-    """What the runtime needs of a decoded record of raw OTLP telemetry (SpanRecord, LogsRecord)."""
-
-    @property
-    def tenant(self) -> str: ...
-
-    @property
-    def event_id(self) -> str: ...
-
-
 def decode_otlp_record(
-    record: Any, parse: Callable[[bytes, list[tuple[str, bytes]]], OtlpRecord], event_type: str
+    record: Any, parse: Callable[[bytes, list[tuple[str, bytes]]], OtlpRecord[Any]], event_type: str
 ) -> Event | Undecodable:
     """A record of raw OTLP telemetry, parsed by `parse` (which raises SpanRecordError) into Event.body;
     a tombstone or a record `parse` refuses is Undecodable (dead-lettered by the runtime)."""
