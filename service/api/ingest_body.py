@@ -26,17 +26,23 @@ def decompress(raw: bytes, encoding: str | None, limit: int) -> bytes:
             field="Content-Encoding",
             rule="gzip_or_identity",
         )
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return inflate(raw, limit, 16 + zlib.MAX_WBITS, "gzip")
+
+
+def inflate(raw: bytes, limit: int, wbits: int, rule: str, what: str = "") -> bytes:
+    """Inflate `raw` (zlib's `wbits` framing) to at most `limit` bytes: a body that is not `what` (default:
+    `rule`) data is a 400 naming `rule`, one that inflates past `limit` a 413 (compression bombs)."""
+    inflater = zlib.decompressobj(wbits)
     try:
         out = inflater.decompress(raw, limit + 1)
     except zlib.error as exc:
-        raise IngestError(400, f"body is not valid gzip: {exc}", field="body", rule="gzip") from exc
+        raise IngestError(400, f"body is not valid {what or rule}: {exc}", field="body", rule=rule) from exc
     if len(out) > limit or inflater.unconsumed_tail:
         raise IngestError(
             413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes"
         )
     if not inflater.eof:
-        raise IngestError(400, "gzip body is truncated", field="body", rule="gzip")
+        raise IngestError(400, f"{rule} body is truncated", field="body", rule=rule)
     return out
 
 

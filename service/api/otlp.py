@@ -26,7 +26,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData, ResourceLogs, ScopeLogs
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
-from service.api.ingest_body import decompress
+from service.api.ingest_body import decompress, inflate
 from service.api.ingest_errors import IngestError
 from service.api.ingest_redact import redact_metadata, redact_value
 from service.api.producer import OutgoingRecord, record_bytes
@@ -173,20 +173,7 @@ def decompress_body(raw: bytes, encoding: str | None, limit: int) -> bytes:
     """gzip and identity as on /v1/events; also deflate (zlib), which the OTel SDK's exporter can send."""
     if (encoding or "").strip().lower() != "deflate":
         return decompress(raw, encoding, limit)
-    inflater = zlib.decompressobj()
-    try:
-        out = inflater.decompress(raw, limit + 1)
-    except zlib.error as exc:
-        raise IngestError(
-            400, f"body is not valid deflate (zlib) data: {exc}", field="body", rule="deflate"
-        ) from exc
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise IngestError(
-            413, f"decompressed body exceeds {limit} bytes", field="body", rule="max_decompressed_bytes"
-        )
-    if not inflater.eof:
-        raise IngestError(400, "deflate body is truncated", field="body", rule="deflate")
-    return out
+    return inflate(raw, limit, zlib.MAX_WBITS, "deflate", "deflate (zlib) data")
 
 
 def parse_request(data: bytes, content_type: str) -> ExportTraceServiceRequest:

@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData, ResourceLogs, ScopeLogs
 
 from service.contracts import topics as T
-from service.contracts.spans import SpanRecordError, checked_headers, otlp_headers, spans_key
+from service.contracts.spans import OtlpRecord, SpanRecordError, checked_headers, otlp_headers, spans_key
 
 LOGS_EVENT_TYPE = "otlp_logs"
 LOGS_SCHEMA = b"1"
@@ -32,13 +32,8 @@ LOG_RECORD_NAMESPACE = uuid.UUID("0b6f3d52-9c1e-5a47-8e2d-7f4a1c9b3e68")
 
 
 @dataclass(frozen=True)
-class LogsRecord:
+class LogsRecord(OtlpRecord[LogsData]):
     """One record of the logs topic, decoded."""
-
-    tenant: str
-    trace_id: str  # 32 lowercase hex digits
-    event_id: str
-    data: LogsData
 
     def log_records(self) -> Iterator[tuple[ResourceLogs, ScopeLogs, LogRecord]]:
         for rl in self.data.resource_logs:

@@ -19,6 +19,7 @@ import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
@@ -34,6 +35,7 @@ H_SPAN_COUNT = "ragmon-otlp-span-count"
 SPAN_RECORD_NAMESPACE = uuid.UUID("5d0c7a8e-3b8f-5f3e-9a51-0f2b6c1e7a10")
 TRACE_EVENT_NAMESPACE = uuid.UUID("8f4e2c61-7d0a-5b9c-b3e4-2a6d9c0f1e35")
 _NAMESPACE_BYTES = TRACE_EVENT_NAMESPACE.bytes
+D = TypeVar("D")
 
 
 class SpanRecordError(ValueError):
@@ -41,13 +43,18 @@ class SpanRecordError(ValueError):
 
 
 @dataclass(frozen=True)
-class SpanRecord:
-    """One record of the spans topic, decoded."""
+class OtlpRecord(Generic[D]):
+    """One record of raw OTLP telemetry, decoded: a SpanRecord here, a LogsRecord in logs.py."""
 
     tenant: str
     trace_id: str  # 32 lowercase hex digits
     event_id: str
-    data: TracesData
+    data: D  # the record's protobuf: TracesData, LogsData
+
+
+@dataclass(frozen=True)
+class SpanRecord(OtlpRecord[TracesData]):
+    """One record of the spans topic, decoded."""
 
     def spans(self) -> Iterator[tuple[ResourceSpans, ScopeSpans, Span]]:
         for rs in self.data.resource_spans:

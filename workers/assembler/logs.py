@@ -21,19 +21,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from service.contracts.logs import LOGS_EVENT_TYPE, LogsRecord, decode_logs_record
-from service.contracts.spans import SpanRecordError
 from workers.assembler.store import LogEntry
 from workers.assembler.view import SpanView, any_value, attribute_map
 from workers.runtime.decode import Undecodable
-from workers.runtime.reasons import DeadLetterReason
-from workers.runtime.records import envelope
-from workers.runtime.types import Event, SourceRecord
+from workers.runtime.records import decode_otlp_record
+from workers.runtime.types import Event
 
 INPUT_KEY, OUTPUT_KEY = "gen_ai.input.messages", "gen_ai.output.messages"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -51,19 +48,7 @@ READ_EVENTS = frozenset({DETAILS_EVENT, CHOICE_EVENT, *MESSAGE_EVENTS})
 def decode_logs_subscription(record: Any) -> Event | Undecodable:
     """A logs-topic record (service/contracts/logs.py): body is the decoded LogsRecord; a record that is not
     one is dead-lettered by the runtime (`invalid_spans`: not a record of raw OTLP telemetry)."""
-    source = SourceRecord(record.topic, record.partition, record.offset, record.key, record.timestamp)
-    headers = list(record.headers or [])
-    if record.value is None:
-        return Undecodable(
-            source, None, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)"
-        )
-    try:
-        logs = decode_logs_record(record.value, headers)
-    except SpanRecordError as exc:
-        return Undecodable(source, record.value, headers, DeadLetterReason.INVALID_SPANS, str(exc))
-    received = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else datetime.now(UTC)
-    stored = envelope(logs.event_id, LOGS_EVENT_TYPE, logs.tenant, received)
-    return Event(source=source, stored=stored, body=logs, raw=record.value, headers=headers)
+    return decode_otlp_record(record, decode_logs_record, LOGS_EVENT_TYPE)
 
 
 def log_entries(record: LogsRecord) -> tuple[str, str, list[LogEntry]]:

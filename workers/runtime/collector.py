@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx
 from google.protobuf.message import DecodeError, Message
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings
 
@@ -30,6 +31,34 @@ from workers.runtime.headers import header_map
 
 RETRYABLE = frozenset({401, 403, 404, 408, 429})
 T = TypeVar("T")
+
+# One OTLP export to a collector: milliseconds, up to its timeout.
+REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+# From an item's own time (the API accepting a span, a score) to the collector acknowledging it.
+DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+NameAndHelp = tuple[str, str]
+
+
+def export_metrics(
+    registry: CollectorRegistry,
+    *,
+    items: NameAndHelp,
+    requests: NameAndHelp,
+    request_seconds: NameAndHelp,
+    delay_seconds: NameAndHelp,
+) -> tuple[Counter, Counter, Histogram, Histogram]:
+    """The four metrics every worker that delivers through `Collector` has, each under its own full name.
+
+    items (by outcome), requests (by outcome), the duration of acknowledged requests and the delay to
+    the acknowledgement; each argument is (metric name written out in full, help text).
+    """
+    return (
+        Counter(*items, ["outcome"], registry=registry),
+        Counter(*requests, ["outcome"], registry=registry),
+        Histogram(*request_seconds, buckets=REQUEST_BUCKETS, registry=registry),
+        Histogram(*delay_seconds, buckets=DELAY_BUCKETS, registry=registry),
+    )
 
 
 class CollectorSettings(BaseSettings):

@@ -1,4 +1,4 @@
-"""Topics whose records are neither native events nor score events: raw OTLP spans.
+"""Topics whose records are neither native events nor score events: raw OTLP spans and log records.
 
 (Score events have their own event type, `score`, decoded by
 workers/runtime/decode.py.) A processor reads such a topic by listing
@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service.contracts import StoredEvent
-from service.contracts.spans import SPANS_EVENT_TYPE, SpanRecordError, decode_span_record
+from service.contracts.spans import SPANS_EVENT_TYPE, OtlpRecord, SpanRecordError, decode_span_record
 from workers.runtime.decode import RecordDecoder, Undecodable
 from workers.runtime.reasons import DeadLetterReason
 from workers.runtime.types import Event, SourceRecord
@@ -57,20 +57,28 @@ def _source(record: Any) -> tuple[SourceRecord, list[tuple[str, bytes]]]:
     )
 
 
-def decode_spans_record(record: Any) -> Event | Undecodable:
-    """A spans-topic record (service/contracts/spans.py): body is the decoded SpanRecord."""
+def decode_otlp_record(
+    record: Any, parse: Callable[[bytes, list[tuple[str, bytes]]], OtlpRecord[Any]], event_type: str
+) -> Event | Undecodable:
+    """A record of raw OTLP telemetry, parsed by `parse` (which raises SpanRecordError) into Event.body;
+    a tombstone or a record `parse` refuses is Undecodable (dead-lettered by the runtime)."""
     source, headers = _source(record)
     if record.value is None:
         return Undecodable(
             source, None, headers, DeadLetterReason.UNDECODABLE, "record has no value (a tombstone)"
         )
     try:
-        spans = decode_span_record(record.value, headers)
+        parsed = parse(record.value, headers)
     except SpanRecordError as exc:
         return Undecodable(source, record.value, headers, DeadLetterReason.INVALID_SPANS, str(exc))
     received = datetime.fromtimestamp(record.timestamp / 1000, UTC) if record.timestamp else datetime.now(UTC)
-    stored = envelope(spans.event_id, SPANS_EVENT_TYPE, spans.tenant, received)
-    return Event(source=source, stored=stored, body=spans, raw=record.value, headers=headers)
+    stored = envelope(parsed.event_id, event_type, parsed.tenant, received)
+    return Event(source=source, stored=stored, body=parsed, raw=record.value, headers=headers)
+
+
+def decode_spans_record(record: Any) -> Event | Undecodable:
+    """A spans-topic record (service/contracts/spans.py): body is the decoded SpanRecord."""
+    return decode_otlp_record(record, decode_span_record, SPANS_EVENT_TYPE)
 
 
 def native_subscription(topic: str, event_type: str, view: type[Any] | None = None) -> Subscription:
