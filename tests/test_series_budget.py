@@ -5,19 +5,15 @@ days of weekly releases, intents and candidates coming and going, against a real
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
 from tests.support.series import (
-    DriftDriver,
-    ExclusionDriver,
-    FaithfulnessDriver,
     MetricsScenario,
-    ShadowDriver,
     WorkersScenario,
+    other_workers,
     series_by_family,
     tiny_hhem_checkpoint,
 )
@@ -104,12 +100,7 @@ Daily = dict[str, list[dict[str, int]]]  # worker -> per day, tenant -> series
 
 def run_workers(client: redis.Redis, model_dir: str, scenario: WorkersScenario) -> Daily:
     client.flushdb()
-    drivers: list[Any] = [
-        ExclusionDriver(client, scenario.clock),
-        DriftDriver(client),
-        ShadowDriver(client, scenario.clock),
-        FaithfulnessDriver(model_dir, scenario.clock, sample_rate=1.0),
-    ]
+    drivers = other_workers(client, scenario, model_dir)
     daily: Daily = {d.name: [] for d in drivers}
     for day in range(DAYS + 1):
         scenario.run_day(drivers, day)

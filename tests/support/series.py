@@ -406,3 +406,13 @@ def tiny_hhem_checkpoint(root: Path) -> str:
     config.to_json_file(str(foundation / "config.json"))
     save_hhem(random_model(config, seed=1234), root / "hhem", str(foundation))
     return str(root / "hhem")
+
+
+def other_workers(client: redis.Redis, scenario: WorkersScenario, model_dir: str) -> list[Any]:
+    """The exclusion, drift, shadow and faithfulness drivers at the defaults, on the scenario's clock."""
+    return [
+        ExclusionDriver(client, scenario.clock),
+        DriftDriver(client),
+        ShadowDriver(client, scenario.clock),
+        FaithfulnessDriver(model_dir, scenario.clock, sample_rate=1.0),
+    ]
