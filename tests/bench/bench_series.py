@@ -6,7 +6,10 @@
    each tenant costs are counted per day, per family and per label at the defaults. Reference in the
    same run: the same days with windows longer than the run (every release and candidate stays, as
    before the windowed caps).
-2. Bytes per series: a real Prometheus (/usr/bin/prometheus, free port, stopped by PID) scrapes a
+2. Every other worker (exclusion, drift, shadow, faithfulness), in process against the same Redis, over
+   the same days of WorkersScenario (the same tenants, releases, intents and candidates; the drivers of
+   tests/support/series.py): series per tenant, per worker and family, day 0 and the last day.
+3. Bytes per series: a real Prometheus (/usr/bin/prometheus, free port, stopped by PID) scrapes a
    synthetic exposition of N series labelled like ragmon's, at two N; the slope of its resident memory
    and Go heap in use over prometheus_tsdb_head_series is the cost of one more active series.
 
@@ -32,7 +35,14 @@ from prometheus_client import CollectorRegistry
 
 from service.local.embedded import free_port, spawn_child, start_redis, wait_for_port
 from tests.bench.common import ROOT, median, write_report
-from tests.support.series import MetricsScenario, label_values, series_by_family
+from tests.support.series import (
+    MetricsScenario,
+    WorkersScenario,
+    label_values,
+    other_workers,
+    series_by_family,
+    tiny_hhem_checkpoint,
+)
 from workers.metrics.config import MetricsConfig, ModelPrice
 from workers.metrics.metrics import MetricsWorkerMetrics
 from workers.metrics.processor import MetricsProcessor
@@ -65,6 +75,28 @@ def simulate(client: redis.Redis, tenants: list[str], days: int, **config: Any) 
         "labels": label_values(registry, tenants[0]),
         "seconds": time.monotonic() - started,
     }
+
+
+def simulate_workers(client: redis.Redis, tenants: list[str], days: int, model_dir: str) -> dict[str, Any]:
+    """The other workers over the same days: per worker, per day, tenant -> series; families of tenant-0."""
+    client.flushdb()
+    scenario = WorkersScenario(tenants, hostile=["hostile"])
+    drivers = other_workers(client, scenario, model_dir)
+    daily: dict[str, list[dict[str, int]]] = {d.name: [] for d in drivers}
+    families: dict[str, dict[int, dict[str, int]]] = {d.name: {} for d in drivers}
+    labels: dict[str, dict[str, set[str]]] = {}
+    started = time.monotonic()
+    for day in range(days + 1):
+        scenario.run_day(drivers, day)
+        for d in drivers:
+            daily[d.name].append(
+                {t: sum(series_by_family(d.registry, t).values()) for t in [*tenants, "hostile"]}
+            )
+            if day in (0, days):
+                families[d.name][day] = series_by_family(d.registry, tenants[0])
+    for d in drivers:
+        labels[d.name] = label_values(d.registry, tenants[0])
+    return {"daily": daily, "families": families, "labels": labels, "seconds": time.monotonic() - started}
 
 
 def exposition(n: int, step: int) -> bytes:
@@ -196,13 +228,18 @@ def main() -> int:
         client = redis.Redis(port=server.port)
         bounded = simulate(client, tenants, args.days)
         reference = simulate(client, tenants, args.days, **UNBOUNDED)
+        hhem = Path(tempfile.mkdtemp(prefix="bench-series-hhem-", dir=ROOT / "tests" / "bench"))
+        try:
+            workers = simulate_workers(client, tenants, args.days, tiny_hhem_checkpoint(hhem))
+        finally:
+            shutil.rmtree(hhem, ignore_errors=True)
     finally:
         server.stop()
     memory = bytes_per_series(args.small, args.large, args.reps)
     write_report(
         "series_budget",
         "Series per tenant and Prometheus memory",
-        _report(args, bounded, reference, memory),
+        _report(args, bounded, reference, memory, workers),
         args.out,
     )
     return 0
@@ -212,8 +249,76 @@ def _steady(daily: list[dict[str, int]], tenant: str) -> int:
     return max(d[tenant] for d in daily[8:])
 
 
+def _workers_section(
+    args: argparse.Namespace, metrics_daily: list[dict[str, int]], workers: dict[str, Any]
+) -> list[str]:
+    t0, days = "tenant-0", args.days
+    lines = [
+        "## Every worker, series of one tenant",
+        "",
+        "The metrics worker as above; the exclusion, drift, shadow and faithfulness workers' processors over "
+        "the same days of WorkersScenario (tests/support/series.py): labelled exclusion samples with the "
+        "trace's release, the app's own query embeddings (encoder off) in sessions, production and its "
+        "candidates as shadow twins, every answer scored by a tiny HHEM-architecture checkpoint (random "
+        "weights, sample_rate 1.0). One replica of each worker.",
+        "",
+        f"| worker | day 0 | peak of the first week | peak days 8-{days} | ratio | day {days} | hostile tenant, peak |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = {"metrics": metrics_daily, **workers["daily"]}
+    total = {"day0": 0, "first": 0, "steady": 0, "last": 0, "hostile": 0}
+    for name, daily in rows.items():
+        first, steady = max(d[t0] for d in daily[:8]), max(d[t0] for d in daily[8:])
+        hostile = max(d["hostile"] for d in daily)
+        lines.append(
+            f"| {name} | {daily[0][t0]:,} | {first:,} | {steady:,} | {steady / first:.3f} | {daily[days][t0]:,} "
+            f"| {hostile:,} |"
+        )
+        for k, v in (
+            ("day0", daily[0][t0]),
+            ("first", first),
+            ("steady", steady),
+            ("last", daily[days][t0]),
+            ("hostile", hostile),
+        ):
+            total[k] += v
+    lines += [
+        f"| **total per tenant** | **{total['day0']:,}** | {total['first']:,} | **{total['steady']:,}** | "
+        f"{total['steady'] / total['first']:.3f} | {total['last']:,} | {total['hostile']:,} |",
+        "",
+        "(Totals of per-worker peaks: an upper bound of the tenant's peak on any one day.) "
+        f"Simulation time of the other workers: {workers['seconds']:.1f} s.",
+        "",
+        f"### Per worker and family, tenant-0 (day 0 and day {days})",
+        "",
+        f"| worker | family | day 0 | day {days} |",
+        "|---|---|---:|---:|",
+    ]
+    for name, fams in workers["families"].items():
+        f0, fn = fams[0], fams[days]
+        for fam in sorted(set(f0) | set(fn), key=lambda n: (-fn.get(n, 0), n)):
+            lines.append(f"| {name} | `{fam}` | {f0.get(fam, 0)} | {fn.get(fam, 0)} |")
+    lines += [
+        "",
+        f"### Label values of tenant-0 at day {days}, other workers",
+        "",
+        "| worker | label | values | distinct |",
+        "|---|---|---|---:|",
+    ]
+    for name, by_label in workers["labels"].items():
+        for label, values in sorted(by_label.items()):
+            shown_values = ", ".join(sorted(values)[:10]) + (" …" if len(values) > 10 else "")
+            lines.append(f"| {name} | `{label}` | {shown_values} | {len(values)} |")
+    lines.append("")
+    return lines
+
+
 def _report(
-    args: argparse.Namespace, bounded: dict[str, Any], reference: dict[str, Any], memory: dict[str, Any]
+    args: argparse.Namespace,
+    bounded: dict[str, Any],
+    reference: dict[str, Any],
+    memory: dict[str, Any],
+    workers: dict[str, Any],
 ) -> str:
     t0 = "tenant-0"
     days = args.days
@@ -267,6 +372,7 @@ def _report(
     for label, values in sorted(bounded["labels"].items()):
         shown_values = ", ".join(sorted(values)[:12]) + (" …" if len(values) > 12 else "")
         lines.append(f"| `{label}` | {shown_values} | {len(values)} |")
+    lines += ["", *_workers_section(args, bd, workers)]
     med = memory["median"]
     lines += [
         "",
@@ -305,9 +411,21 @@ def _report(
     for n in TENANT_COUNTS:
         s, r = n * steady, n * rd[days][t0]
         lines.append(f"| {n:,} | {s:,} | {s * per / 2**30:.2f} GiB | {r:,} | {r * per / 2**30:.2f} GiB |")
+    every = sum(max(d[t0] for d in daily[8:]) for daily in [bd, *workers["daily"].values()])
     lines += [
         "",
-        "Not counted: the other workers' series (faithfulness, exclusion, shadow, drift, probes), the API's, "
+        "## Projection (every worker: metrics, exclusion, drift, shadow, faithfulness; one replica each)",
+        "",
+        f"Per tenant at the steady state: {every:,} series (the sum of each worker's peak after the first week).",
+        "",
+        "| tenants | series (steady, every worker) | Prometheus memory |",
+        "|---:|---:|---:|",
+    ]
+    for n in TENANT_COUNTS:
+        lines.append(f"| {n:,} | {n * every:,} | {n * every * per / 2**30:.2f} GiB |")
+    lines += [
+        "",
+        "Not counted: the probes worker's and the API's series, the pinned encoder's drift signal (off here), "
         "and Prometheus's churn and query memory; see docs/series-budget.md.",
         "",
         f"Raw Prometheus reads: {memory['runs']}",

@@ -11,14 +11,18 @@ model on every trace instead.
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import redis
 from prometheus_client import CollectorRegistry
 
+from service.contracts.stored import stored_document
 from service.contracts.vocabulary import DEFAULT_INTENTS, FEEDBACK_KINDS
 from tests.support.decoded import decoded_event
 from tests.support.kafka import stored, trace_body
@@ -122,3 +126,293 @@ class MetricsScenario:
             events: list[Event] = [decoded_event(r, VIEWS, topic="t") for r in raw]
             proc.process(events)
             proc.tick(self.now)
+
+
+# --- every other worker: the same days, driven through each worker's processor --------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered request of a variant, as every worker reads it (its trace)."""
+
+    tenant: str
+    request_id: str
+    variant: str
+    release: str
+    intent: str
+    model: str = "emb-a"
+
+
+@dataclass
+class WorkersScenario:
+    """The series scenario's traces for the exclusion, drift, shadow and faithfulness workers.
+
+    A batch of a tenant: production and its live candidates (MetricsScenario.candidates) each answer every
+    default intent, the candidates as shadows of production (the same request id); production's release
+    changes weekly (the first batch of a week still answers some requests from the one before, so the run
+    starts in the steady state of two live production releases, r-1 before r0), a candidate keeps its own;
+    the candidate before cand-0 answers the first batch, so its variant and release leave within the first
+    week as one does every 5 days later on. A hostile tenant sends 20 traces a batch, each with a fresh
+    variant, release, intent and embedding model.
+    """
+
+    tenants: list[str]
+    hostile: list[str] = field(default_factory=list)
+    now: float = T0
+
+    def clock(self) -> float:
+        return self.now
+
+    def answers(self, day: int, batch: int) -> list[Answer]:
+        out = []
+        week = day // 7
+        for tenant in self.tenants:
+            for j, intent in enumerate(DEFAULT_INTENTS):
+                rid = f"{tenant}-{day}-{batch}-{j}"
+                for variant in ["production", *MetricsScenario.candidates(day)]:
+                    release = f"r{week}" if variant == "production" else f"{variant}-r1"
+                    if variant == "production" and day % 7 == 0 and batch == 0 and j % 2:
+                        release = f"r{week - 1}"  # the rollout: some requests still answered by the last one
+                    out.append(Answer(tenant, rid, variant, release, intent))
+                if (
+                    day == 0 and batch == 0
+                ):  # the candidate before cand-0 ends now: its values leave in week 1
+                    out.append(Answer(tenant, rid, "cand-prev", "cand-prev-r1", intent))
+        for tenant in self.hostile:
+            for k in range(20):
+                g = f"g{day}-{batch}-{k}"
+                out.append(Answer(tenant, f"{tenant}-{g}", f"var-{g}", f"rel-{g}", f"int-{g}", f"model-{g}"))
+        return out
+
+    def run_day(self, drivers: list[Any], day: int) -> None:
+        for batch in range(BATCHES_PER_DAY):
+            self.now = T0 + day * DAY + batch * DAY / BATCHES_PER_DAY
+            answers = self.answers(day, batch)
+            for driver in drivers:
+                driver.feed(answers, self.now)
+
+
+def _event(views: dict[str, Any], kind: str, tenant: str, body: dict[str, Any], now: float, n: int) -> Event:
+    when = datetime.fromtimestamp(now, UTC).isoformat()  # received then too: the drift windows read it
+    record = stored_document(str(uuid.uuid4()), kind, tenant, when, when, body)
+    return decoded_event(
+        record,
+        views,
+        topic=f"series.{kind}s",
+        offset=n,
+        timestamp_ms=int(now * 1000),
+    )
+
+
+class ExclusionDriver:
+    """Labelled exclusion samples (gold given with the sample on every other request; the rest proxy
+    gold), one gold document excluded by a relevance predicate, the trace's release."""
+
+    name = "exclusion"
+
+    def __init__(self, client: redis.Redis, clock: Callable[[], float], **config: Any) -> None:
+        from workers.exclusion.config import ExclusionConfig
+        from workers.exclusion.metrics import ExclusionMetrics
+        from workers.exclusion.processor import ExclusionProcessor
+        from workers.exclusion.views import VIEWS as EXCLUSION_VIEWS
+
+        self.registry = CollectorRegistry()
+        cfg = ExclusionConfig(**config)
+        self.views = EXCLUSION_VIEWS
+        self.proc = ExclusionProcessor(client, ExclusionMetrics(self.registry, cfg, clock=clock), cfg)
+        self._n: dict[str, int] = {}  # per tenant: a tenant's events do not depend on the others'
+
+    def feed(self, answers: list[Answer], now: float) -> None:
+        events = []
+        for a in answers:
+            n = self._n[a.tenant] = self._n.get(a.tenant, 0) + 1
+            own = {"field": "tenant", "op": "eq", "value": a.tenant}
+
+            def doc(i: str, locale: str, score: float, tenant: str = a.tenant) -> dict[str, Any]:
+                return {"id": i, "score": score, "metadata": {"tenant": tenant, "locale": locale}}
+
+            sample: dict[str, Any] = {
+                "candidates": [doc("d0", "en-US", 0.9), doc("d1", "pt-BR", 0.85), doc("d2", "en-US", 0.3)]
+            }
+            if n % 2:
+                sample["gold_ids"] = ["d0", "d1"]
+            body = {
+                "trace_id": f"x-{a.variant}-{a.request_id}",
+                "request_id": a.request_id,
+                "variant": a.variant,
+                "release": a.release,
+                "intent": a.intent,
+                "query": {"text": "how do I pay?"},
+                "retrieval": {
+                    "documents": [{"id": "d0", "metadata": {"tenant": a.tenant, "locale": "en-US"}}],
+                    "filters": {
+                        "entitlement": [own],
+                        "relevance": [{"field": "locale", "op": "eq", "value": "en-US"}],
+                    },
+                    "exclusion_sample": sample,
+                },
+            }
+            events.append(_event(self.views, "trace", a.tenant, body, now, n))
+        assert self.proc.process(events) == []
+
+
+class DriftDriver:
+    """The app's own query embeddings (model emb-a, configured), QUERIES per production answer, in
+    sessions of two queries (the first session's second query repeats its first: a reformulation); the
+    pinned encoder is off (it needs a downloaded model)."""
+
+    name = "drift"
+    QUERIES = 10
+
+    def __init__(self, client: redis.Redis, **config: Any) -> None:
+        import numpy as np
+
+        from workers.drift.config import DriftConfig
+        from workers.drift.processor import DriftProcessor
+        from workers.drift.views import VIEWS as DRIFT_VIEWS
+
+        self.registry = CollectorRegistry()
+        cfg = DriftConfig.model_validate(
+            {"encoder": {"enabled": False}, "app_embeddings": {"models": ["emb-a"]}, "seed": 7, **config}
+        )
+        self.views = DRIFT_VIEWS
+        self.proc = DriftProcessor(cfg, client, self.registry)
+        self._rngs: dict[str, Any] = {}
+        self._np = np
+        self._n: dict[str, int] = {}  # per tenant: a tenant's events do not depend on the others'
+
+    def feed(self, answers: list[Answer], now: float) -> None:
+        events = []
+        for a in answers:
+            vector: list[float] = []
+            for q in range(self.QUERIES if a.variant == "production" else 1):
+                n = self._n[a.tenant] = self._n.get(a.tenant, 0) + 1
+                if q != 1:  # the second query of the first session repeats the first: a reformulation
+                    rng = self._rngs.setdefault(a.tenant, self._np.random.default_rng(7))
+                    vector = [float(x) for x in rng.normal(size=8)]
+                body = {
+                    "trace_id": f"q-{a.tenant}-{n}",
+                    "request_id": f"{a.request_id}-{q}",
+                    "variant": a.variant,
+                    "intent": a.intent,
+                    "session_id": f"{a.request_id}-{q // 2}",
+                    "query": {
+                        "text": "how do I reset my password?",
+                        "embedding": vector,
+                        "embedding_model": a.model,
+                    },
+                }
+                events.append(_event(self.views, "trace", a.tenant, body, now, n))
+        assert self.proc.process(events) == []
+        self.proc.tick(now)
+
+
+class ShadowDriver:
+    """Production and each live candidate answer the same request (twins), so pairs form and the
+    comparisons are recomputed and exported; candidates come and go."""
+
+    name = "shadow"
+
+    def __init__(self, client: redis.Redis, clock: Callable[[], float], **config: Any) -> None:
+        from workers.shadow.config import ShadowConfig
+        from workers.shadow.metrics import ShadowMetrics
+        from workers.shadow.processor import ShadowProcessor
+        from workers.shadow.store import ShadowStore
+        from workers.shadow.views import VIEWS as SHADOW_VIEWS
+
+        self.registry = CollectorRegistry()
+        cfg = ShadowConfig(**{"resamples": 200, **config})
+        self.views = SHADOW_VIEWS
+        self.proc = ShadowProcessor(cfg, ShadowStore(client, cfg), ShadowMetrics(self.registry), clock=clock)
+        self._n: dict[str, int] = {}  # per tenant: a tenant's events do not depend on the others'
+
+    def feed(self, answers: list[Answer], now: float) -> None:
+        events = []
+        for a in answers:
+            n = self._n[a.tenant] = self._n.get(a.tenant, 0) + 1
+            total = 800.0 + (n % 7) * 50
+            body = {
+                "trace_id": f"s-{a.variant}-{a.request_id}",
+                "request_id": a.request_id,
+                "variant": a.variant,
+                "intent": a.intent,
+                "query": {"text": "how do I pay?"},
+                "answer": {"text": "You pay monthly.", "refused": n % 11 == 0, "citations": []},
+                "timings": {"retrieval": 100.0, "generation": total - 200, "total": total},
+                "usage": {"model": "m", "tokens": {"prompt": 500, "completion": 80}, "cost_usd": 0.002},
+            }
+            events.append(_event(self.views, "trace", a.tenant, body, now, n))
+        assert self.proc.process(events) == []
+        self.proc.tick(now)
+
+
+class _NoEmitter:
+    def emit(self, topic: str, key: bytes | None, value: bytes, headers: Any = None) -> None:
+        """The score events are not counted here: nothing to keep."""
+
+
+class FaithfulnessDriver:
+    """The faithfulness processor with a tiny HHEM-architecture checkpoint (random weights, a locally
+    trained tokenizer: tests/workers/faithfulness/hhem_builder.py); scores mean nothing, series do. The
+    budget runs it with sample_rate 1.0: every (variant, intent) score histogram the defaults can create
+    exists from the first day, where the default rate fills the same series in over days, by chance."""
+
+    name = "faithfulness"
+
+    def __init__(self, model_dir: str, clock: Callable[[], float], **config: Any) -> None:
+        from service.contracts import Topics
+        from workers.faithfulness.config import FaithfulnessConfig
+        from workers.faithfulness.metrics import FaithfulnessMetrics
+        from workers.faithfulness.processor import FaithfulnessProcessor
+        from workers.faithfulness.views import VIEWS as FAITHFULNESS_VIEWS
+
+        self.registry = CollectorRegistry()
+        cfg = FaithfulnessConfig.model_validate({"model": model_dir, **config})
+        self.views = FAITHFULNESS_VIEWS
+        self.proc = FaithfulnessProcessor(
+            cfg, _NoEmitter(), FaithfulnessMetrics(self.registry), Topics("series"), clock=clock
+        )
+        self._n: dict[str, int] = {}  # per tenant: a tenant's events do not depend on the others'
+
+    def feed(self, answers: list[Answer], now: float) -> None:
+        events = []
+        for a in answers:
+            n = self._n[a.tenant] = self._n.get(a.tenant, 0) + 1
+            body = {
+                "trace_id": f"f-{a.variant}-{a.request_id}",
+                "request_id": a.request_id,
+                "variant": a.variant,
+                "release": a.release,
+                "intent": a.intent,
+                "query": {"text": "what does the policy say?"},
+                "retrieval": {
+                    "documents": [{"id": "d0", "text": "The refund policy gives customers 30 days."}]
+                },
+                "answer": {"text": "" if n % 13 == 0 else "Customers have 30 days.", "refused": False},
+            }
+            events.append(_event(self.views, "trace", a.tenant, body, now, n))
+        self.proc.process(events)
+        self.proc.tick(now)
+
+
+def tiny_hhem_checkpoint(root: Path) -> str:
+    """Build the tiny HHEM look-alike the faithfulness tests use, under root; returns its directory."""
+    from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+
+    foundation = root / "flan-t5-tiny"
+    foundation.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(foundation / "tokenizer.json")
+    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
+    config.to_json_file(str(foundation / "config.json"))
+    save_hhem(random_model(config, seed=1234), root / "hhem", str(foundation))
+    return str(root / "hhem")
+
+
+def other_workers(client: redis.Redis, scenario: WorkersScenario, model_dir: str) -> list[Any]:
+    """The exclusion, drift, shadow and faithfulness drivers at the defaults, on the scenario's clock."""
+    return [
+        ExclusionDriver(client, scenario.clock),
+        DriftDriver(client),
+        ShadowDriver(client, scenario.clock),
+        FaithfulnessDriver(model_dir, scenario.clock, sample_rate=1.0),
+    ]

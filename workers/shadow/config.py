@@ -23,7 +23,19 @@ class ShadowConfig(BaseModel):
     recompute_every_pairs: int = Field(200, ge=1)
     recompute_every_s: float = Field(30.0, gt=0)
     lease_s: float = Field(60.0, gt=0)
-    max_candidates_per_tenant: int = Field(8, ge=1, le=64)
+    max_candidates_per_tenant: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="candidates per tenant at once (label cardinality); events of more are refused",
+    )
+    candidate_window_s: float = Field(
+        3 * 24 * 3600,
+        gt=0,
+        description="a candidate with no event for this long leaves: its state and series are removed "
+        "and its place under max_candidates_per_tenant is free (docs/series-budget.md)",
+    )
+    candidate_sweep_s: float = Field(60.0, gt=0, description="how often candidates that left are looked for")
     intents: list[str] = Field(default_factory=lambda: list(DEFAULT_INTENTS))
     stages: list[str] = Field(default_factory=lambda: list(DEFAULT_STAGES))
     slice_fields: dict[str, list[str]] = Field(

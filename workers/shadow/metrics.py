@@ -5,7 +5,8 @@ read back from Redis by every replica so they agree; a window's wins are not
 a counter, so they are gauges over the window. Labels: tenant, candidate (at
 most max_candidates_per_tenant per tenant), metric (the closed set of
 outcomes), slice ("all", or "dimension=value" from configured closed sets).
-Never a request id.
+Never a request id. A candidate that left its window (candidate_window_s, no
+event for that long) has its series removed from the registry (forget_others).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from service.contracts.stats import is_finite
+from workers.runtime.labels import families_with, prune
 from workers.shadow.coverage import Coverage
 from workers.shadow.results import Comparison
 
@@ -163,7 +165,7 @@ class ShadowMetrics:
         )
         self.refused = Counter(
             "ragmon_shadow_candidates_refused_total",
-            "Candidate events dropped: the tenant already has max_candidates_per_tenant candidates",
+            "Candidate events dropped: the tenant already has max_candidates_per_tenant live candidates",
             ["tenant"],
             registry=r,
         )
@@ -186,10 +188,29 @@ class ShadowMetrics:
             ["tenant", "candidate"],
             registry=r,
         )
+        self.candidates_expired = Counter(
+            "ragmon_shadow_candidates_expired_total",
+            "Candidates that left (no event for candidate_window_s): their state and series removed",
+            ["tenant"],
+            registry=r,
+        )
         self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
+        self._exported: set[tuple[str, str]] = set()  # (tenant, candidate) with series in this registry
+        self._by_candidate = families_with(vars(self).values(), "candidate")
+
+    def forget_others(self, live: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Remove the series of every (tenant, candidate) not in `live` (the candidates in Redis): one that
+        left its window on any replica stops being exported by every replica. Returns those removed."""
+        gone = sorted(self._exported - live)
+        for tenant, candidate in gone:
+            prune(self._by_candidate, {"tenant": tenant, "candidate": candidate})
+            self._published.pop((tenant, candidate), None)
+        self._exported &= live
+        return gone
 
     def publish_coverage(self, tenant: str, candidate: str, cov: Coverage) -> None:
         """Coverage from the live counts (every replica, every publish), not only at a recompute."""
+        self._exported.add((tenant, candidate))
         for gauge, value in (
             (self.coverage, cov.coverage),
             (self.coverage_lower, cov.lower),
@@ -209,6 +230,7 @@ class ShadowMetrics:
     def publish(self, tenant: str, candidate: str, comparison: Comparison) -> None:
         """Set this comparison's series and withdraw the ones it no longer has (e.g. a slice that left)."""
         values = comparison_values(tenant, candidate, comparison)
+        self._exported.add((tenant, candidate))
         before = self._published.get((tenant, candidate), {})
         for name, gauge in self.gauges.items():
             for labels, value in values[name].items():

@@ -4,7 +4,9 @@ process(): one atomic Redis script per event (store.py) records its outcomes
 and forms pairs; a redelivered event is a no-op there. tick(): a comparison
 whose window got recompute_every_pairs new pairs, or recompute_every_s
 passed, is recomputed by the one replica holding its lease; the result is
-stored in Redis and every replica exports the stored results.
+stored in Redis and every replica exports the stored results. Every
+candidate_sweep_s, candidates with no event for candidate_window_s leave
+(their state in Redis, then their series in every replica's registry).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -49,11 +52,19 @@ class ShadowProcessor(Processor):
     event_types: tuple[str, ...] = ("trace", "score")
     views = VIEWS  # traces are decoded once into ShadowTrace (workers/shadow/views.py)
 
-    def __init__(self, config: ShadowConfig, store: ShadowStore, metrics: ShadowMetrics) -> None:
+    def __init__(
+        self,
+        config: ShadowConfig,
+        store: ShadowStore,
+        metrics: ShadowMetrics,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
+        self.clock = clock
         self.store = store
         self.metrics = metrics
         self._next_publish = 0.0
+        self._next_sweep = 0.0
 
     def process(self, events: list[Event]) -> list[Rejection]:
         rejections: list[Rejection] = []
@@ -75,7 +86,7 @@ class ShadowProcessor(Processor):
         applied: Counter[tuple[str, str]] = Counter()
         formed: Counter[str] = Counter()
         refused: Counter[str] = Counter()
-        for item, kind, done in zip(items, kinds, self.store.record_many(items, time.time()), strict=True):
+        for item, kind, done in zip(items, kinds, self.store.record_many(items, self.clock()), strict=True):
             if done.refused:
                 refused[item.tenant] += 1
             elif done.new:
@@ -119,6 +130,10 @@ class ShadowProcessor(Processor):
             raise
 
     def _tick(self, now: float) -> None:
+        if now >= self._next_sweep:
+            self._next_sweep = now + self.config.candidate_sweep_s
+            for tenant, _ in self.store.expire_candidates(now):
+                self.metrics.candidates_expired.labels(tenant).inc()
         candidates = self.store.candidates()
         for tenant, candidate in candidates:
             if self._is_due(tenant, candidate, now):
@@ -177,6 +192,7 @@ class ShadowProcessor(Processor):
     def _publish(self, candidates: list[tuple[str, str]]) -> None:
         """Export what any replica stored, so every replica shows the same comparison, and the coverage
         from the live counts (also for a candidate whose traces never paired)."""
+        self.metrics.forget_others(set(candidates))  # left their window, here or on another replica
         counts: dict[str, Counts] = {}
         for tenant, candidate in candidates:
             if tenant not in counts:

@@ -11,6 +11,8 @@ state is in one Redis Cluster hash slot):
   P:{t}:pending           HASH  candidate -> pairs formed since the last recompute
   P:{t}:base              HASH  candidate -> production traces recorded before its first event (coverage)
   P:{t}:early             HASH  candidate -> pairs whose production trace was recorded before that (coverage)
+  P:{t}:last              ZSET  candidate -> time of its last event (the candidate window: one not seen for
+                                candidate_window_s leaves, its state with it, expire_candidates())
   P:{t}:active            STRING set while a candidate runs (TTL active_s)
   P:{t}:prodlat:before|during  LIST  production total latency without / while a candidate runs
   P:{t}:meta:<candidate>  HASH  last_recompute
@@ -49,16 +51,26 @@ from workers.shadow.config import ShadowConfig
 
 PRODUCTION = "production"
 _SCRIPT_BATCH = 500  # events per script call: one call blocks Redis for about a millisecond
-_COUNTERS = ("seen", "paired", "pending", "active", "prodlat:before", "prodlat:during", "base", "early")
+_COUNTERS = (
+    "seen",
+    "paired",
+    "pending",
+    "active",
+    "prodlat:before",
+    "prodlat:during",
+    "base",
+    "early",
+    "last",
+)
 
-# KEYS: the tenant's 8 counters (_COUNTERS), then one request hash per event. ARGV: the tenant prefix,
+# KEYS: the tenant's 9 counters (_COUNTERS), then one request hash per event. ARGV: the tenant prefix,
 # wait_ms, keep_ms, now, latency cap, active_ms, max candidates, then the events as msgpack:
 # [[request_id, field, value, variant, is_trace, latency_s or nil], ...]. Replies one byte per event,
 # 49 + r, r: -1 refused (too many candidates), 0 already recorded, 1 + pairs formed (one string: an array
 # of 500 numbers took longer to parse than to compute).
 _RECORD = """#!lua
 local seen_k, paired_k, pending_k, active_k, before_k, during_k = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local base_k, early_k = KEYS[7], KEYS[8]
+local base_k, early_k, last_k = KEYS[7], KEYS[8], KEYS[9]
 local p, wait_ms, keep_ms, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local lat_cap, active_ms, max_cand = tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[7])
 local items = cmsgpack.unpack(ARGV[8])
@@ -82,7 +94,7 @@ local function pair(req, rid, cand, production_was_first)
 end
 for i, it in ipairs(items) do
   local rid, field, value, variant, is_trace, latency = it[1], it[2], it[3], it[4], it[5], it[6]
-  local req = KEYS[8 + i]
+  local req = KEYS[9 + i]
   local r = nil
   if variant ~= 'production' and not known[variant] then
     if redis.call('HEXISTS', paired_k, variant) == 0 then
@@ -133,6 +145,7 @@ for i, it in ipairs(items) do
 end
 for variant, n in pairs(seen) do redis.call('HINCRBY', seen_k, variant, n) end
 for cand, n in pairs(early) do redis.call('HINCRBY', early_k, cand, n) end
+for cand, _ in pairs(known) do redis.call('ZADD', last_k, now, cand) end  -- seen now: its window starts again
 for cand, n in pairs(paired) do
   redis.call('HINCRBY', paired_k, cand, n)
   redis.call('HINCRBY', pending_k, cand, n)
@@ -145,6 +158,23 @@ for _, l in ipairs({{before_k, before}, {during_k, during}}) do
   end
 end
 return table.concat(out)
+"""
+
+# KEYS: the tenant's seen, paired, pending, base, early, last. ARGV: the tenant prefix, now, oldest (a
+# candidate whose last event is older leaves). A candidate without a last time (state written before the
+# window existed) starts its window now. Replies the candidates that left.
+_EXPIRE = """#!lua
+local p, now, oldest = ARGV[1], ARGV[2], ARGV[3]
+for _, c in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if not redis.call('ZSCORE', KEYS[6], c) then redis.call('ZADD', KEYS[6], now, c) end
+end
+local gone = redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', '(' .. oldest)
+for _, c in ipairs(gone) do
+  for i = 1, 5 do redis.call('HDEL', KEYS[i], c) end
+  redis.call('ZREM', KEYS[6], c)
+  redis.call('DEL', p .. 'pairs:' .. c, p .. 'meta:' .. c, p .. 'result:' .. c)
+end
+return gone
 """
 
 _RELEASE = """
@@ -198,6 +228,7 @@ class ShadowStore:
         self.root = config.key_prefix
         self._record_sha = hashlib.sha1(_RECORD.encode()).hexdigest()  # loaded on first use (NoScriptError)
         self._release = client.register_script(_RELEASE)
+        self._expire = client.register_script(_EXPIRE)
 
     def prefix(self, tenant: str) -> str:
         return f"{self.root}:{{{tenant}}}:"
@@ -261,6 +292,19 @@ class ShadowStore:
         return sorted(
             (tenant, _text(c)) for tenant, cands in zip(tenants, pipe.execute(), strict=True) for c in cands
         )
+
+    def expire_candidates(self, now: float) -> list[tuple[str, str]]:
+        """Forget the candidates with no event for candidate_window_s, with their pairs, counts and last
+        comparison (one atomic call per tenant): a candidate's name leaves, so a new one may take its place
+        under max_candidates_per_tenant. Returns the (tenant, candidate) that left."""
+        tenants = sorted(_text(t) for t in self.redis.smembers(f"{self.root}:tenants"))
+        oldest = now - self.config.candidate_window_s
+        gone: list[tuple[str, str]] = []
+        for tenant in tenants:
+            p = self.prefix(tenant)
+            keys = [p + name for name in ("seen", "paired", "pending", "base", "early", "last")]
+            gone += [(tenant, _text(c)) for c in self._expire(keys=keys, args=[p, now, oldest])]
+        return gone
 
     def counts(self, tenant: str) -> Counts:
         p = self.prefix(tenant)

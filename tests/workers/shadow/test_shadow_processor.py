@@ -224,3 +224,57 @@ def test_the_runtime_decodes_traces_into_the_shadow_view_and_dead_letters_broken
         dead = decoder.decode(_record(body), "trace")
         assert isinstance(dead, Undecodable), path
         assert dead.reason == DeadLetterReason.INVALID_BODY and dead.detail.startswith(field), dead.detail
+
+
+def _candidate_series(registry: CollectorRegistry) -> set[str]:
+    return {s.labels["candidate"] for f in registry.collect() for s in f.samples if "candidate" in s.labels}
+
+
+def test_a_candidate_not_seen_for_its_window_leaves_with_its_series_on_every_replica(
+    redis_client: redis.Redis, config: ShadowConfig
+) -> None:
+    day = 86400.0
+    now = [1_000_000.0]
+    cfg = config.model_copy(
+        update={"max_candidates_per_tenant": 2, "candidate_window_s": 3 * day, "recompute_every_pairs": 1}
+    )
+    store = ShadowStore(redis_client, cfg)
+    (reg_a, reg_b) = CollectorRegistry(), CollectorRegistry()
+    a = ShadowProcessor(cfg, store, ShadowMetrics(reg_a), clock=lambda: now[0])
+    b = ShadowProcessor(cfg, store, ShadowMetrics(reg_b), clock=lambda: now[0])
+    for i, cand in enumerate(["cand-a", "cand-b"]):
+        a.process([trace_event(trace_body(f"r{i}")), trace_event(trace_body(f"r{i}", cand))])
+    a.tick(now[0])
+    b.tick(now[0])
+    assert _candidate_series(reg_a) == _candidate_series(reg_b) == {"cand-a", "cand-b"}
+    # at the cap a third is refused, as before the window
+    a.process([trace_event(trace_body("r9", "cand-c"))])
+    assert reg_a.get_sample_value("ragmon_shadow_candidates_refused_total", {"tenant": "acme"}) == 1.0
+    # cand-b keeps running; cand-a sends nothing for longer than the window
+    now[0] += 2 * day
+    a.process([trace_event(trace_body("r10")), trace_event(trace_body("r10", "cand-b"))])
+    now[0] += 2 * day
+    a.tick(now[0])
+    assert {c for _, c in store.candidates()} == {"cand-b"}
+    assert reg_a.get_sample_value("ragmon_shadow_candidates_expired_total", {"tenant": "acme"}) == 1.0
+    assert redis_client.exists(f"{store.prefix('acme')}pairs:cand-a") == 0
+    assert redis_client.exists(f"{store.prefix('acme')}result:cand-a") == 0
+    assert _candidate_series(reg_a) == {"cand-b"}
+    b._next_publish = 0.0
+    b.tick(now[0])  # the other replica's sweep finds nothing left to expire, its publish prunes cand-a
+    assert _candidate_series(reg_b) == {"cand-b"}
+    # the freed place takes a new candidate
+    a.process([trace_event(trace_body("r11")), trace_event(trace_body("r11", "cand-c"))])
+    assert {c for _, c in store.candidates()} == {"cand-b", "cand-c"}
+    assert reg_a.get_sample_value("ragmon_shadow_candidates_refused_total", {"tenant": "acme"}) == 1.0
+
+
+def test_candidates_recorded_before_the_window_existed_start_their_window_at_the_first_sweep(
+    redis_client: redis.Redis, config: ShadowConfig
+) -> None:
+    proc, _ = _processor(redis_client, config.model_copy(update={"candidate_window_s": 100.0}))
+    proc.process([trace_event(trace_body("r1", "cand-old"))])
+    redis_client.delete(f"{proc.store.prefix('acme')}last")  # as state written by the previous version
+    now = time.time() + 1000
+    assert proc.store.expire_candidates(now) == []
+    assert proc.store.expire_candidates(now + 101) == [("acme", "cand-old")]
