@@ -10,6 +10,7 @@ from __future__ import annotations
 from dashboards.common import Board, Limits
 from dashboards.model import Override, Panel, Row, Target, bad_above
 from dashboards.panels import (
+    count_panel,
     counter,
     failures_panel,
     per_second_panel,
@@ -161,6 +162,7 @@ def _power_and_cost() -> list[Panel]:
         f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})"
     )
     refused = per_second("ragmon_shadow_candidates_refused_total", "tenant", TENANT, fn="increase")
+    expired = per_second("ragmon_shadow_candidates_expired_total", "tenant", TENANT, fn="increase")
     return [
         timeseries(
             "Smallest difference detectable at 80% power",
@@ -193,6 +195,13 @@ def _power_and_cost() -> list[Panel]:
         failures_panel(
             "Candidates refused (over the per-tenant limit)",
             Target(f"({refused}) or on () vector(0)", "{{tenant}}"),
+        ),
+        count_panel(
+            "Candidates expired (no event within the window)",
+            Target(f"({expired}) or on () vector(0)", "{{tenant}}"),
+            description="A candidate with no shadow event for `shadow.candidate_window_s` leaves: its pairs and "
+            "series are removed and its place is free (docs/series-budget.md).",
+            decimals=0,
         ),
     ]
 
