@@ -72,7 +72,7 @@ def e2e_config(model_dir: Path, foundation: Path) -> dict[str, Any]:
         "faithfulness": {
             "model": str(model_dir),
             "foundation": str(foundation),
-            "sample_rate": 0.25,
+            "sample_rate": 0.15,
             "pairs_per_second": 200,
             "burst_seconds": 5,
             "threshold": 0.5,
