@@ -41,7 +41,7 @@ run: install host-run
 ## Lint (ruff check, ruff format --check, mypy), the test suite (real Tansu broker, Redis, Prometheus, browser), then the alibi-detect parity check.
 ## RAGMON_SETUP_DONE=1 turns a missing tool into a failure: the set-up above installs every one.
 test: install host-test lint
-	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q
+	RAGMON_SETUP_DONE=1 $(BIN)/pytest -q --durations=40
 	$(MAKE) --no-print-directory test-alibi
 
 ## Parity of our MMD² with alibi-detect's, in alibi's own virtual environment (BSL 1.1, numpy<2).

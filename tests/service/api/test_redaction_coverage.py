@@ -183,3 +183,52 @@ def test_otlp_arrays_kvlists_names_status_and_json_attributes_are_redacted() -> 
     assert sample["candidates"][0] == {"id": "c", "metadata": {"owner": owner}}
     assert attrs["session.id"].string_value == pseudonyms.identifier(TENANT, "s-1")
     assert attrs["enduser.id"].string_value == pseudonyms.identifier(TENANT, "jane")
+
+
+def test_otlp_deep_kvlists_of_long_keys_keep_their_rules_and_short_keys() -> None:
+    """A key-value list 25 levels deep under 10 kB keys: the innermost email is still redacted and the
+    innermost session id still pseudonymized (the key's tail is kept), under a `ragmon.` root no prose is
+    touched (its head is kept), and no key walked is longer than nested_key's bound."""
+    from service.api.otlp import nested_key
+
+    def deep(leaf_key: str, leaf: str) -> AnyValue:
+        value = AnyValue(string_value=leaf)
+        value = _kvlist(leaf_key, value)
+        for level in range(25):
+            value = _kvlist(f"{level}" + "k" * 10_000, value)
+        return value
+
+    root = span(new_trace_id(), attrs={})
+    root.attributes.append(_kv("extra", deep("note", "call jane@example.com")))
+    root.attributes.append(_kv("ctx", deep("session.id", "s-1")))
+    root.attributes.append(_kv("ragmon.kept", deep("note", "call jane@example.com")))
+    pseudonyms = Pseudonymizer(KEY)
+    batch = SpanPreparer(Topics("t"), Redactor(pseudonyms=pseudonyms), 65_536).prepare(
+        export_of([root]), TENANT, None
+    )
+    [record] = batch.records
+    [(_, _, stored)] = list(decode_span_record(record.value, record.headers).spans())
+    leaves = {kv.key: _innermost(kv.value) for kv in stored.attributes}
+    assert leaves["extra"] == f"call {EMAIL}"
+    assert leaves["ctx"] == pseudonyms.identifier(TENANT, "s-1")
+    assert leaves["ragmon.kept"] == "call jane@example.com"
+    key = "extra"
+    for level in range(25):
+        key = nested_key(key, f"{level}" + "k" * 10_000)
+        assert len(key) <= 64 + 1 + 256
+    assert nested_key(key, "session.id").endswith(".session.id") and key.startswith("extra.0kkk")
+    assert nested_key("a", "b") == "a.b"
+
+
+def _kvlist(key: str, value: AnyValue) -> AnyValue:
+    out = AnyValue()
+    kv = out.kvlist_value.values.add()
+    kv.key = key
+    kv.value.CopyFrom(value)
+    return out
+
+
+def _innermost(value: AnyValue) -> str:
+    while value.WhichOneof("value") == "kvlist_value":
+        value = value.kvlist_value.values[0].value
+    return value.string_value
