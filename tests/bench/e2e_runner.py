@@ -10,13 +10,17 @@ tree whose runtime has these parts: the reference (the code before a change)
 runs it with PYTHONPATH set to that tree.
 
     python tests/bench/e2e_runner.py --worker exclusion --count 4000
+
+With RAGMON_BENCH_PROFILE=<path> the loop runs under cProfile and its stats are written to <path>.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib
 import json
+import os
 import resource
 import time
 from collections.abc import Callable
@@ -119,10 +123,17 @@ def run(worker: str, count: int, timeout_s: float) -> dict[str, Any]:
     instrument(runtime, consumer_module, clock)
     tune_gc()  # as run_worker does once startup is over
     deadline = time.monotonic() + timeout_s
+    profile_to = os.environ.get("RAGMON_BENCH_PROFILE")  # a path: cProfile stats of the loop written there
+    profiler = cProfile.Profile() if profile_to else None
     try:
+        if profiler is not None:
+            profiler.enable()
         while clock.records < count and time.monotonic() < deadline:
             runtime._step()
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile_to))
         runtime.request_stop()
         runtime._shutdown()
         emitter.close()
