@@ -82,13 +82,16 @@ def stored_records(n: int, sessions: bool = False) -> list[tuple[str, bytes | No
 def report(results: dict[str, dict[str, float]], args: argparse.Namespace, load: tuple[float, float]) -> str:
     change = results["change"]
     verdict = "meets" if change["e2e_cpu"] >= TARGET_PER_S else "MISSES"
-    sessions = (
-        f" --sessions`: every trace a query of a session ({SESSION_QUERIES} a minute apart, one follow-up in"
-        " two a reformulation), so the session state is measured; the reference is the worker before sessions`"
+    flag, sessions = (
+        (
+            " --sessions",
+            f" (every trace a query of a session, {SESSION_QUERIES} a minute apart, one follow-up in"
+            " two a reformulation, so the session state is measured; the reference is the worker before sessions)",
+        )
         if args.sessions
-        else ""
+        else ("", "")
     )
-    return f"""`python tests/bench/bench_drift_worker.py --reference {args.reference}{sessions}` — {args.events:,} trace records,
+    return f"""`python tests/bench/bench_drift_worker.py --reference {args.reference}{flag}`{sessions} — {args.events:,} trace records,
 each with a {DIM}-dim app embedding (encoder off), in a private Tansu broker; one worker process runs its real
 runtime loop (batches of up to 500; windows of 1,000 in Redis, the scheduled MMD tests in its ticks) until every
 record is committed. Median of {args.repeats} repeats; the change and the reference (`{args.reference}`) take turns

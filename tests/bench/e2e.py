@@ -117,6 +117,7 @@ def measure(workload: Workload, repeats: int, reference: str | None) -> dict[str
     runs: dict[str, list[dict[str, Any]]] = {path: [] for path in trees}
     try:
         _preload(bootstrap, prefix, workload.records)
+        WORK.mkdir(parents=True, exist_ok=True)  # a run without a reference tree has not made it
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False, dir=WORK) as config:
             yaml.safe_dump(workload.config, config)
         env = {

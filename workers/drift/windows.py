@@ -26,27 +26,39 @@ import redis
 from service.contracts.driftflags import record_flag
 from workers.drift.signals import SignalKey
 
+# One call per signal and batch: ARGV[1] the reference size, ARGV[2] the current size, then per
+# observation its event id, received_at and float32 bytes, in order. Returns one outcome per observation
+# (ADDED_*), as that many calls one after another would.
 _ADD = """
-local id = ARGV[1]
-if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id) then return 0 end
-if redis.call('HGET', KEYS[4], 'frozen') ~= '1' and redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[4]) then
-  redis.call('ZADD', KEYS[1], ARGV[2], id)
-  redis.call('HSET', KEYS[3], id, ARGV[3])
-  return 1
+local ref_size, cur_size = tonumber(ARGV[1]), tonumber(ARGV[2])
+local frozen = redis.call('HGET', KEYS[4], 'frozen') == '1'
+local out = {}
+for a = 3, #ARGV, 3 do
+  local id, at = ARGV[a], ARGV[a + 1]
+  if redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id) then
+    out[#out + 1] = 0
+  elseif not frozen and redis.call('ZCARD', KEYS[1]) < ref_size then
+    redis.call('ZADD', KEYS[1], at, id)
+    redis.call('HSET', KEYS[3], id, ARGV[a + 2])
+    out[#out + 1] = 1
+  else
+    redis.call('ZADD', KEYS[2], at, id)
+    redis.call('HSET', KEYS[3], id, ARGV[a + 2])
+    local extra = redis.call('ZCARD', KEYS[2]) - cur_size
+    if extra > 0 then
+      local old = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
+      redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
+      for i = 1, #old, 1000 do redis.call('HDEL', KEYS[3], unpack(old, i, math.min(i + 999, #old))) end
+    end
+    if redis.call('ZSCORE', KEYS[2], id) then
+      redis.call('HINCRBY', KEYS[4], 'pending', 1)
+      out[#out + 1] = 2
+    else
+      out[#out + 1] = 3
+    end
+  end
 end
-redis.call('ZADD', KEYS[2], ARGV[2], id)
-redis.call('HSET', KEYS[3], id, ARGV[3])
-local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
-if extra > 0 then
-  local old = redis.call('ZRANGE', KEYS[2], 0, extra - 1)
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, extra - 1)
-  for i = 1, #old, 1000 do redis.call('HDEL', KEYS[3], unpack(old, i, math.min(i + 999, #old))) end
-end
-if redis.call('ZSCORE', KEYS[2], id) then
-  redis.call('HINCRBY', KEYS[4], 'pending', 1)
-  return 2
-end
-return 3
+return out
 """
 
 # Returns false for a known model, '' for the first model of a stream, else the
@@ -131,26 +143,23 @@ class WindowStore:
         return f"{self.prefix}:index"
 
     def add(self, observations: list[Observation]) -> tuple[list[str], list[ModelChange]]:
-        """Register models, then add each observation; one round trip for the batch."""
+        """Register models, then add each observation, in order: one script call per signal, one round
+        trip for the batch. Outcomes in the order of `observations`."""
         latest: dict[SignalKey, float] = {}
-        for obs in observations:
+        positions: dict[SignalKey, list[int]] = {}
+        for i, obs in enumerate(observations):
             latest[obs.key] = max(latest.get(obs.key, 0.0), obs.received_at)
+            positions.setdefault(obs.key, []).append(i)
         pipe = self.redis.pipeline(transaction=False)
         for sig, seen in latest.items():
             self._register(keys=[self._models_key(sig)], args=[sig.encode(), seen], client=pipe)
             pipe.zadd(self.index_key, {sig.encode(): seen}, gt=True)
-        keys_of: dict[SignalKey, list[str]] = {}
-        for obs in observations:
-            keys = keys_of.get(obs.key)
-            if keys is None:
-                keys = keys_of[obs.key] = [self.key(obs.key, p) for p in ("ref", "cur", "vec", "meta")]
-            args: list[str | bytes | float | int] = [
-                obs.event_id,
-                obs.received_at,
-                obs.vector.astype("<f4").tobytes(),
-                self.reference_size,
-                self.current_size,
-            ]
+        for sig, indexes in positions.items():
+            args: list[str | bytes | float | int] = [self.reference_size, self.current_size]
+            for i in indexes:
+                obs = observations[i]
+                args += [obs.event_id, obs.received_at, obs.vector.astype("<f4").tobytes()]
+            keys = [self.key(sig, p) for p in ("ref", "cur", "vec", "meta")]
             self._add(keys=keys, args=args, client=pipe)
         replies = pipe.execute()
         changes = []
@@ -158,7 +167,10 @@ class WindowStore:
             previous = replies[2 * i]
             if previous:  # neither None (known) nor b'' (first model of the stream)
                 changes.append(ModelChange(sig, SignalKey.decode(previous)))
-        outcomes = [OUTCOMES[int(r)] for r in replies[2 * len(latest) :]]
+        outcomes = [""] * len(observations)
+        for indexes, codes in zip(positions.values(), replies[2 * len(latest) :], strict=True):
+            for i, code in zip(indexes, codes, strict=True):
+                outcomes[i] = OUTCOMES[int(code)]
         return outcomes, changes
 
     def signals(self) -> list[tuple[SignalKey, float]]:
