@@ -294,10 +294,8 @@ _KEY_HEAD, _KEY_TAIL = 64, 256
 
 def nested_key(key: str, inner: str) -> str:
     """`key.inner`, cut to its first _KEY_HEAD and last _KEY_TAIL characters when longer."""
-    if len(key) + len(inner) < _KEY_HEAD + _KEY_TAIL:
-        return f"{key}.{inner}"
     joined = f"{key}.{inner}"
-    return joined[:_KEY_HEAD] + "~" + joined[-_KEY_TAIL:]
+    return joined if len(joined) <= _KEY_HEAD + _KEY_TAIL else joined[:_KEY_HEAD] + "~" + joined[-_KEY_TAIL:]
 
 
 def pseudonymous_user(tenant: str, user_id: str, pseudonyms: Pseudonymizer) -> str:

@@ -277,8 +277,8 @@ def phase_of(
     """The incident during which an alert started (or "clean"). An incident's own alert may start
     later than LATE_S after it by its worker's measured delay (`delays`)."""
     for name, (start, end) in windows.items():
-        own = EXPECTED[name][0] == alertname and delays is not None
-        if start <= ts <= end + LATE_S + (delays.get(name, 0.0) if own and delays else 0.0):
+        extra = delays.get(name, 0.0) if delays and EXPECTED[name][0] == alertname else 0.0
+        if start <= ts <= end + LATE_S + extra:
             return name
     return "clean"
 
