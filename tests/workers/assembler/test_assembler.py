@@ -96,6 +96,23 @@ def test_spans_of_several_exports_become_one_valid_trace_event(rig: Rig) -> None
     assert rig.metric("ragmon_assembler_traces_emitted_total", tenant="acme") == 1
 
 
+def test_a_tenant_flooding_traces_does_not_hold_back_another_tenants(rig: Rig) -> None:
+    for _ in range(30):
+        rig.send(rag_trace(), tenant="flood")
+    rig.consume_all()
+    time.sleep(0.01)  # the quiet tenant's trace opens after every one of the flood's
+    quiet = rag_trace()
+    rig.send(quiet, tenant="quiet")
+    rig.consume_all()
+    small = rig.assembler.config.model_copy(update={"max_traces_per_tick": 10})
+    a = rig.assembler
+    assert Assembler(small, a.store, a.emitter, rig.topics, a.m).tick() == 10
+    assert rig.metric("ragmon_assembler_traces_emitted_total", tenant="quiet") == 1  # in the first tick
+    assert rig.metric("ragmon_assembler_traces_emitted_total", tenant="flood") == 9
+    assert quiet[0].trace_id.hex() in {e.body.trace_id for e in rig.trace_events()}
+    assert a.tick() == 21 and a.store.pending() == 0
+
+
 def test_replay_and_late_spans_are_counted_never_emitted_twice(rig: Rig) -> None:
     spans = rag_trace()
     rig.send(spans)
