@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -126,12 +126,9 @@ class EvaluationExporter(Processor):
         self._settings = settings
         self._metrics = metrics
         self._clock = clock
-        self._http = http_client or httpx.Client(timeout=settings.timeout_s)
         self._collector: Collector[Evaluation] = Collector(
-            self._http,
-            settings.endpoint,
-            settings.header_map(),
-            settings.gzip,
+            settings,
+            http_client,
             body_of=lambda chunk: self.request(chunk).SerializeToString(),
             response=ExportLogsServiceResponse,
             rejected_of=lambda r: r.partial_success.rejected_log_records,
@@ -140,7 +137,7 @@ class EvaluationExporter(Processor):
         )
 
     def close(self) -> None:
-        self._http.close()
+        self._collector.close()
 
     def process(self, events: list[Event]) -> list[Rejection]:
         done = Done(clock=self._clock)
@@ -156,7 +153,8 @@ class EvaluationExporter(Processor):
             for e in done.built:
                 if e.record.trace_id:
                     e.record.span_id = found.get(root_key(e.tenant, e.trace_id), b"")
-        for chunk in self._chunks(done.built):
+        max_records = self._settings.max_records_per_request
+        for chunk in self._collector.chunks(done.built, max_records, lambda e: (1, e.record.ByteSize())):
             self._collector.deliver(chunk, done)
         self._record(done)
         return []
@@ -219,22 +217,6 @@ class EvaluationExporter(Processor):
             scope = ScopeLogs(scope=InstrumentationScope(name=SCOPE), log_records=[e.record for e in group])
             req.resource_logs.append(ResourceLogs(resource=resource, scope_logs=[scope]))
         return req
-
-    def _chunks(self, evaluations: list[Evaluation]) -> Iterator[list[Evaluation]]:
-        chunk: list[Evaluation] = []
-        size = 0
-        for e in evaluations:
-            b = e.record.ByteSize()
-            if chunk and (
-                len(chunk) + 1 > self._settings.max_records_per_request
-                or size + b > self._settings.max_bytes_per_request
-            ):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(e)
-            size += b
-        if chunk:
-            yield chunk
 
     def _record(self, done: Done) -> None:
         m = self._metrics

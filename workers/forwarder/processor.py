@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
 
 import httpx
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -52,12 +51,9 @@ class SpanForwarder(Processor):
         self.subscriptions = (Subscription(spans_topic, "otlp_spans", decode_spans_record),)
         self._settings = settings
         self._metrics = metrics
-        self._http = http_client or httpx.Client(timeout=settings.timeout_s)
         self._collector: Collector[Event] = Collector(
-            self._http,
-            settings.endpoint,
-            settings.header_map(),
-            settings.gzip,
+            settings,
+            http_client,
             body_of=lambda chunk: b"".join(self.value_of(e) for e in chunk),
             response=ExportTraceServiceResponse,
             rejected_of=lambda r: r.partial_success.rejected_spans,
@@ -66,10 +62,10 @@ class SpanForwarder(Processor):
         )
 
     def close(self) -> None:
-        self._http.close()
+        self._collector.close()
 
     def process(self, events: list[Event]) -> list[Rejection]:
-        for chunk in self._chunks(events):
+        for chunk in self._collector.chunks(events, self._settings.max_spans_per_request, _weight):
             self._collector.deliver(chunk, self)
         return []
 
@@ -90,22 +86,6 @@ class SpanForwarder(Processor):
                 attributes.extend(kept)
             attributes.append(KeyValue(key=PROJECT_ATTRIBUTE, value=AnyValue(string_value=project)))
         return data.SerializeToString()
-
-    def _chunks(self, events: list[Event]) -> Iterator[list[Event]]:
-        chunk: list[Event] = []
-        spans = size = 0
-        for event in events:
-            n, b = event.body.span_count, len(event.raw or b"")
-            if chunk and (
-                spans + n > self._settings.max_spans_per_request
-                or size + b > self._settings.max_bytes_per_request
-            ):
-                yield chunk
-                chunk, spans, size = [], 0, 0
-            chunk.append(event)
-            spans, size = spans + n, size + b
-        if chunk:
-            yield chunk
 
     def refused(self, chunk: list[Event], code: int, text: str) -> None:
         count = _spans(chunk)
@@ -131,3 +111,8 @@ class SpanForwarder(Processor):
 
 def _spans(chunk: list[Event]) -> int:
     return sum(e.body.span_count for e in chunk)
+
+
+def _weight(event: Event) -> tuple[int, int]:
+    """What a request's limits count of a record: its spans and its bytes."""
+    return event.body.span_count, len(event.raw or b"")

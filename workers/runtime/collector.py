@@ -1,7 +1,8 @@
 """Delivery of OTLP/HTTP export requests to a collector: the span forwarder's and the evaluation exporter's.
 
 `CollectorSettings` are the settings such a worker has (endpoint, headers,
-timeout, request size, gzip). `Collector.deliver` POSTs one chunk of items as one protobuf request (gzip
+timeout, request size, gzip). `Collector.chunks` cuts a batch's items into
+requests within the size limits; `Collector.deliver` POSTs one chunk of items as one protobuf request (gzip
 when asked) and says what came of it to an `Outcome`:
 - an unreachable collector, a timeout, 401/403/404/408, 429 or 5xx raises
   `CollectorUnavailable` (the runtime retries the batch with backoff; it is
@@ -17,7 +18,7 @@ from __future__ import annotations
 import gzip
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import httpx
@@ -115,27 +116,48 @@ class Collector(Generic[T]):
 
     def __init__(
         self,
-        http: httpx.Client,
-        endpoint: str,
-        headers: dict[str, str],
-        compress: bool,
+        settings: CollectorSettings,
+        http: httpx.Client | None,
+        *,
         body_of: Callable[[list[T]], bytes],
         response: type[Message],
         rejected_of: Callable[[Any], int],
         on_unavailable: Callable[[], None],
         log: logging.Logger,
     ) -> None:
-        self._http = http
-        self._endpoint = endpoint
-        self._headers = {**headers, "Content-Type": "application/x-protobuf"}
-        if compress:
+        """`http`: the client to post with (None: one of its own, with the settings' timeout)."""
+        self._http = http or httpx.Client(timeout=settings.timeout_s)
+        self._endpoint = settings.endpoint
+        self._headers = {**settings.header_map(), "Content-Type": "application/x-protobuf"}
+        if settings.gzip:
             self._headers["Content-Encoding"] = "gzip"
-        self._compress = compress
+        self._compress = settings.gzip
+        self._max_bytes = settings.max_bytes_per_request
         self._body_of = body_of
         self._response = response
         self._rejected_of = rejected_of
         self._on_unavailable = on_unavailable
         self._log = log
+
+    def close(self) -> None:
+        self._http.close()
+
+    def chunks(
+        self, items: Iterable[T], max_count: int, weigh: Callable[[T], tuple[int, int]]
+    ) -> Iterator[list[T]]:
+        """`items` in order, in chunks of at most `max_count` and `max_bytes_per_request` by what `weigh`
+        says of each item (its count, its bytes); an item over a limit alone is a chunk of its own."""
+        chunk: list[T] = []
+        count = size = 0
+        for item in items:
+            n, b = weigh(item)
+            if chunk and (count + n > max_count or size + b > self._max_bytes):
+                yield chunk
+                chunk, count, size = [], 0, 0
+            chunk.append(item)
+            count, size = count + n, size + b
+        if chunk:
+            yield chunk
 
     def deliver(self, chunk: list[T], outcome: Outcome[T]) -> None:
         body = self._body_of(chunk)

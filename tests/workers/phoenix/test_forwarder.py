@@ -10,6 +10,7 @@ test_phoenix_end_to_end.py.
 from __future__ import annotations
 
 import gzip
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,6 +29,7 @@ from tests.workers.phoenix.phoenix_data import rag_trace, spans_event
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.forwarder.processor import PROJECT_ATTRIBUTE, CollectorUnavailable, SpanForwarder
 from workers.forwarder.settings import ForwarderSettings
+from workers.runtime import collector as delivery
 
 
 class Collector:
@@ -103,6 +105,29 @@ def test_batches_respect_the_span_limit_and_carry_the_headers(collector: Collect
     assert headers["Authorization"] == "Bearer k" and headers["Content-Encoding"] == "gzip"
     assert value(registry, "ragmon_forwarder_spans_total", outcome="forwarded") == 15
     assert value(registry, "ragmon_forwarder_requests_total", outcome="ok") == 3
+
+
+def test_chunks_keep_both_limits_and_an_oversized_item_goes_alone() -> None:
+    settings = ForwarderSettings(endpoint="http://127.0.0.1:1/v1/traces", max_bytes_per_request=1024)
+    c: delivery.Collector[tuple[int, int]] = delivery.Collector(
+        settings,
+        None,
+        body_of=lambda chunk: b"",
+        response=ExportTraceServiceResponse,
+        rejected_of=lambda r: 0,
+        on_unavailable=lambda: None,
+        log=logging.getLogger("test"),
+    )
+    items = [(2, 100), (2, 100), (1, 900), (5, 10), (1, 2000), (1, 1)]  # (count, bytes)
+    assert list(c.chunks(items, 4, lambda item: item)) == [
+        [(2, 100), (2, 100)],  # a third item would pass the count
+        [(1, 900)],  # the next would pass the bytes
+        [(5, 10)],  # over the count alone
+        [(1, 2000)],  # over the bytes alone
+        [(1, 1)],
+    ]
+    assert list(c.chunks([], 4, lambda item: item)) == []
+    c.close()
 
 
 def test_too_large_is_split_and_refused_data_is_counted(collector: Collector) -> None:
