@@ -8,9 +8,9 @@ for the log records) and, once the trace
 was emitted or dropped, `...:done` (a marker with a TTL, so later spans are counted
 as late instead of opening the trace again). Each tenant's sorted set `<prefix>:pending:<tenant>`
 holds its open traces scored by when to look at them next, and `<prefix>:due` holds every tenant with
-open traces scored by its earliest one. Claiming shares a tick between the tenants that have traces
-due (round-robin in equal shares, the remainder to those with more), so a tenant that opens many
-traces delays its own assembly, never another tenant's. A `<prefix>:pending` left by an older
+open traces scored by its earliest one (workers/runtime/fairdue.py). Claiming shares a tick between the
+tenants that have traces due (equal shares, what one leaves to those with more), so a tenant that opens
+many traces delays its own assembly, never another tenant's. A `<prefix>:pending` left by an older
 version (one set for all tenants) is moved into the tenants' sets at the first claim.
 
 Adding is idempotent (a span id already stored is a duplicate), so a redelivered
@@ -28,21 +28,14 @@ from typing import NamedTuple
 
 import redis
 
-# After a change to a tenant's set (KEYS: set, index): the index holds the tenant at its earliest score, or not
-# at all when the set is empty. The tenant is the member's text before its first "/" (tenant names have none).
-_REINDEX = """
-local function reindex(set, index, tenant)
-  local first = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
-  if first[2] then redis.call('ZADD', index, first[2], tenant) else redis.call('ZREM', index, tenant) end
-end
-local function tenant_of(member) return string.match(member, '^([^/]*)/') or member end
-"""
+from workers.runtime.fairdue import REINDEX_LUA, TenantDueSets
 
+# KEYS: spans, meta, done, the tenant's due set, the due index (workers/runtime/fairdue.py).
 # ARGV: now, quiet, max spans, max bytes, ttl, member, resource, the spans as "<class><span id hex>:<length>"
 # joined by ",", their count, and their payloads concatenated in the same order: ten arguments whatever the
-# number of spans (the client packs and the server parses a few arguments, not three per span).
+# number of spans (the client packs and the server parses a few arguments, not three per span), then the tenant.
 _ADD = (
-    _REINDEX
+    REINDEX_LUA
     + """
 local n = tonumber(ARGV[9])
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
@@ -76,16 +69,16 @@ if stored > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[5])
   redis.call('EXPIRE', KEYS[2], ARGV[5])
   redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
-  reindex(KEYS[4], KEYS[5], tenant_of(ARGV[6]))
+  reindex(KEYS[4], KEYS[5], ARGV[11])
 end
 return {stored, dup, over, 0}
 """
 )
 
 # ARGV: now, quiet, max logs, max log bytes, ttl, member, the records as "<digest>:<length>" joined by ",",
-# their count, their payloads concatenated in the same order.
+# their count, their payloads concatenated in the same order, the tenant.
 _ADD_LOGS = (
-    _REINDEX
+    REINDEX_LUA
     + """
 local n = tonumber(ARGV[8])
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
@@ -115,89 +108,21 @@ if stored > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[5])
   redis.call('EXPIRE', KEYS[2], ARGV[5])
   redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
-  reindex(KEYS[4], KEYS[5], tenant_of(ARGV[6]))
+  reindex(KEYS[4], KEYS[5], ARGV[10])
 end
 return {stored, dup, over, 0}
 """
 )
 
-# Claiming pushes the trace's score out by a lease: another assembler process skips it,
-# and if this one dies before finishing, the trace is due again when the lease ends.
-# KEYS: the index. ARGV: now, lease, limit, the prefix of the tenants' sets. The tenants with traces due
-# (earliest first) each take an equal share of what is left, in passes, until the limit is reached or
-# none has more due: a tenant with thousands due takes no more than one with a few while both have some.
-# The tenants' sets are named from the index (one Redis, like the rest of this store).
-_CLAIM = (
-    _REINDEX
-    + """
-local now, lease, left = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local active = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-local out = {}
-while left > 0 and #active > 0 do
-  local share = math.max(1, math.floor(left / #active))
-  local more = {}
-  for _, tenant in ipairs(active) do
-    if left <= 0 then break end
-    local set = ARGV[4] .. tenant
-    local take = math.min(share, left)
-    local due = redis.call('ZRANGEBYSCORE', set, '-inf', now, 'LIMIT', 0, take)
-    for _, member in ipairs(due) do
-      redis.call('ZADD', set, now + lease, member)
-      out[#out + 1] = member
-    end
-    left = left - #due
-    if #due == take then more[#more + 1] = tenant end
-    reindex(set, KEYS[1], tenant)
-  end
-  active = more
-end
-return out
-"""
-)
-
-# KEYS: the tenant's set, the index. ARGV: member, its new score ("" removes it).
-_SET_DUE = (
-    _REINDEX
-    + """
-if ARGV[2] == '' then redis.call('ZREM', KEYS[1], ARGV[1]) else redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
-reindex(KEYS[1], KEYS[2], tenant_of(ARGV[1]))
-"""
-)
-
-# KEYS: the index. ARGV: the prefix of the tenants' sets. Open traces of every tenant.
-_PENDING = """
-local n = 0
-for _, tenant in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do n = n + redis.call('ZCARD', ARGV[1] .. tenant) end
-return n
-"""
-
-# KEYS: the set of an older version (every tenant's traces), the index. ARGV: the prefix of the tenants'
-# sets, how many to move. Moves them into their tenants' sets; returns how many are left.
-_MIGRATE = (
-    _REINDEX
-    + """
-local moved = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1, 'WITHSCORES')
-local touched = {}
-for i = 1, #moved, 2 do
-  local tenant = tenant_of(moved[i])
-  redis.call('ZADD', ARGV[1] .. tenant, 'LT', moved[i + 1], moved[i])  -- added, or kept at the earlier
-  redis.call('ZREM', KEYS[1], moved[i])
-  touched[tenant] = true
-end
-for tenant in pairs(touched) do reindex(ARGV[1] .. tenant, KEYS[2], tenant) end
-return redis.call('ZCARD', KEYS[1])
-"""
-)
-
 _FINISH = (
-    _REINDEX
+    REINDEX_LUA
     + """
 local counts = redis.call('HMGET', KEYS[2], 'stored', 'lstored')
 local count, lcount = tonumber(counts[1] or '0'), tonumber(counts[2] or '0')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[5])
 redis.call('SET', KEYS[3], '1', 'EX', ARGV[3])
 redis.call('ZREM', KEYS[4], ARGV[1])
-reindex(KEYS[4], KEYS[6], tenant_of(ARGV[1]))
+reindex(KEYS[4], KEYS[6], ARGV[5])
 return {math.max(0, count - tonumber(ARGV[2])), math.max(0, lcount - tonumber(ARGV[4]))}
 """
 )
@@ -257,24 +182,20 @@ class TraceStore:
     ) -> None:
         self.client = client
         self.prefix = prefix
-        self.legacy_pending_key = f"{prefix}:pending"  # an older version's one set for every tenant
-        self.due_key = f"{prefix}:due"  # tenant -> its earliest open trace's score
-        self.pending_prefix = f"{prefix}:pending:"  # + tenant: its open traces, scored by when they are due
-        self._migrated = False
+        # each tenant's open traces, scored by when they are due; an older version had one set for all
+        self.due = TenantDueSets(
+            client, f"{prefix}:due", f"{prefix}:pending:", legacy_key=f"{prefix}:pending"
+        )
         self.quiet_s, self.max_spans, self.max_bytes = quiet_s, max_spans, max_bytes
         self.ttl_s, self.done_ttl_s, self.lease_s = ttl_s, done_ttl_s, lease_s
         self.max_logs, self.max_log_bytes = max_logs, max_log_bytes
         self._add = client.register_script(_ADD)
         self._add_logs = client.register_script(_ADD_LOGS)
-        self._claim = client.register_script(_CLAIM)
         self._finish = client.register_script(_FINISH)
-        self._set_due = client.register_script(_SET_DUE)
-        self._pending = client.register_script(_PENDING)
-        self._migrate = client.register_script(_MIGRATE)
 
     def _keys(self, tenant: str, trace_id: str) -> list[str]:
         tag = f"{self.prefix}:{{{tenant}/{trace_id}}}"  # one hash slot per trace
-        return [f"{tag}:spans", f"{tag}:meta", f"{tag}:done", self.pending_prefix + tenant, f"{tag}:logs"]
+        return [f"{tag}:spans", f"{tag}:meta", f"{tag}:done", self.due.key(tenant), f"{tag}:logs"]
 
     def add_many(self, items: list[tuple[str, str, bytes, list[SpanEntry]]], now: float) -> list[AddResult]:
         """Store each (tenant, trace id, resource, spans) in one round trip; results in the same order."""
@@ -291,8 +212,9 @@ class TraceStore:
                 ",".join(f"{e.span_class}{e.span_id}:{len(e.payload)}" for e in spans),
                 len(spans),
                 b"".join(e.payload for e in spans),
+                tenant,
             ]
-            self._add(keys=[*self._keys(tenant, trace_id)[:4], self.due_key], args=args, client=pipe)
+            self._add(keys=[*self._keys(tenant, trace_id)[:4], self.due.index_key], args=args, client=pipe)
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
     def add_logs(self, items: list[tuple[str, str, list[LogEntry]]], now: float) -> list[AddResult]:
@@ -310,26 +232,18 @@ class TraceStore:
                 ",".join(f"{e.digest}:{len(e.payload)}" for e in logs),
                 len(logs),
                 b"".join(e.payload for e in logs),
+                tenant,
             ]
-            self._add_logs(keys=[keys[4], keys[1], keys[2], keys[3], self.due_key], args=args, client=pipe)
+            self._add_logs(
+                keys=[keys[4], keys[1], keys[2], keys[3], self.due.index_key], args=args, client=pipe
+            )
         return [AddResult(*(int(x) for x in r)) for r in pipe.execute()] if items else []
 
     def claim_due(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """Up to `limit` due traces, shared between the tenants that have some (see _CLAIM); each is leased."""
-        if not self._migrated:
-            while int(
-                self._migrate(keys=[self.legacy_pending_key, self.due_key], args=[self.pending_prefix, 1000])
-            ):
-                pass
-            self._migrated = True
-        members = self._claim(keys=[self.due_key], args=[now, self.lease_s, limit, self.pending_prefix])
-        out = []
-        for member in members:
-            tenant, _, trace_id = (member.decode() if isinstance(member, bytes) else str(member)).partition(
-                "/"
-            )
-            out.append((tenant, trace_id))
-        return out
+        """Up to `limit` due traces, shared between the tenants that have some; each is leased."""
+        return [
+            (tenant, member.partition("/")[2]) for tenant, member in self.due.claim(now, limit, self.lease_s)
+        ]
 
     def load_many(self, members: list[tuple[str, str]]) -> list[OpenTrace | None]:
         """Each trace's spans and meta in one round trip (and, in a second, the log records of the traces
@@ -371,11 +285,11 @@ class TraceStore:
         return out
 
     def reschedule(self, tenant: str, trace_id: str, at: float) -> None:
-        self._set_due(keys=[self.pending_prefix + tenant, self.due_key], args=[f"{tenant}/{trace_id}", at])
+        self.due.set(tenant, f"{tenant}/{trace_id}", at)
 
     def forget(self, tenant: str, trace_id: str) -> None:
         """A pending entry whose state expired (TTL): nothing left to assemble."""
-        self._set_due(keys=[self.pending_prefix + tenant, self.due_key], args=[f"{tenant}/{trace_id}", ""])
+        self.due.remove(tenant, f"{tenant}/{trace_id}")
 
     def finish_many(self, traces: list[OpenTrace]) -> list[FinishResult]:
         """Close traces whose events were acknowledged (or that were dropped), in one round trip.
@@ -386,12 +300,18 @@ class TraceStore:
         for trace in traces:
             keys = self._keys(trace.tenant, trace.trace_id)
             self._finish(
-                keys=[*keys, self.due_key],
-                args=[f"{trace.tenant}/{trace.trace_id}", len(trace.spans), self.done_ttl_s, len(trace.logs)],
+                keys=[*keys, self.due.index_key],
+                args=[
+                    f"{trace.tenant}/{trace.trace_id}",
+                    len(trace.spans),
+                    self.done_ttl_s,
+                    len(trace.logs),
+                    trace.tenant,
+                ],
                 client=pipe,
             )
         return [FinishResult(int(s), int(g)) for s, g in pipe.execute()] if traces else []
 
     def pending(self) -> int:
         """Open traces of every tenant."""
-        return int(self._pending(keys=[self.due_key], args=[self.pending_prefix]))
+        return self.due.size()

@@ -70,29 +70,29 @@ def test_the_index_follows_every_change_and_empties_with_the_sets(redis_client: 
     _open(store, "acme", 2)
     _open(store, "beta", 1)
     assert store.pending() == 3
-    assert redis_client.zscore(store.due_key, "acme") == NOW
+    assert redis_client.zscore(store.due.index_key, "acme") == NOW
     store.reschedule("acme", "t0", NOW + 100)
     store.reschedule("acme", "t1", NOW + 50)
-    assert redis_client.zscore(store.due_key, "acme") == NOW + 50  # its earliest trace's score
+    assert redis_client.zscore(store.due.index_key, "acme") == NOW + 50  # its earliest trace's score
     assert store.claim_due(NOW, 10) == [("beta", "t0")]
     store.forget("beta", "t0")
-    assert redis_client.zscore(store.due_key, "beta") is None and store.pending() == 2
+    assert redis_client.zscore(store.due.index_key, "beta") is None and store.pending() == 2
     [t1] = store.claim_due(NOW + 60, 10)
     [trace] = store.load_many([t1])
     assert isinstance(trace, OpenTrace)
     assert store.finish_many([trace])[0].late_spans == 0
-    assert redis_client.zscore(store.due_key, "acme") == NOW + 100 and store.pending() == 1
+    assert redis_client.zscore(store.due.index_key, "acme") == NOW + 100 and store.pending() == 1
     store.forget("acme", "t0")
-    assert redis_client.zcard(store.due_key) == 0 and store.pending() == 0
+    assert redis_client.zcard(store.due.index_key) == 0 and store.pending() == 0
 
 
 def test_an_older_versions_pending_set_is_moved_at_the_first_claim(redis_client: redis.Redis) -> None:
     store = _store(redis_client)
     _open(store, "acme", 1)  # opened by this version, due at NOW
     legacy = {f"acme/old{i}": NOW - 5 for i in range(1500)} | {"beta/old": NOW + 20, "acme/t0": NOW - 1}
-    redis_client.zadd(store.legacy_pending_key, legacy)
+    redis_client.zadd("asm:pending", legacy)
     claimed = store.claim_due(NOW, 5000)
-    assert not redis_client.exists(store.legacy_pending_key)
+    assert not redis_client.exists("asm:pending")
     assert _by_tenant(claimed) == {"acme": 1501}  # acme/t0 once, at the earlier of its two scores
-    assert redis_client.zscore(store.due_key, "beta") == NOW + 20
+    assert redis_client.zscore(store.due.index_key, "beta") == NOW + 20
     assert store.claim_due(NOW + 21, 10) == [("beta", "old")]
