@@ -37,23 +37,33 @@ class Strict(BaseModel):
     model_config = {"extra": "forbid", "populate_by_name": True}
 
 
-class FaithfulnessRule(Strict):
-    min_mean_score: float = Field(0.5, ge=0, le=1, description="page when the mean HHEM score falls below")
+def _per_intent_minimum(default: int, counted: str, statistic: str = "mean") -> Any:
+    """The field `min_*_per_intent`: an intent's own statistic pages only once its window holds this many."""
+    return Field(
+        default,
+        ge=1,
+        description=f"{counted} of one intent in the window before its own {statistic} can page",
+    )
+
+
+class MeanRule(Strict):
+    """A mean per tenant and per intent over `window` against a limit (faithfulness, cost)."""
+
     window: Duration = "30m"
     min_samples: int = Field(20, ge=1)
-    min_samples_per_intent: int = Field(
-        30, ge=1, description="scored answers of one intent in the window before its own mean can page"
-    )
     for_: Duration = Field("10m", alias="for")
+
+
+class FaithfulnessRule(MeanRule):
+    min_mean_score: float = Field(0.5, ge=0, le=1, description="page when the mean HHEM score falls below")
+    min_samples_per_intent: int = _per_intent_minimum(30, "scored answers")
 
 
 class LatencyRule(Strict):
     quantile: float = Field(0.95, gt=0, lt=1)
     window: Duration = "10m"
     min_samples: int = Field(20, ge=1)
-    min_samples_per_intent: int = Field(
-        50, ge=1, description="traces of one intent in the window before its own p95 (total, ttft) can page"
-    )
+    min_samples_per_intent: int = _per_intent_minimum(50, "traces", "p95 (total, ttft)")
     for_: Duration = Field("5m", alias="for")
     slo_seconds: dict[str, float] = Field(
         default_factory=lambda: {
@@ -71,9 +81,7 @@ class ExclusionRule(Strict):
     max_rate: float = Field(0.2, gt=0, le=1, description="falsely excluded / eligible queries")
     window: Duration = "1h"
     min_eligible: int = Field(20, ge=1)
-    min_eligible_per_intent: int = Field(
-        20, ge=1, description="eligible queries of one intent in the window before its own rate can page"
-    )
+    min_eligible_per_intent: int = _per_intent_minimum(20, "eligible queries", "rate")
     for_: Duration = Field("10m", alias="for")
     no_data_for: Duration = Field("2h", description="alert when traces flow but no query had eligible gold")
     no_data_grace: Duration = Field("15m", description="how long that must hold (also right after a start)")
@@ -174,14 +182,9 @@ class CheckRule(Strict):
     for_: Duration = Field("10m", alias="for")
 
 
-class CostRule(Strict):
+class CostRule(MeanRule):
     max_mean_usd: float = Field(0.05, gt=0, description="budget for the mean cost per query")
-    window: Duration = "30m"
-    min_samples: int = Field(20, ge=1)
-    min_samples_per_intent: int = Field(
-        30, ge=1, description="costed queries of one intent in the window before its own mean can page"
-    )
-    for_: Duration = Field("10m", alias="for")
+    min_samples_per_intent: int = _per_intent_minimum(30, "costed queries")
 
 
 class DriftRule(Strict):

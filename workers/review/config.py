@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -11,6 +11,7 @@ from service.contracts import driftflags
 
 Stratum = Literal["blind", "low_confidence", "negative_feedback", "drift", "failed_check"]
 STRATA: tuple[Stratum, ...] = ("blind", "low_confidence", "negative_feedback", "drift", "failed_check")
+Rate = Annotated[float, Field(gt=0, le=1)]  # the share of a stratum's candidates that is queued
 
 
 def _default_shares() -> dict[Stratum, float]:
@@ -30,16 +31,11 @@ class ReviewConfig(BaseModel):
     shares: dict[Stratum, float] = Field(
         default_factory=_default_shares, description="share of the daily capacity per stratum (sum <= 1)"
     )
-    blind_rate: float = Field(0.01, gt=0, le=1, description="share of production traces in the blind sample")
-    low_confidence_rate: float = Field(1.0, gt=0, le=1, description="share of low-confidence traces queued")
-    negative_feedback_rate: float = Field(
-        1.0, gt=0, le=1, description="share of thumbs-down/regenerated traces"
-    )
-    drift_rate: float = Field(
-        0.05,
-        gt=0,
-        le=1,
-        description="share of the traces of a flagged query-drift window queued (stratum drift)",
+    blind_rate: Rate = Field(0.01, description="share of production traces in the blind sample")
+    low_confidence_rate: Rate = Field(1.0, description="share of low-confidence traces queued")
+    negative_feedback_rate: Rate = Field(1.0, description="share of thumbs-down/regenerated traces")
+    drift_rate: Rate = Field(
+        0.05, description="share of the traces of a flagged query-drift window queued (stratum drift)"
     )
     drift_key_prefix: str = Field(
         driftflags.DEFAULT_PREFIX,
@@ -52,10 +48,8 @@ class ReviewConfig(BaseModel):
     drift_refresh_s: float = Field(
         5.0, ge=0, description="how often the flagged windows are re-read from Redis"
     )
-    failed_check_rate: float = Field(
+    failed_check_rate: Rate = Field(
         1.0,
-        gt=0,
-        le=1,
         description="share of the answers a deterministic check failed that are queued (stratum failed_check)",
     )
     short_dwell_s: float = Field(
