@@ -17,7 +17,11 @@ def build(ctx: WorkerContext[PhoenixSettings]) -> PhoenixExporter:
     settings = ctx.config
     metrics = PhoenixMetrics(ctx.registry)
     waiting = WaitingRoom(
-        ctx.redis, ctx.settings.group_id(ctx.name), settings.retry_interval_s, settings.max_waiting
+        ctx.redis,
+        ctx.settings.group_id(ctx.name),
+        settings.retry_interval_s,
+        settings.max_waiting,
+        settings.max_waiting_per_tenant,
     )
     return PhoenixExporter(settings, PhoenixGateway(settings, metrics), waiting, metrics)
 

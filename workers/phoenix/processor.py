@@ -93,9 +93,7 @@ class PhoenixExporter(Processor):
         missing = done.missing
         if self._settings.span_wait_s > 0:
             waiting = [Waiting(waiting_id(s), now, s.model_dump_json()) for s in missing]
-            done.skipped += [
-                (s, "waiting_full") for s in missing[len(missing) - self._waiting.park(waiting, now) :]
-            ]
+            done.skipped += [(missing[i], "waiting_full") for i in self._waiting.park(waiting, now)]
         else:
             done.skipped += [(s, "trace_not_found") for s in missing]
         self._record(done)

@@ -35,6 +35,11 @@ class PhoenixSettings(BaseSettings):
     max_waiting: int = Field(
         100_000, ge=0, description="waiting scores kept in Redis; beyond that, counted, dropped"
     )
+    max_waiting_per_tenant: int = Field(
+        20_000,
+        ge=0,
+        description="waiting scores one tenant may hold of max_waiting; beyond that, its own are dropped",
+    )
 
     _one_tenant_per_project = field_validator("tenant_projects")(check_one_tenant_per_project)
 

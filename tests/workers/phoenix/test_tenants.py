@@ -19,7 +19,7 @@ from workers.phoenix.gateway import document_id
 from workers.phoenix.metrics import PhoenixMetrics
 from workers.phoenix.processor import PhoenixExporter
 from workers.phoenix.settings import PhoenixSettings
-from workers.phoenix.waiting import WaitingRoom
+from workers.phoenix.waiting import Waiting, WaitingRoom
 
 
 def test_each_tenant_has_its_own_project_on_both_sides() -> None:
@@ -91,7 +91,6 @@ def test_scores_of_two_tenants_with_the_same_event_id_wait_apart(redis_client: r
 
 
 def test_an_entry_parked_by_the_old_version_is_still_retried(redis_client: redis.Redis) -> None:
-    from workers.phoenix.waiting import Waiting
 
     settings = PhoenixSettings(url="http://p", api_key=SecretStr("k"), span_wait_s=1.0)
     waiting = WaitingRoom(redis_client, "test-old", settings.retry_interval_s, settings.max_waiting)
@@ -105,3 +104,52 @@ def test_an_entry_parked_by_the_old_version_is_still_retried(redis_client: redis
 def test_a_deeply_nested_metadata_string_has_no_id_and_raises_nothing() -> None:
     deep = '{"id":' * 100_000 + '"x"' + "}" * 100_000
     assert document_id({"metadata": deep, "content": "text"}) is not None  # the content hash, not a crash
+
+
+def _entries(tenant: str, n: int, at: float, first: int = 0) -> list[Waiting]:
+    return [Waiting(f"{tenant}/e{i}", at, "{}") for i in range(first, first + n)]
+
+
+def test_a_tenant_flooding_the_waiting_room_takes_only_its_own_share(redis_client: redis.Redis) -> None:
+    waiting = WaitingRoom(redis_client, "test-flood", 10.0, 100, 30)
+    now = time.time()
+    dropped = waiting.park(_entries("flood", 80, now) + _entries("quiet", 5, now), now)
+    assert dropped == list(range(30, 80)), "the flood's own beyond its 30, none of the quiet tenant's"
+    assert waiting.size() == 35
+    assert waiting.park(_entries("quiet", 70, now, first=5), now) == list(
+        range(25, 70)
+    )  # 5 held: 25 more fit
+    assert waiting.size() == 60
+
+
+def test_the_room_in_all_still_bounds_every_tenant_together(redis_client: redis.Redis) -> None:
+    waiting = WaitingRoom(redis_client, "test-total", 10.0, 50, 30)
+    now = time.time()
+    assert waiting.park(_entries("a", 30, now), now) == []
+    assert waiting.park(_entries("b", 30, now), now) == list(range(20, 30))
+    assert waiting.size() == 50
+
+
+def test_a_retry_takes_equal_shares_of_the_tenants_with_scores_due(redis_client: redis.Redis) -> None:
+    waiting = WaitingRoom(redis_client, "test-share", 10.0, 10_000, 10_000)
+    now = time.time()
+    waiting.park(_entries("flood", 1000, now - 100), now - 100)  # due long before the quiet tenant's
+    waiting.park(_entries("quiet", 3, now), now)
+    due = waiting.take_due(now + 20, 50)
+    assert sum(w.event_id.startswith("quiet/") for w in due) == 3 and len(due) == 50
+    waiting.done([w.event_id for w in due])
+    assert waiting.size() == 953
+
+
+def test_the_one_set_of_the_older_version_is_moved_and_retried(redis_client: redis.Redis) -> None:
+    waiting = WaitingRoom(redis_client, "test-legacy", 10.0, 100)
+    now = time.time()
+    prefix = "ragmon:phoenix:test-legacy"
+    redis_client.zadd(f"{prefix}:waiting", {"acme/e1": now - 1, "bare-id": now - 1})
+    redis_client.hset(
+        f"{prefix}:data", mapping={m: '{"first_seen": 1, "score": "{}"}' for m in ("acme/e1", "bare-id")}
+    )
+    assert sorted(w.event_id for w in waiting.take_due(now, 10)) == ["acme/e1", "bare-id"]
+    assert not redis_client.exists(f"{prefix}:waiting") and waiting.size() == 2
+    waiting.done(["acme/e1", "bare-id"])
+    assert waiting.size() == 0 and redis_client.hlen(f"{prefix}:data") == 0
