@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from workers.runtime.families import Families
 
 SIGNAL_LABELS = ("tenant", "signal", "intent", "model")
 WINDOWS = ("reference", "current")
@@ -26,105 +28,79 @@ WINDOWS = ("reference", "current")
 class DriftMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         s = SIGNAL_LABELS
-        self.mmd2 = Gauge(
-            "ragmon_drift_mmd2",
-            "Unbiased MMD² between the reference and current windows",
-            s,
-            registry=registry,
-        )
-        self.p_value = Gauge(
+        f = Families(registry, s)
+        self.mmd2 = f.gauge("ragmon_drift_mmd2", "Unbiased MMD² between the reference and current windows")
+        self.p_value = f.gauge(
             "ragmon_drift_p_value_ratio",
             "Permutation p-value of the last test, (1 + #{perm >= obs}) / (1 + B)",
-            s,
-            registry=registry,
         )
-        self.threshold = Gauge(
+        self.threshold = f.gauge(
             "ragmon_drift_mmd2_threshold",
             "MMD² the last test had to exceed to flag drift at the configured alpha (from its permutations)",
-            s,
-            registry=registry,
         )
-        self.detected = Gauge(
-            "ragmon_drift_detected", "1 when the last test's p-value was <= alpha", s, registry=registry
+        self.detected = f.gauge("ragmon_drift_detected", "1 when the last test's p-value was <= alpha")
+        self.window_size = f.gauge(
+            "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window")
         )
-        self.window_size = Gauge(
-            "ragmon_drift_window_size_queries", "Queries in each window", (*s, "window"), registry=registry
+        self.last_test = f.gauge(
+            "ragmon_drift_last_test_timestamp_seconds", "Unix time of the last drift test"
         )
-        self.last_test = Gauge(
-            "ragmon_drift_last_test_timestamp_seconds",
-            "Unix time of the last drift test",
-            s,
-            registry=registry,
-        )
-        self.tests = Counter(
-            "ragmon_drift_tests_total", "Drift tests run by this replica", s, registry=registry
-        )
-        self.test_duration = Histogram(
+        self.tests = f.counter("ragmon_drift_tests_total", "Drift tests run by this replica")
+        self.test_duration = f.histogram(
             "ragmon_drift_test_duration_seconds",
             "Time to read the windows and run one test",
             s[:2],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=registry,
         )
-        self.model_resets = Counter(
+        self.model_resets = f.counter(
             "ragmon_drift_model_resets_total",
             "A new embedding model or dimension replaced the previous one of a stream: new reference, no comparison",
             ("tenant", "signal", "intent", "from_model", "to_model"),
-            registry=registry,
         )
-        self.embeddings = Counter(
+        self.embeddings = f.counter(
             "ragmon_drift_embeddings_total",
             "Query embeddings offered to the windows, by where they went",
             ("tenant", "signal", "outcome"),
-            registry=registry,
         )
-        self.skipped = Counter(
+        self.skipped = f.counter(
             "ragmon_drift_queries_skipped_total",
             "Trace queries left out of the windows, by why",
             ("tenant", "reason"),
-            registry=registry,
         )
-        self.lease_busy = Counter(
+        self.lease_busy = f.counter(
             "ragmon_drift_lease_busy_total",
             "Due tests left to the replica that held the signal's lease",
             s[:2],
-            registry=registry,
         )
-        self.tick_errors = Counter(
+        self.tick_errors = f.counter(
             "ragmon_drift_tick_errors_total",
             "Scheduled work skipped because Redis failed, by error type",
             ("error",),
-            registry=registry,
         )
-        self.encoder_ready = Gauge(
-            "ragmon_drift_encoder_up", "1 when the pinned encoder is loaded", registry=registry
-        )
-        self.encoder_duration = Histogram(
+        self.encoder_ready = f.gauge("ragmon_drift_encoder_up", "1 when the pinned encoder is loaded", ())
+        self.encoder_duration = f.histogram(
             "ragmon_drift_encoder_batch_duration_seconds",
             "Time to embed one batch of query texts",
+            (),
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
-            registry=registry,
         )
-        self.followups = Counter(
+        self.followups = f.counter(
             "ragmon_feedback_followups_total",
             "Queries followed by another of the same session within the window, counted on the earlier one: "
             "reformulated (cosine >= min_cosine), different, or not_compared (no embeddings of one model)",
             ("tenant", "intent", "embedding", "outcome"),
-            registry=registry,
         )
-        self.session_queries = Counter(
+        self.session_queries = f.counter(
             "ragmon_feedback_session_queries_total",
             "Production queries with a session_id: first of a session, follow-up, after the window, or late "
             "or duplicate (older than the session's last query: not compared)",
             ("tenant", "outcome"),
-            registry=registry,
         )
-        self.sessions_ended = Counter(
+        self.sessions_ended = f.counter(
             "ragmon_feedback_sessions_ended_total",
             "Sessions ended (idle past sessions.idle_s): resolved, or why the last answer did not help "
             "(thumbs_down, regenerated, reformulated)",
             ("tenant", "intent", "outcome"),
-            registry=registry,
         )
         self._published: set[tuple[str, ...]] = set()
 

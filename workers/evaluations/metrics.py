@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from workers.runtime.collector import export_metrics
+from workers.runtime.families import Families
 
 
 class EvaluationsMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.evaluations = Counter(
+        f = Families(registry)
+        self.evaluations = f.counter(
             "ragmon_evaluations_built_total",
             "gen_ai.evaluation.result records built, by evaluation kind (workers/evaluations/records.py KINDS)",
             ["kind"],
-            registry=r,
         )
-        self.skipped = Counter(
+        self.skipped = f.counter(
             "ragmon_evaluations_skipped_total",
             "Events on the read topics that are no evaluation: implicit_signal (scores topic), "
             "gold_only (a label with gold ids only), errored_trace (a failed request: no answer to check)",
             ["reason"],
-            registry=r,
         )
         self.records, self.requests, self.request_seconds, self.delay_seconds = export_metrics(
-            r,
+            registry,
             items=(
                 "ragmon_evaluations_records_total",
                 "Log records by outcome: sent (acknowledged), rejected (the collector refused them for good)",

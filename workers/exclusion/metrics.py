@@ -36,6 +36,7 @@ from prometheus_client import CollectorRegistry, Counter
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
 from workers.exclusion.retrieval import STAGES, series_keys
+from workers.runtime.families import Families, at_zero
 from workers.runtime.labels import NONE, Children, ClosedSet, FirstSeenCap, WindowedCap, families_with, prune
 
 QUERY_LABELS = ("tenant", "variant", "source", "intent")
@@ -69,90 +70,81 @@ class ExclusionMetrics:
         )
         self._field = FirstSeenCap(config.max_extra_predicate_fields, always=config.predicate_fields)
 
-        def counter(name: str, doc: str, labels: tuple[str, ...]) -> Counter:
-            return Counter(name, doc, labels, registry=registry)
-
-        self.samples = counter(
-            "ragmon_exclusion_samples_total",
-            "Exclusion samples evaluated, with or without eligible gold",
-            QUERY_LABELS,
+        f = Families(registry, QUERY_LABELS)
+        self.samples = f.counter(
+            "ragmon_exclusion_samples_total", "Exclusion samples evaluated, with or without eligible gold"
         )
-        self.eligible_queries = counter(
+        self.eligible_queries = f.counter(
             "ragmon_exclusion_eligible_queries_total",
             "Evaluated queries with at least one entitled gold document",
-            QUERY_LABELS,
         )
-        self.excluded_queries = counter(
+        self.excluded_queries = f.counter(
             "ragmon_exclusion_falsely_excluded_queries_total",
             "Queries whose entitled gold was all removed by relevance filters",
-            QUERY_LABELS,
         )
-        self.eligible_gold = counter(
-            "ragmon_exclusion_eligible_gold_documents_total",
-            "Entitled gold documents evaluated",
-            QUERY_LABELS,
+        self.eligible_gold = f.counter(
+            "ragmon_exclusion_eligible_gold_documents_total", "Entitled gold documents evaluated"
         )
-        self.excluded_gold = counter(
+        self.excluded_gold = f.counter(
             "ragmon_exclusion_excluded_gold_documents_total",
             "Entitled gold documents removed by relevance filters",
-            QUERY_LABELS,
         )
-        self.predicate_exclusions = counter(
+        self.predicate_exclusions = f.counter(
             "ragmon_exclusion_predicate_exclusions_total",
             "Excluded gold documents by a relevance predicate they fail (one per document and predicate); "
             "intent is left out to bound field x op x intent cardinality",
             ("tenant", "variant", "source", "field", "op"),
         )
-        self.ineligible_gold = counter(
+        self.ineligible_gold = f.counter(
             "ragmon_exclusion_ineligible_gold_documents_total",
             "Gold ids left out of both rates: reason not_entitled (violates entitlement) or not_in_sample",
             ("tenant", "source", "reason"),
         )
-        self.leaks = counter(
+        self.leaks = f.counter(
             "ragmon_exclusion_leaks_total",
             "Documents that violate an entitlement predicate (security event)",
             ("tenant", "kind"),
         )
-        self.unverified = counter(
+        self.unverified = f.counter(
             "ragmon_exclusion_unverified_documents_total",
             "Documents whose metadata lacks an entitlement predicate's field, so no leak check was possible",
             ("tenant", "kind"),
         )
-        self.labels = counter(
+        self.labels = f.counter(
             "ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome")
         )
-        self.retrieval_sum = counter(
+        self.retrieval_sum = f.counter(
             "ragmon_exclusion_retrieval_score_sum_total",
             "Sum over labelled traces of a retrieval metric's per-trace value (stage: candidates or context; "
             "k: the cut-off, 'all' for MRR)",
             (*RETRIEVAL_LABELS, "metric", "k"),
         )
-        self.retrieval_squares = counter(
+        self.retrieval_squares = f.counter(
             "ragmon_exclusion_retrieval_score_squares_total",
             "Sum over labelled traces of the squared per-trace value (the interval's variance)",
             (*RETRIEVAL_LABELS, "metric", "k"),
         )
-        self.retrieval_traces = counter(
+        self.retrieval_traces = f.counter(
             "ragmon_exclusion_retrieval_labelled_traces_total",
             "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
             RETRIEVAL_LABELS,
         )
-        self.release_sum = counter(
+        self.release_sum = f.counter(
             "ragmon_exclusion_retrieval_release_score_sum_total",
             "The retrieval score sums by release (release: the trace's, capped per tenant; none: it named none)",
             (*RELEASE_LABELS, "metric", "k"),
         )
-        self.release_squares = counter(
+        self.release_squares = f.counter(
             "ragmon_exclusion_retrieval_release_score_squares_total",
             "The squared per-trace values by release",
             (*RELEASE_LABELS, "metric", "k"),
         )
-        self.release_traces = counter(
+        self.release_traces = f.counter(
             "ragmon_exclusion_retrieval_release_labelled_traces_total",
             "Traces whose retrieval metrics were counted, by release",
             RELEASE_LABELS,
         )
-        self.folded = counter(
+        self.folded = f.counter(
             "ragmon_exclusion_label_values_folded_total",
             "Label values a per-tenant cap folded into 'other', by label (variant, release): docs/series-budget.md",
             ("tenant", "label"),
@@ -182,8 +174,7 @@ class ExclusionMetrics:
         counter's first increment when the series existed before it."""
         if tenant not in self._tenants_seen:
             self._tenants_seen.add(tenant)
-            for kind in LEAK_KINDS:
-                self.leaks.labels(tenant, kind)
+            at_zero(self.leaks, tenant, each=LEAK_KINDS)
 
     def record_query(self, tenant: str, variant: str, intent: str | None, outcome: QueryOutcome) -> None:
         variant_label = self._variant_label(tenant, variant)

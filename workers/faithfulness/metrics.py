@@ -11,8 +11,9 @@ docs/series-budget.md), everything else is a fixed enum.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
+from workers.runtime.families import Families, at_zero
 from workers.runtime.labels import families_with, prune
 
 TENANT_VARIANT = ("tenant", "variant")
@@ -31,118 +32,97 @@ SCORING_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 class FaithfulnessMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        def counter(name: str, doc: str, labels: tuple[str, ...] = TENANT_VARIANT) -> Counter:
-            return Counter(name, doc, labels, registry=registry)
-
-        self.traces = counter(
+        f = Families(registry, TENANT_VARIANT)
+        self.traces = f.counter(
             "ragmon_faithfulness_traces_total", "Trace events seen by the faithfulness worker"
         )
-        self.eligible = counter(
+        self.eligible = f.counter(
             "ragmon_faithfulness_eligible_total", "Traces with claims (a non-empty, non-refused answer)"
         )
-        self.errored = counter(
+        self.errored = f.counter(
             "ragmon_faithfulness_errored_traces_total",
             "Traces whose request failed (the trace's error): neither scored nor eligible, never unfaithful",
         )
-        self.no_claims = counter(
+        self.no_claims = f.counter(
             "ragmon_faithfulness_no_claims_total",
             "Refused or empty answers: counted, never scored",
             (*TENANT_VARIANT, "reason"),
         )
-        self.skipped = counter(
+        self.skipped = f.counter(
             "ragmon_faithfulness_skipped_total",
             "Eligible traces not scored, by reason",
             (*TENANT_VARIANT, "reason"),
         )
-        self.scored = counter("ragmon_faithfulness_scored_total", "Traces scored")
-        self.below_threshold = counter(
+        self.scored = f.counter("ragmon_faithfulness_scored_total", "Traces scored")
+        self.below_threshold = f.counter(
             "ragmon_faithfulness_below_threshold_total", "Scored traces below their tenant's threshold"
         )
-        self.truncated = counter(
+        self.truncated = f.counter(
             "ragmon_faithfulness_truncated_total", "Scored traces whose premise was cut to the token budget"
         )
-        self.truncated_tokens = counter(
+        self.truncated_tokens = f.counter(
             "ragmon_faithfulness_truncated_tokens_total", "Premise tokens cut by the budget"
         )
-        self.scored_tokens = counter(
+        self.scored_tokens = f.counter(
             "ragmon_faithfulness_scored_tokens_total", "Prompt tokens run through the model"
         )
-        self.errors = counter(
+        self.errors = f.counter(
             "ragmon_faithfulness_errors_total",
             "Traces in batches whose scoring failed (retried)",
             (*TENANT_VARIANT, "stage"),
         )
-        self.score = Histogram(
+        self.score = f.histogram(
             "ragmon_faithfulness_score_ratio",
             "Trace faithfulness: HHEM P(consistent) (answer mode) or supported-sentence fraction (sentences mode), "
             "by the trace's intent (the configured set, the rest 'other', none 'none')",
             (*TENANT_VARIANT, "intent"),
             buckets=SCORE_BUCKETS,
-            registry=registry,
         )
-        self.scoring_seconds = Histogram(
+        self.scoring_seconds = f.histogram(
             "ragmon_faithfulness_scoring_duration_seconds",
             "Model time attributed to one trace (its pairs' shares of their forward passes)",
-            TENANT_VARIANT,
             buckets=SCORING_BUCKETS,
-            registry=registry,
         )
-        self.inference_seconds = Histogram(
+        self.inference_seconds = f.histogram(
             "ragmon_faithfulness_inference_duration_seconds",
             "Duration of one forward pass (a micro-batch of pairs)",
+            (),
             buckets=INFERENCE_BUCKETS,
-            registry=registry,
         )
-        self.padded_tokens = Counter(
+        self.padded_tokens = f.counter(
             "ragmon_faithfulness_padded_tokens_total",
             "Tokens computed by forward passes, padding included (compare with scored_tokens_total)",
-            registry=registry,
+            (),
         )
-        self.pairs = Counter(
-            "ragmon_faithfulness_pairs_total",
-            "(premise, hypothesis) pairs scored, by source",
-            ("source",),
-            registry=registry,
+        self.pairs = f.counter(
+            "ragmon_faithfulness_pairs_total", "(premise, hypothesis) pairs scored, by source", ("source",)
         )
-        self.scorer_up = Gauge(
+        self.scorer_up = f.gauge(
             "ragmon_faithfulness_scorer_up",
             "1 when the HHEM model is loaded and scoring, 0 when it failed to load",
-            registry=registry,
+            (),
         )
-        self.model_load_failures = Counter(
-            "ragmon_faithfulness_model_load_failures_total",
-            "Failed attempts to load the HHEM model",
-            registry=registry,
+        self.model_load_failures = f.counter(
+            "ragmon_faithfulness_model_load_failures_total", "Failed attempts to load the HHEM model", ()
         )
-        self.model_info = Gauge(
-            "ragmon_faithfulness_model_info",
-            "The loaded model (value 1)",
-            ("revision", "mode"),
-            registry=registry,
+        self.model_info = f.gauge(
+            "ragmon_faithfulness_model_info", "The loaded model (value 1)", ("revision", "mode")
         )
-        self.sample_rate = Gauge(
-            "ragmon_faithfulness_sample_rate_ratio",
-            "Configured share of request ids scored",
-            ("tenant",),
-            registry=registry,
+        self.sample_rate = f.gauge(
+            "ragmon_faithfulness_sample_rate_ratio", "Configured share of request ids scored", ("tenant",)
         )
-        self.threshold = Gauge(
-            "ragmon_faithfulness_threshold_ratio",
-            "Configured score threshold",
-            ("tenant",),
-            registry=registry,
+        self.threshold = f.gauge(
+            "ragmon_faithfulness_threshold_ratio", "Configured score threshold", ("tenant",)
         )
-        self.folded = Counter(
+        self.folded = f.counter(
             "ragmon_faithfulness_label_values_folded_total",
             "Label values a per-tenant cap folded into 'other', by label (variant): docs/series-budget.md",
             ["tenant", "label"],
-            registry=registry,
         )
         self._touched: set[tuple[str, str]] = set()
         self._variant_families = families_with(vars(self).values(), "variant")
         # Series that exist from the start read as 0, not as "no data", in alert expressions.
-        for source in PAIR_SOURCES:
-            self.pairs.labels(source)
+        at_zero(self.pairs, each=PAIR_SOURCES)
         self.scorer_up.set(0)
 
     def touch(self, tenant: str, variant: str) -> None:
@@ -166,12 +146,9 @@ class FaithfulnessMetrics:
             self.scored_tokens,
         ):
             counter.labels(tenant, variant)
-        for reason in NO_CLAIMS_REASONS:
-            self.no_claims.labels(tenant, variant, reason)
-        for reason in SKIP_REASONS:
-            self.skipped.labels(tenant, variant, reason)
-        for stage in ERROR_STAGES:
-            self.errors.labels(tenant, variant, stage)
+        at_zero(self.no_claims, tenant, variant, each=NO_CLAIMS_REASONS)
+        at_zero(self.skipped, tenant, variant, each=SKIP_REASONS)
+        at_zero(self.errors, tenant, variant, each=ERROR_STAGES)
 
     def forget(self, tenant: str, variant: str) -> None:
         """A variant that left the window: its series are no longer exported."""

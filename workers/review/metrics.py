@@ -2,80 +2,63 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
+
+from workers.runtime.families import Families
 
 TS = ["tenant", "stratum"]
 
 
 class ReviewMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.queued = Counter(
-            "ragmon_review_queued_total", "Traces added to the review queue, by stratum", TS, registry=r
+        f = Families(registry, TS)
+        self.queued = f.counter("ragmon_review_queued_total", "Traces added to the review queue, by stratum")
+        self.overflow = f.counter(
+            "ragmon_review_overflow_total", "Traces selected for review but over the day's capacity"
         )
-        self.overflow = Counter(
-            "ragmon_review_overflow_total",
-            "Traces selected for review but over the day's capacity",
-            TS,
-            registry=r,
-        )
-        self.parked = Counter(
+        self.parked = f.counter(
             "ragmon_review_triggers_parked_total",
             "Scores or feedback that selected a trace whose content had not arrived (it waits in Redis)",
-            TS,
-            registry=r,
         )
-        self.scored = Counter(
+        self.scored = f.counter(
             "ragmon_review_scored_traces_total",
             "Production faithfulness scores counted for the prediction-powered estimate",
             ["tenant"],
-            registry=r,
         )
-        self.queue_depth = Gauge(
-            "ragmon_review_queue_waiting_traces",
-            "Items still waiting for a (first or second) review",
-            TS,
-            registry=r,
+        self.queue_depth = f.gauge(
+            "ragmon_review_queue_waiting_traces", "Items still waiting for a (first or second) review"
         )
-        self.oldest_waiting = Gauge(
-            "ragmon_review_oldest_waiting_duration_seconds",
-            "Age of the oldest item waiting for review",
-            TS,
-            registry=r,
+        self.oldest_waiting = f.gauge(
+            "ragmon_review_oldest_waiting_duration_seconds", "Age of the oldest item waiting for review"
         )
-        self.reviewed_last_day = Gauge(
+        self.reviewed_last_day = f.gauge(
             "ragmon_review_labelled_last_day_traces",
             "Labels saved by reviewers in the last 24 hours",
             ["tenant"],
-            registry=r,
         )
         # weighting: "reviewed" (the reviewed mix, each item once) or "population" (each item by 1/π)
-        self.judge_kappa = Gauge(
+        self.judge_kappa = f.gauge(
             "ragmon_review_judge_kappa",
             "Cohen's kappa of the judge against reviewers at its configured threshold, held-out half "
             "(latest calibration)",
             ["tenant", "judge", "weighting"],
-            registry=r,
         )
-        self.judge_balanced_accuracy = Gauge(
+        self.judge_balanced_accuracy = f.gauge(
             "ragmon_review_judge_balanced_accuracy_ratio",
             "Balanced accuracy of the judge at its configured threshold, held-out half (latest calibration)",
             ["tenant", "judge", "weighting"],
-            registry=r,
         )
-        self.faithful_rate = Gauge(
+        self.faithful_rate = f.gauge(
             "ragmon_review_faithful_ratio",
             "Production faithful rate (latest calibration): estimate = prediction-powered, population = "
             "reviewed labels re-weighted by 1/π, judge = the judge alone",
             ["tenant", "estimate"],
-            registry=r,
         )
-        self.reviewer_kappa = Gauge(
+        self.reviewer_kappa = f.gauge(
             "ragmon_review_reviewer_kappa",
             "Cohen's kappa between two reviewers of the same items",
             ["tenant"],
-            registry=r,
         )
-        self.store_up = Gauge(
-            "ragmon_review_store_up", "1 when the last read of the review store succeeded", registry=r
+        self.store_up = f.gauge(
+            "ragmon_review_store_up", "1 when the last read of the review store succeeded", ()
         )

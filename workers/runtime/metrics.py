@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from workers.runtime.families import Families
 
 _BATCH_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _DELAY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900)
@@ -11,71 +13,47 @@ _DELAY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900)
 class RuntimeMetrics:
     def __init__(self, registry: CollectorRegistry, worker: str) -> None:
         self.worker = worker
-        self.events = Counter(
+        f = Families(registry, ["worker"])
+        self.events = f.counter(
             "ragmon_worker_events_total",
             "Records handled, by event type and outcome (processed, duplicate, dead_letter)",
             ["worker", "type", "outcome"],
-            registry=registry,
         )
-        self.dead_letters = Counter(
+        self.dead_letters = f.counter(
             "ragmon_worker_dead_letters_total",
             "Records sent to the dead-letter topic, by reason",
             ["worker", "reason"],
-            registry=registry,
         )
-        self.dedupe_hits = Counter(
-            "ragmon_worker_dedupe_hits_total",
-            "Records skipped because their event id was already done",
-            ["worker"],
-            registry=registry,
+        self.dedupe_hits = f.counter(
+            "ragmon_worker_dedupe_hits_total", "Records skipped because their event id was already done"
         )
-        self.retries = Counter(
+        self.retries = f.counter(
             "ragmon_worker_retries_total",
             "Batches, periodic work (tick) and readiness checks that failed on an outage and were retried",
             ["worker", "error"],
-            registry=registry,
         )
-        self.batch_seconds = Histogram(
+        self.batch_seconds = f.histogram(
             "ragmon_worker_batch_duration_seconds",
             "Time to process and commit one batch",
-            ["worker"],
             buckets=_BATCH_BUCKETS,
-            registry=registry,
         )
-        self.delay_seconds = Histogram(
+        self.delay_seconds = f.histogram(
             "ragmon_worker_ingest_to_commit_duration_seconds",
             "From the API receiving an event to its offset being committed",
-            ["worker"],
             buckets=_DELAY_BUCKETS,
-            registry=registry,
         )
-        self.lag = Gauge(
+        self.lag = f.gauge(
             "ragmon_worker_consumer_lag_messages",
             "Records behind the end of each assigned partition",
             ["worker", "topic", "partition"],
-            registry=registry,
         )
-        self.ready = Gauge(
-            "ragmon_worker_ready",
-            "1 when the worker consumes; 0 when not ready or halted",
-            ["worker"],
-            registry=registry,
-        )
-        self.halted = Gauge(
+        self.ready = f.gauge("ragmon_worker_ready", "1 when the worker consumes; 0 when not ready or halted")
+        self.halted = f.gauge(
             "ragmon_worker_halted",
             "1 when the worker stopped consuming on a guard, by reason",
             ["worker", "reason"],
-            registry=registry,
         )
-        self.last_commit = Gauge(
-            "ragmon_worker_last_commit_timestamp_seconds",
-            "Unix time of the last commit",
-            ["worker"],
-            registry=registry,
+        self.last_commit = f.gauge(
+            "ragmon_worker_last_commit_timestamp_seconds", "Unix time of the last commit"
         )
-        self.assigned = Gauge(
-            "ragmon_worker_assigned_partitions",
-            "Partitions assigned to this process",
-            ["worker"],
-            registry=registry,
-        )
+        self.assigned = f.gauge("ragmon_worker_assigned_partitions", "Partitions assigned to this process")

@@ -15,9 +15,10 @@ import contextlib
 from collections import defaultdict
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
 
 from service.contracts.stats import is_finite
+from workers.runtime.families import Families
 from workers.runtime.labels import families_with, prune
 from workers.shadow.coverage import Coverage
 from workers.shadow.results import Comparison
@@ -27,172 +28,136 @@ TCMS = ["tenant", "candidate", "metric", "slice"]
 Values = dict[str, dict[tuple[str, ...], float]]
 
 
-def _comparison_gauges(r: CollectorRegistry) -> dict[str, Gauge]:
+def _comparison_gauges(registry: CollectorRegistry) -> dict[str, Gauge]:
+    gauge = Families(registry, TCMS).gauge
     return {
-        "delta": Gauge(
+        "delta": gauge(
             "ragmon_shadow_delta",
             "Candidate minus production, mean over the window's pairs (the metric's units)",
-            TCMS,
-            registry=r,
         ),
-        "lower": Gauge(
+        "lower": gauge(
             "ragmon_shadow_interval_lower",
             "Lower bound of the difference (method: anytime, the "
             "verdict's confidence sequence; bootstrap, fixed-n 95%)",
             [*TCMS, "method"],
-            registry=r,
         ),
-        "upper": Gauge(
+        "upper": gauge(
             "ragmon_shadow_interval_upper",
             "Upper bound of the difference (method: anytime | bootstrap)",
             [*TCMS, "method"],
-            registry=r,
         ),
-        "wins": Gauge(
-            "ragmon_shadow_wins", "Pairs in the window where the candidate did better", TCMS, registry=r
-        ),
-        "losses": Gauge(
-            "ragmon_shadow_losses", "Pairs in the window where the candidate did worse", TCMS, registry=r
-        ),
-        "ties": Gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes", TCMS, registry=r),
-        "pairs": Gauge(
-            "ragmon_shadow_slice_pairs",
-            "Pairs in the window with this metric, in the slice",
-            TCMS,
-            registry=r,
-        ),
-        "p": Gauge(
+        "wins": gauge("ragmon_shadow_wins", "Pairs in the window where the candidate did better"),
+        "losses": gauge("ragmon_shadow_losses", "Pairs in the window where the candidate did worse"),
+        "ties": gauge("ragmon_shadow_ties", "Pairs in the window with equal outcomes"),
+        "pairs": gauge("ragmon_shadow_slice_pairs", "Pairs in the window with this metric, in the slice"),
+        "p": gauge(
             "ragmon_shadow_p_value_ratio",
             "p-value of no difference (test: sign, fixed-n exact; anytime_holm, the verdict's)",
             [*TCMS, "test"],
-            registry=r,
         ),
-        "verdict": Gauge(
+        "verdict": gauge(
             "ragmon_shadow_verdict",
             "1 for the metric's current verdict, 0 for the others",
             [*TCMS[:3], "verdict"],
-            registry=r,
         ),
-        "masked": Gauge(
+        "masked": gauge(
             "ragmon_shadow_masked_regression",
             "1 when this slice is worse while the whole is better (its size: ragmon_shadow_slice_pairs)",
-            TCMS,
-            registry=r,
         ),
-        "detectable": Gauge(
+        "detectable": gauge(
             "ragmon_shadow_detectable_effect",
             "Smallest difference detectable at 80% power with the current pairs",
             TCMS[:3],
-            registry=r,
         ),
-        "needed": Gauge(
-            "ragmon_shadow_pairs_needed",
-            "Pairs needed for the configured effect of interest",
-            TCMS[:3],
-            registry=r,
+        "needed": gauge(
+            "ragmon_shadow_pairs_needed", "Pairs needed for the configured effect of interest", TCMS[:3]
         ),
-        "window": Gauge(
-            "ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2], registry=r
-        ),
+        "window": gauge("ragmon_shadow_window_pairs", "Pairs in the window the statistics ran on", TCMS[:2]),
     }
 
 
 class ShadowMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        r = registry
-        self.gauges = _comparison_gauges(r)
+        f = Families(registry)
+        self.gauges = _comparison_gauges(registry)
         for (
             name,
             gauge,
         ) in self.gauges.items():  # also as attributes: tools that list a class's metrics see them
             setattr(self, f"{name}_gauge", gauge)
-        self.production_p95 = Gauge(
+        self.production_p95 = f.gauge(
             "ragmon_shadow_production_latency_p95_duration_seconds",
             "Production total latency p95 before any candidate ran and while one runs (period)",
             ["tenant", "period"],
-            registry=r,
         )
         pair = TCMS[:2]
-        self.coverage = Gauge(
+        self.coverage = f.gauge(
             "ragmon_shadow_coverage_ratio",
             "Share of production requests (since the candidate's first event) with a twin of this candidate",
             pair,
-            registry=r,
         )
-        self.coverage_lower = Gauge(
+        self.coverage_lower = f.gauge(
             "ragmon_shadow_coverage_interval_lower_ratio",
             "Lower bound of the coverage's exact binomial interval (confidence 1 - coverage_alpha)",
             pair,
-            registry=r,
         )
-        self.coverage_upper = Gauge(
+        self.coverage_upper = f.gauge(
             "ragmon_shadow_coverage_interval_upper_ratio",
             "Upper bound of the coverage's exact binomial interval",
             pair,
-            registry=r,
         )
-        self.expected_coverage = Gauge(
+        self.expected_coverage = f.gauge(
             "ragmon_shadow_expected_coverage_ratio",
             "The candidate's configured shadow rate (expected_shadow_rate)",
             pair,
-            registry=r,
         )
-        self.coverage_mismatch = Gauge(
+        self.coverage_mismatch = f.gauge(
             "ragmon_shadow_coverage_mismatch_detected",
             "1 when the configured shadow "
             "rate lies outside the coverage's interval: pairs are lost, or the app "
             "shadows another share",
             pair,
-            registry=r,
         )
-        self.unpaired = Gauge(
+        self.unpaired = f.gauge(
             "ragmon_shadow_unpaired_traces",
             "Traces without a twin so far, by role (production or candidate)",
             [*pair, "role"],
-            registry=r,
         )
-        self.events = Counter(
+        self.events = f.counter(
             "ragmon_shadow_events_total",
             "Trace and score events applied (first delivery), by kind",
             ["tenant", "kind"],
-            registry=r,
         )
-        self.pairs_formed = Counter(
+        self.pairs_formed = f.counter(
             "ragmon_shadow_pairs_formed_total",
             "Pairs formed by this process (each pair once across replicas and redeliveries)",
             ["tenant"],
-            registry=r,
         )
-        self.refused = Counter(
+        self.refused = f.counter(
             "ragmon_shadow_candidates_refused_total",
             "Candidate events dropped: the tenant already has max_candidates_per_tenant live candidates",
             ["tenant"],
-            registry=r,
         )
-        self.recompute_seconds = Histogram(
+        self.recompute_seconds = f.histogram(
             "ragmon_shadow_recompute_duration_seconds",
             "Time to recompute one comparison",
             ["tenant"],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
-            registry=r,
         )
-        self.tick_errors = Counter(
+        self.tick_errors = f.counter(
             "ragmon_shadow_tick_errors_total",
             "Scheduled recomputes skipped because Redis failed, by error type",
             ["error"],
-            registry=r,
         )
-        self.recomputes = Counter(
+        self.recomputes = f.counter(
             "ragmon_shadow_recomputes_total",
             "Comparisons recomputed by this process",
             ["tenant", "candidate"],
-            registry=r,
         )
-        self.candidates_expired = Counter(
+        self.candidates_expired = f.counter(
             "ragmon_shadow_candidates_expired_total",
             "Candidates that left (no event for candidate_window_s): their state and series removed",
             ["tenant"],
-            registry=r,
         )
         self._published: dict[tuple[str, str], dict[str, set[tuple[str, ...]]]] = {}
         self._exported: set[tuple[str, str]] = set()  # (tenant, candidate) with series in this registry
