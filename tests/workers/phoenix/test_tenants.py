@@ -116,9 +116,8 @@ def test_a_tenant_flooding_the_waiting_room_takes_only_its_own_share(redis_clien
     dropped = waiting.park(_entries("flood", 80, now) + _entries("quiet", 5, now), now)
     assert dropped == list(range(30, 80)), "the flood's own beyond its 30, none of the quiet tenant's"
     assert waiting.size() == 35
-    assert waiting.park(_entries("quiet", 70, now, first=5), now) == list(
-        range(25, 70)
-    )  # 5 held: 25 more fit
+    more = _entries("quiet", 70, now, first=5)
+    assert waiting.park(more, now) == list(range(25, 70)), "5 held: 25 more fit"
     assert waiting.size() == 60
 
 
