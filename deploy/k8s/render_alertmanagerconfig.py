@@ -16,13 +16,14 @@ something this renderer does not translate (it says what).
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import render_cli  # its sibling: run as a script, this folder is on sys.path
 import yaml
+from render_cli import RenderError
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE.parent / "alertmanager.yml"
@@ -34,10 +35,6 @@ ROUTE_KEYS = {"receiver": "receiver", "group_by": "groupBy", "group_wait": "grou
               "group_interval": "groupInterval", "repeat_interval": "repeatInterval", "continue": "continue"}
 WEBHOOK_KEYS = {"url": "url", "send_resolved": "sendResolved", "max_alerts": "maxAlerts"}
 MATCHER = re.compile(r'^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*$')
-
-
-class RenderError(ValueError):
-    pass
 
 
 def matcher(text: str) -> dict[str, str]:
@@ -107,24 +104,7 @@ def render(source: Path = SOURCE) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
-    parser.add_argument("--source", type=Path, default=SOURCE)
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    args = parser.parse_args(argv)
-    try:
-        text = render(args.source)
-    except RenderError as exc:
-        print(f"render_alertmanagerconfig: {exc}", file=sys.stderr)
-        return 2
-    if args.check:
-        current = args.output.read_text() if args.output.is_file() else ""
-        if current != text:
-            print(f"{args.output} is out of date: run python deploy/k8s/render_alertmanagerconfig.py", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    return 0
+    return render_cli.main(argv, __file__, __doc__.splitlines()[0], render, "--source", SOURCE, OUTPUT)
 
 
 if __name__ == "__main__":

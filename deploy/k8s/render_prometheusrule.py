@@ -17,12 +17,13 @@ cannot be rendered (not YAML, not a `groups:` file, duplicate group names).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
+import render_cli  # its sibling: run as a script, this folder is on sys.path
 import yaml
+from render_cli import RenderError
 
 HERE = Path(__file__).resolve().parent
 RULES_DIR = HERE.parent / "prometheus"
@@ -33,10 +34,6 @@ NAMESPACE = "ragmon"
 # Fields the PrometheusRule CRD (monitoring.coreos.com/v1) accepts in a group and a rule.
 GROUP_KEYS = {"name", "interval", "rules", "limit", "partial_response_strategy", "query_offset", "labels"}
 RULE_KEYS = {"record", "alert", "expr", "for", "keep_firing_for", "labels", "annotations"}
-
-
-class RenderError(ValueError):
-    pass
 
 
 class _Dumper(yaml.SafeDumper):
@@ -123,27 +120,14 @@ def render(rules_dir: Path = RULES_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is out of date")
-    parser.add_argument("--rules-dir", type=Path, default=RULES_DIR)
-    parser.add_argument("--output", type=Path, default=OUTPUT)
-    args = parser.parse_args(argv)
-    try:
-        text = render(args.rules_dir)
-    except RenderError as exc:
-        print(f"render_prometheusrule: {exc}", file=sys.stderr)
-        return 2
-    if not rule_files(args.rules_dir):
-        print(f"render_prometheusrule: no {RULES_GLOB} under {args.rules_dir}: the PrometheusRule has no groups",
-              file=sys.stderr)
-    if args.check:
-        current = args.output.read_text() if args.output.is_file() else ""
-        if current != text:
-            print(f"{args.output} is out of date: run python deploy/k8s/render_prometheusrule.py", file=sys.stderr)
-            return 1
-        return 0
-    args.output.write_text(text)
-    return 0
+    def render_and_warn(rules_dir: Path) -> str:
+        text = render(rules_dir)
+        if not rule_files(rules_dir):
+            print(f"render_prometheusrule: no {RULES_GLOB} under {rules_dir}: the PrometheusRule has no groups",
+                  file=sys.stderr)
+        return text
+
+    return render_cli.main(argv, __file__, __doc__.splitlines()[0], render_and_warn, "--rules-dir", RULES_DIR, OUTPUT)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ as `or` branches), so the alert expressions stay plain PromQL that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -305,16 +306,20 @@ def check_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     )
 
 
-def share_rules(record: str, events: str, trials: str, window: str, by: str) -> list[dict[str, Any]]:
+def share_rules(
+    record: str, events: str, trials: str, window: str, by: str, minimum: int | None = None
+) -> list[dict[str, Any]]:
     """`<record>:trials` and `<record>:rate` over `window` by `by`: a window with trials but no events
-    reads 0; one without trials is no data (absent), never 0%."""
+    reads 0; one without trials is no data (absent), never 0%. With `minimum`, the rate exists only from
+    `minimum` trials: below it, no data too."""
     ws = seconds(window)
     den = f"{record}:trials"
+    enough = f"{den} > 0" if minimum is None else f"{den} >= {minimum}"
     return [
         {"record": den, "expr": window_count(trials, window, by, window_s=ws)},
         {
             "record": f"{record}:rate",
-            "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({den} > 0)",
+            "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({enough})",
         },
     ]
 
@@ -343,21 +348,6 @@ def feedback_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             w,
             "tenant, variant, release",
         ),
-    ]
-
-
-def gated_share_rules(
-    record: str, events: str, trials: str, window: str, by: str, minimum: int
-) -> list[dict[str, Any]]:
-    """As share_rules, but the rate exists only from `minimum` trials: below it, or with none, no data."""
-    ws = seconds(window)
-    den = f"{record}:trials"
-    return [
-        {"record": den, "expr": window_count(trials, window, by, window_s=ws)},
-        {
-            "record": f"{record}:rate",
-            "expr": f"(\n{window_count(events, window, by, window_s=ws)}\nor {den} * 0\n) / ({den} >= {minimum})",
-        },
     ]
 
 
@@ -435,7 +425,7 @@ def session_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     r = cfg.reformulation
     by = "tenant, intent"
     return [
-        *gated_share_rules(
+        *share_rules(
             "ragmon:reformulation_by_intent",
             selector(FOLLOWUPS, outcome="reformulated"),
             selector(FOLLOWUPS, outcome="=~reformulated|different"),
@@ -443,7 +433,7 @@ def session_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
             by,
             r.min_followups,
         ),
-        *gated_share_rules(
+        *share_rules(
             "ragmon:sessions_unresolved_by_intent",
             selector(SESSIONS_ENDED, outcome="!=resolved"),
             SESSIONS_ENDED,
@@ -456,19 +446,17 @@ def session_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
 
 def guardrail_alerts(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     return [
-        _faithfulness(cfg),
+        _threshold_alert(cfg, FAITHFULNESS),
         _latency(cfg),
-        _exclusion(cfg),
+        _threshold_alert(cfg, FALSE_EXCLUSION),
         _exclusion_no_data(cfg),
-        _regeneration(cfg),
-        _thumbs_down(cfg),
-        _refusal(cfg),
-        _provider_errors(cfg),
-        _truncation(cfg),
+        *(_band_alert(cfg, band) for band in BAND_ALERTS),
+        _threshold_alert(cfg, PROVIDER_ERRORS),
+        _threshold_alert(cfg, TRUNCATION),
         _check_failing(cfg),
         _encoder_mismatch(cfg),
         _probe_neighbours(cfg),
-        _cost(cfg),
+        _threshold_alert(cfg, COST),
         _drift(cfg),
         _leak(cfg),
     ]
@@ -478,69 +466,183 @@ def _gated(compare: str, samples: str, minimum: int, on: str = "tenant, variant"
     return f"({compare})\nand on ({on}) ({selector(samples, variant=PROD)} >= {minimum})"
 
 
-def _faithfulness(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.faithfulness
-    overrides = cfg.override("faithfulness", "min_mean_score")
+def _any_of(parts: list[str]) -> str:
+    return "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
 
-    def below(series: str) -> str:
-        return compare_with_overrides(series, "<", r.min_mean_score, overrides, variant=PROD)
 
-    tenant = _gated(
-        below("ragmon:faithfulness_score:mean"), "ragmon:faithfulness_score:samples", r.min_samples
-    )
-    intents = _gated(
-        below(by_intent.FAITHFULNESS_MEAN),
-        by_intent.FAITHFULNESS_SAMPLES,
-        r.min_samples_per_intent,
-        by_intent.TVI,
-    )
+@dataclass(frozen=True)
+class Branch:
+    """One branch of a threshold alert: the recorded `signal` compared, where the recorded `samples` reach
+    the config field `minimum`."""
+
+    signal: str
+    samples: str
+    minimum: str
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A guardrail alert on production's recorded signal `op` the config field `threshold` of section
+    `section` (per tenant where `tenants:` overrides it), from a minimum sample: the tenant's branch and,
+    with `intent`, each intent's under the same name (intents.tenant_or_intents). `description` is
+    written from the section's config; `guardrail` labels the alert (default: the section's name)."""
+
+    section: str
+    threshold: str
+    op: str
+    tenant: Branch
+    intent: Branch | None
+    alert: str
+    severity: str
+    summary: str
+    description: Callable[[Any], str]
+    guardrail: str = ""
+
+
+def _threshold_alert(cfg: GuardrailsConfig, g: Threshold) -> dict[str, Any]:
+    r = getattr(cfg, g.section)
+    # {} for a field the config does not let tenants override (config.TENANT_OVERRIDABLE)
+    overrides = cfg.override(g.section, g.threshold)
+
+    def branch(b: Branch, on: str) -> str:
+        compare = compare_with_overrides(b.signal, g.op, getattr(r, g.threshold), overrides, variant=PROD)
+        return _gated(compare, b.samples, getattr(r, b.minimum), on)
+
+    expr = tenant = branch(g.tenant, "tenant, variant")
+    if g.intent is not None:
+        expr = tenant_or_intents(tenant, branch(g.intent, by_intent.TVI))
     return _alert(
         cfg,
-        "RagmonFaithfulnessLow",
-        tenant_or_intents(tenant, intents),
+        g.alert,
+        expr,
         r.for_,
-        "page",
+        g.severity,
         "guardrail",
-        "Answers of {{ $labels.tenant }}" + ON_INTENT + " stopped following their context",
+        g.summary,
+        g.description(r),
+        guardrail=g.guardrail or g.section,
+    )
+
+
+FAITHFULNESS = Threshold(
+    section="faithfulness",
+    threshold="min_mean_score",
+    op="<",
+    tenant=Branch("ragmon:faithfulness_score:mean", "ragmon:faithfulness_score:samples", "min_samples"),
+    intent=Branch(by_intent.FAITHFULNESS_MEAN, by_intent.FAITHFULNESS_SAMPLES, "min_samples_per_intent"),
+    alert="RagmonFaithfulnessLow",
+    severity="page",
+    summary="Answers of {{ $labels.tenant }}" + ON_INTENT + " stopped following their context",
+    description=lambda r: (
         f'Mean HHEM faithfulness over {r.window} is {{{{ $value | printf "%.2f" }}}}, below the '
         f"tenant's floor (default {r.min_mean_score}); at least {r.min_samples} scored answers of the tenant, "
         f"or {r.min_samples_per_intent} of the intent when an intent label is set (its mean is below the "
-        "floor while the tenant's is not: docs/intents.md). Dashboard Intents: faithfulness by intent.",
-        guardrail="faithfulness",
-    )
+        "floor while the tenant's is not: docs/intents.md). Dashboard Intents: faithfulness by intent."
+    ),
+)
+FALSE_EXCLUSION = Threshold(
+    section="false_exclusion",
+    threshold="max_rate",
+    op=">",
+    tenant=Branch("ragmon:false_exclusion:rate", "ragmon:false_exclusion:eligible", "min_eligible"),
+    intent=Branch(by_intent.EXCLUSION_RATE, by_intent.EXCLUSION_ELIGIBLE, "min_eligible_per_intent"),
+    alert="RagmonFalseExclusionHigh",
+    severity="page",
+    summary="Relevance filters of {{ $labels.tenant }} are removing the right documents" + ON_INTENT,
+    description=lambda r: (
+        f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
+        f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries, or "
+        f"{r.min_eligible_per_intent} of the intent when an intent label is set: docs/intents.md). "
+        "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them."
+    ),
+)
+PROVIDER_ERRORS = Threshold(
+    section="errors",
+    threshold="max_rate",
+    op=">",
+    tenant=Branch("ragmon:errors:rate", "ragmon:errors:errored", "min_errors"),
+    intent=None,
+    alert="RagmonProviderErrorsHigh",
+    severity="page",
+    summary="Requests of {{ $labels.tenant }} are failing",
+    description=lambda r: (
+        f"{{{{ $value | humanizePercentage }}}} of requests failed over {r.window} (the traces' error: "
+        f"timeouts, rate limits, provider 5xx, content filters, context too long; limit {number(r.max_rate)}, "
+        f"at least {r.min_errors} failures). An outage, not a quality drop: failed requests are kept out of "
+        "faithfulness, exclusion and latency. Dashboard Overview: errors by stage and type."
+    ),
+    guardrail="provider_errors",
+)
+TRUNCATION = Threshold(
+    section="truncation",
+    threshold="max_rate",
+    op=">",
+    tenant=Branch("ragmon:truncation:rate", "ragmon:truncation:trials", "min_answers"),
+    intent=None,
+    alert="RagmonTruncatedAnswersHigh",
+    severity="ticket",
+    summary="Answers of {{ $labels.tenant }} are being cut off",
+    description=lambda r: (
+        f"{{{{ $value | humanizePercentage }}}} of answers stopped at the token limit (finish_reason "
+        f"length) over {r.window} (limit {number(r.max_rate)}, at least {r.min_answers} answers that gave a "
+        "finish reason): users get half an answer. Dashboard Overview: finish reasons."
+    ),
+)
+COST = Threshold(
+    section="cost",
+    threshold="max_mean_usd",
+    op=">",
+    tenant=Branch(
+        "ragmon:rag_cost_per_query_usd:mean", "ragmon:rag_cost_per_query_usd:samples", "min_samples"
+    ),
+    intent=Branch(by_intent.COST_MEAN, by_intent.COST_SAMPLES, "min_samples_per_intent"),
+    alert="RagmonCostPerQueryOverBudget",
+    severity="ticket",
+    summary="Cost per query of {{ $labels.tenant }}" + ON_INTENT + " is over budget",
+    description=lambda r: (
+        f'Mean cost per query over {r.window} is ${{{{ $value | printf "%.4f" }}}}, over the budget '
+        f"(default ${r.max_mean_usd}; at least {r.min_samples} queries, or {r.min_samples_per_intent} of the "
+        "intent when an intent label is set: docs/intents.md)."
+    ),
+)
 
 
 def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
+    """The threshold alert per stage: each stage's SLO (overridable per tenant), the intents' branch on the
+    stages the metrics worker keeps per intent."""
     r = cfg.latency
     per_tenant = cfg.override("latency", "slo_seconds")
-    parts = []
-    for stage, slo in sorted(r.slo_seconds.items()):
-        overrides = {t: v[stage] for t, v in per_tenant.items() if stage in v}
-        parts.append(
-            compare_with_overrides(
-                "ragmon:rag_stage_duration_seconds:quantile", ">", slo, overrides, variant=PROD, stage=stage
-            )
-        )
-    cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
-    tenant = _gated(cmp, "ragmon:rag_stage_duration_seconds:samples", r.min_samples, "tenant, variant, stage")
-    intent_parts = []
-    for stage in by_intent.INTENT_STAGES:
-        if stage in r.slo_seconds:
-            overrides = {t: v[stage] for t, v in per_tenant.items() if stage in v}
-            intent_parts.append(
+
+    def over(series: str, stages: list[str]) -> str:
+        return _any_of(
+            [
                 compare_with_overrides(
-                    by_intent.LATENCY_QUANTILE,
+                    series,
                     ">",
                     r.slo_seconds[stage],
-                    overrides,
+                    {t: v[stage] for t, v in per_tenant.items() if stage in v},
                     variant=PROD,
                     stage=stage,
                 )
-            )
+                for stage in stages
+            ]
+        )
+
+    tenant = _gated(
+        over("ragmon:rag_stage_duration_seconds:quantile", sorted(r.slo_seconds)),
+        "ragmon:rag_stage_duration_seconds:samples",
+        r.min_samples,
+        "tenant, variant, stage",
+    )
     expr = tenant
-    if intent_parts:
-        icmp = "\nor ".join(f"({p})" for p in intent_parts) if len(intent_parts) > 1 else intent_parts[0]
-        intents = _gated(icmp, by_intent.LATENCY_SAMPLES, r.min_samples_per_intent, by_intent.TVI + ", stage")
+    intent_stages = [stage for stage in by_intent.INTENT_STAGES if stage in r.slo_seconds]
+    if intent_stages:
+        intents = _gated(
+            over(by_intent.LATENCY_QUANTILE, intent_stages),
+            by_intent.LATENCY_SAMPLES,
+            r.min_samples_per_intent,
+            by_intent.TVI + ", stage",
+        )
         expr = tenant_or_intents(tenant, intents, "tenant, variant, stage")
     q = int(round(r.quantile * 100))
     return _alert(
@@ -556,33 +658,6 @@ def _latency(cfg: GuardrailsConfig) -> dict[str, Any]:
         f"{r.min_samples} traces, or {r.min_samples_per_intent} of the intent for total and ttft per intent: "
         "docs/intents.md).",
         guardrail="latency",
-    )
-
-
-def _exclusion(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.false_exclusion
-    overrides = cfg.override("false_exclusion", "max_rate")
-
-    def over(series: str) -> str:
-        return compare_with_overrides(series, ">", r.max_rate, overrides, variant=PROD)
-
-    tenant = _gated(over("ragmon:false_exclusion:rate"), "ragmon:false_exclusion:eligible", r.min_eligible)
-    intents = _gated(
-        over(by_intent.EXCLUSION_RATE), by_intent.EXCLUSION_ELIGIBLE, r.min_eligible_per_intent, by_intent.TVI
-    )
-    return _alert(
-        cfg,
-        "RagmonFalseExclusionHigh",
-        tenant_or_intents(tenant, intents),
-        r.for_,
-        "page",
-        "guardrail",
-        "Relevance filters of {{ $labels.tenant }} are removing the right documents" + ON_INTENT,
-        f"{{{{ $value | humanizePercentage }}}} of queries with eligible gold lost all of it to relevance "
-        f"filters over {r.window} (limit {r.max_rate:.0%}, at least {r.min_eligible} eligible queries, or "
-        f"{r.min_eligible_per_intent} of the intent when an intent label is set: docs/intents.md). "
-        "ragmon_exclusion_predicate_exclusions_total says which predicate field removed them.",
-        guardrail="false_exclusion",
     )
 
 
@@ -630,108 +705,67 @@ def _band_triage_window(cfg: GuardrailsConfig, rule: BandRule) -> str:
     return f"{int(own // 60)}m" if own % 60 == 0 else f"{int(own)}s"  # one unit: seconds() parses it
 
 
-def _band_text(rule: BandRule, trials: str) -> str:
-    return (
-        f"from its baseline ({rule.baseline_window} ending {rule.baseline_offset} ago), more than "
-        f"{number(rule.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {rule.min_n}{trials}, "
-        f"baseline n_b ≥ {rule.min_baseline_n}{trials})."
-    )
+@dataclass(frozen=True)
+class BandAlert:
+    """A control band's alert: config section `section` (also its `guardrail` label) on `signal`. The
+    description says what the share is `of`, how the band's n counts (`trials`, after the number) and
+    what else to look at (`more`)."""
+
+    section: str
+    signal: BandSignal
+    alert: str
+    summary: str
+    of: str
+    trials: str = ""
+    more: str = ""
 
 
-def _regeneration(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.regeneration
-    return _alert(
-        cfg,
+BAND_ALERTS = (
+    BandAlert(
+        "regeneration",
+        REGENERATION,
         "RagmonRegenerationOutOfBand",
-        _band_condition(r, REGENERATION),
-        r.for_,
-        "ticket",
-        "guardrail",
         "Regeneration rate of {{ $labels.tenant }} left its control band",
-        f'The share of answers users regenerated over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
-        + _band_text(r, ""),
-        triage_within=_band_triage_window(cfg, r),
-        guardrail="regeneration",
-    )
-
-
-def _thumbs_down(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.thumbs_down
-    return _alert(
-        cfg,
+        "answers users regenerated",
+    ),
+    BandAlert(
+        "thumbs_down",
+        THUMBS_DOWN,
         "RagmonThumbsDownOutOfBand",
-        _band_condition(r, THUMBS_DOWN),
-        r.for_,
-        "ticket",
-        "guardrail",
         "Thumbs-down rate of {{ $labels.tenant }} left its control band",
-        f'The share of thumbs votes that were down over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
-        + _band_text(r, " votes")
-        + " Dashboard Feedback: thumbs-down rate by intent and release.",
-        triage_within=_band_triage_window(cfg, r),
-        guardrail="thumbs_down",
-    )
-
-
-def _refusal(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.refusal
-    return _alert(
-        cfg,
+        "thumbs votes that were down",
+        " votes",
+        " Dashboard Feedback: thumbs-down rate by intent and release.",
+    ),
+    BandAlert(
+        "refusal",
+        REFUSAL,
         "RagmonRefusalRateOutOfBand",
-        _band_condition(r, REFUSAL),
-        r.for_,
-        "ticket",
-        "guardrail",
         "Refusal rate of {{ $labels.tenant }} on intent {{ $labels.intent }} left its control band",
-        f'The share of queries of this intent the app refused over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
-        + _band_text(r, " queries of the intent")
-        + " A rise on one intent is the usual sign of a stale corpus or of a filter hiding that intent's"
+        "queries of this intent the app refused",
+        " queries of the intent",
+        " A rise on one intent is the usual sign of a stale corpus or of a filter hiding that intent's"
         " documents; a fall, of answers given without support. Dashboard Quality: refusals by intent.",
-        triage_within=_band_triage_window(cfg, r),
-        guardrail="refusal",
-    )
+    ),
+)
 
 
-def _provider_errors(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.errors
+def _band_alert(cfg: GuardrailsConfig, band: BandAlert) -> dict[str, Any]:
+    r: BandRule = getattr(cfg, band.section)
     return _alert(
         cfg,
-        "RagmonProviderErrorsHigh",
-        _gated(
-            f'ragmon:errors:rate{{variant="{PROD}"}} > {number(r.max_rate)}',
-            "ragmon:errors:errored",
-            r.min_errors,
-        ),
-        r.for_,
-        "page",
-        "guardrail",
-        "Requests of {{ $labels.tenant }} are failing",
-        f"{{{{ $value | humanizePercentage }}}} of requests failed over {r.window} (the traces' error: "
-        f"timeouts, rate limits, provider 5xx, content filters, context too long; limit {number(r.max_rate)}, "
-        f"at least {r.min_errors} failures). An outage, not a quality drop: failed requests are kept out of "
-        "faithfulness, exclusion and latency. Dashboard Overview: errors by stage and type.",
-        guardrail="provider_errors",
-    )
-
-
-def _truncation(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.truncation
-    return _alert(
-        cfg,
-        "RagmonTruncatedAnswersHigh",
-        _gated(
-            f'ragmon:truncation:rate{{variant="{PROD}"}} > {number(r.max_rate)}',
-            "ragmon:truncation:trials",
-            r.min_answers,
-        ),
+        band.alert,
+        _band_condition(r, band.signal),
         r.for_,
         "ticket",
         "guardrail",
-        "Answers of {{ $labels.tenant }} are being cut off",
-        f"{{{{ $value | humanizePercentage }}}} of answers stopped at the token limit (finish_reason length) "
-        f"over {r.window} (limit {number(r.max_rate)}, at least {r.min_answers} answers that gave a finish "
-        "reason): users get half an answer. Dashboard Overview: finish reasons.",
-        guardrail="truncation",
+        band.summary,
+        f'The share of {band.of} over {r.window} moved {{{{ $value | printf "%.3f" }}}} '
+        f"from its baseline ({r.baseline_window} ending {r.baseline_offset} ago), more than "
+        f"{number(r.sigmas)}·√(p̄(1−p̄)(1/n + 1/n_b)) (p̄ pooled, n ≥ {r.min_n}{band.trials}, "
+        f"baseline n_b ≥ {r.min_baseline_n}{band.trials})." + band.more,
+        triage_within=_band_triage_window(cfg, r),
+        guardrail=band.section,
     )
 
 
@@ -747,12 +781,11 @@ def _check_failing(cfg: GuardrailsConfig) -> dict[str, Any]:
         if rest
         else f'ragmon:check:rate{{variant="{PROD}"}} > {number(r.max_rate)}'
     )
-    cmp = "\nor ".join(f"({p})" for p in parts) if len(parts) > 1 else parts[0]
     limits = ", ".join(f"{k} {number(v)}" for k, v in sorted(r.max_rates.items()))
     return _alert(
         cfg,
         "RagmonAnswerCheckFailing",
-        _gated(cmp, "ragmon:check:trials", r.min_checked, "tenant, variant, check"),
+        _gated(_any_of(parts), "ragmon:check:trials", r.min_checked, "tenant, variant, check"),
         r.for_,
         "ticket",
         "guardrail",
@@ -804,34 +837,6 @@ def _probe_neighbours(cfg: GuardrailsConfig) -> dict[str, Any]:
         "change, an index rebuilt or re-chunked, or data drift under the same names. "
         "`ragmon probes report` compares the versions.",
         guardrail="probes",
-    )
-
-
-def _cost(cfg: GuardrailsConfig) -> dict[str, Any]:
-    r = cfg.cost
-    overrides = cfg.override("cost", "max_mean_usd")
-
-    def over(series: str) -> str:
-        return compare_with_overrides(series, ">", r.max_mean_usd, overrides, variant=PROD)
-
-    tenant = _gated(
-        over("ragmon:rag_cost_per_query_usd:mean"), "ragmon:rag_cost_per_query_usd:samples", r.min_samples
-    )
-    intents = _gated(
-        over(by_intent.COST_MEAN), by_intent.COST_SAMPLES, r.min_samples_per_intent, by_intent.TVI
-    )
-    return _alert(
-        cfg,
-        "RagmonCostPerQueryOverBudget",
-        tenant_or_intents(tenant, intents),
-        r.for_,
-        "ticket",
-        "guardrail",
-        "Cost per query of {{ $labels.tenant }}" + ON_INTENT + " is over budget",
-        f'Mean cost per query over {r.window} is ${{{{ $value | printf "%.4f" }}}}, over the budget '
-        f"(default ${r.max_mean_usd}; at least {r.min_samples} queries, or {r.min_samples_per_intent} of the "
-        "intent when an intent label is set: docs/intents.md).",
-        guardrail="cost",
     )
 
 

@@ -14,6 +14,8 @@ from tests.deploy.deployfiles import DEPLOY, K8S_DIR, k8s_named
 
 
 def _load_renderer() -> ModuleType:
+    if str(K8S_DIR) not in sys.path:  # as when run as a script: it imports its sibling render_cli
+        sys.path.insert(0, str(K8S_DIR))
     spec = importlib.util.spec_from_file_location(
         "render_prometheusrule", K8S_DIR / "render_prometheusrule.py"
     )
