@@ -93,10 +93,6 @@ def intent_recording_rules(cfg: GuardrailsConfig) -> list[dict[str, Any]]:
     ]
 
 
-def gated(compare: str, samples: str, minimum: int, on: str) -> str:
-    return f"({compare})\nand on ({on}) ({selector(samples, variant=PROD)} >= {minimum})"
-
-
 def tenant_or_intents(tenant: str, intents: str, on: str = "tenant, variant") -> str:
     """The tenant's branch, or the intents' while the tenant's is false: one alert series per regression."""
     return f"(\n{tenant}\n)\nor (\n(\n{intents}\n)\nunless on ({on}) (\n{tenant}\n)\n)"
