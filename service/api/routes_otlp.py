@@ -251,27 +251,20 @@ class _Signal:
     resources_field: str  # the protobuf names
     scopes_field: str
     items_field: str
+    rejected_field: str  # of the response's partial_success
     parse: Callable[[bytes, str], Any]
     prepare: Callable[[ApiState], Callable[..., OtlpBatch]]
-    response: Callable[[OtlpBatch, str], Message]
+    response_type: type[ExportTraceServiceResponse] | type[ExportLogsServiceResponse]
     accepted: Callable[[ApiState], Counter]
     rejected: Callable[[ApiState], Counter]
 
-
-def _traces_response(batch: OtlpBatch, message: str) -> Message:
-    response = ExportTraceServiceResponse()
-    if message:
-        response.partial_success.rejected_spans = batch.rejected_spans
-        response.partial_success.error_message = message
-    return response
-
-
-def _logs_response(batch: OtlpBatch, message: str) -> Message:
-    response = ExportLogsServiceResponse()
-    if message:
-        response.partial_success.rejected_log_records = batch.rejected_spans
-        response.partial_success.error_message = message
-    return response
+    def response(self, batch: OtlpBatch, message: str) -> Message:
+        """The export's answer; a partial success when `message` says what was rejected."""
+        response = self.response_type()
+        if message:
+            setattr(response.partial_success, self.rejected_field, batch.rejected_spans)
+            response.partial_success.error_message = message
+        return response
 
 
 TRACES = _Signal(
@@ -282,9 +275,10 @@ TRACES = _Signal(
     "resource_spans",
     "scope_spans",
     "spans",
+    "rejected_spans",
     parse_request,
     lambda state: state.span_preparer.prepare,
-    _traces_response,
+    ExportTraceServiceResponse,
     lambda state: state.metrics.otlp_spans_accepted,
     lambda state: state.metrics.otlp_spans_rejected,
 )
@@ -296,9 +290,10 @@ LOGS = _Signal(
     "resource_logs",
     "scope_logs",
     "log_records",
+    "rejected_log_records",
     parse_logs_request,
     lambda state: state.span_preparer.prepare_logs,
-    _logs_response,
+    ExportLogsServiceResponse,
     lambda state: state.metrics.otlp_log_records_accepted,
     lambda state: state.metrics.otlp_log_records_rejected,
 )

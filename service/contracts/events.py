@@ -154,10 +154,14 @@ class Predicate(Strict):
 
     @model_validator(mode="after")
     def _value_fits_op(self) -> Predicate:
-        problem = predicate_value_problem(self.op, self.value)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(predicate_value_problem(self.op, self.value))
         return self
+
+
+def raise_if_problem(problem: str | None) -> None:
+    """Raise ValueError(problem) when a rule below found one (the models' and the views' validators)."""
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def predicate_value_problem(op: str, v: Any) -> str | None:
@@ -320,9 +324,7 @@ class FeedbackBody(Strict):
 
     @model_validator(mode="after")
     def _value_fits_kind(self) -> FeedbackBody:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(feedback_value_problem(self.kind, self.value))
         return self
 
     @property
@@ -372,9 +374,7 @@ class ReleaseBody(Strict):
 
     @model_validator(mode="after")
     def _change_fits(self) -> ReleaseBody:
-        problem = release_change_problem(self.component, self.from_, self.to)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(release_change_problem(self.component, self.from_, self.to))
         return self
 
 

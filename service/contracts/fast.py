@@ -30,6 +30,7 @@ from service.contracts.events import (
     LABEL_NEEDS_A_JUDGEMENT,
     feedback_value_problem,
     predicate_value_problem,
+    raise_if_problem,
     release_change_problem,
 )
 from service.contracts.views import (
@@ -206,9 +207,7 @@ class FastFeedbackBody(View, forbid_unknown_fields=True):
     document_id: IdText | None = None
 
     def __post_init__(self) -> None:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(feedback_value_problem(self.kind, self.value))
 
 
 class FastReleaseBody(View, forbid_unknown_fields=True):
@@ -220,9 +219,7 @@ class FastReleaseBody(View, forbid_unknown_fields=True):
     to: IdText | None = None
 
     def __post_init__(self) -> None:
-        problem = release_change_problem(self.component, self.from_, self.to)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(release_change_problem(self.component, self.from_, self.to))
 
 
 class FastLabelBody(View, forbid_unknown_fields=True):

@@ -14,16 +14,22 @@ consumer of the spans topic (the forwarder, the evaluations worker) reads each o
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData, ResourceLogs, ScopeLogs
 
 from service.contracts import topics as T
-from service.contracts.spans import OtlpRecord, SpanRecordError, checked_headers, otlp_headers, spans_key
+from service.contracts.spans import (
+    OtlpRecord,
+    SpanRecordError,
+    checked_headers,
+    otlp_headers,
+    otlp_record_id,
+    parsed_value,
+    spans_key,
+)
 
 LOGS_EVENT_TYPE = "otlp_logs"
 LOGS_SCHEMA = b"1"
@@ -47,8 +53,7 @@ def count_log_records(data: LogsData) -> int:
 
 
 def logs_record_id(tenant: str, trace_id_hex: str, value: bytes) -> str:
-    digest = hashlib.sha256(value).hexdigest()
-    return str(uuid.uuid5(LOG_RECORD_NAMESPACE, f"{tenant}/{trace_id_hex}/{digest}"))
+    return otlp_record_id(LOG_RECORD_NAMESPACE, tenant, trace_id_hex, value)
 
 
 def encode_logs_record(
@@ -68,11 +73,7 @@ def encode_logs_record(
 def decode_logs_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> LogsRecord:
     """Parse a logs-topic record; raise SpanRecordError naming what is wrong."""
     found, tenant = checked_headers(headers, LOGS_EVENT_TYPE, LOGS_SCHEMA)
-    data = LogsData()
-    try:
-        data.ParseFromString(value)
-    except DecodeError as exc:
-        raise SpanRecordError(f"value is not a LogsData protobuf: {exc}") from exc
+    data = parsed_value(LogsData(), value)
     ids = {
         (r.trace_id, len(r.span_id))
         for rl in data.resource_logs

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
 
 from service.contracts import topics as T
@@ -36,6 +36,7 @@ SPAN_RECORD_NAMESPACE = uuid.UUID("5d0c7a8e-3b8f-5f3e-9a51-0f2b6c1e7a10")
 TRACE_EVENT_NAMESPACE = uuid.UUID("8f4e2c61-7d0a-5b9c-b3e4-2a6d9c0f1e35")
 _NAMESPACE_BYTES = TRACE_EVENT_NAMESPACE.bytes
 D = TypeVar("D")
+P = TypeVar("P", bound=Message)
 
 
 class SpanRecordError(ValueError):
@@ -64,17 +65,26 @@ class SpanRecord(OtlpRecord[TracesData]):
 
     @property
     def span_count(self) -> int:
-        return sum(len(ss.spans) for rs in self.data.resource_spans for ss in rs.scope_spans)
+        return count_spans(self.data)
+
+
+def count_spans(data: TracesData) -> int:
+    return sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
 
 
 def spans_key(tenant: str, trace_id_hex: str) -> bytes:
     return f"{tenant}/{trace_id_hex}".encode()
 
 
+def otlp_record_id(namespace: uuid.UUID, tenant: str, trace_id_hex: str, value: bytes) -> str:
+    """Idempotency id of a record of raw OTLP telemetry: same tenant, trace and bytes -> same id."""
+    digest = hashlib.sha256(value).hexdigest()
+    return str(uuid.uuid5(namespace, f"{tenant}/{trace_id_hex}/{digest}"))
+
+
 def span_record_id(tenant: str, trace_id_hex: str, value: bytes) -> str:
     """Idempotency id of a record: same tenant, trace and bytes -> same id."""
-    digest = hashlib.sha256(value).hexdigest()
-    return str(uuid.uuid5(SPAN_RECORD_NAMESPACE, f"{tenant}/{trace_id_hex}/{digest}"))
+    return otlp_record_id(SPAN_RECORD_NAMESPACE, tenant, trace_id_hex, value)
 
 
 def trace_event_id(tenant: str, trace_id_hex: str) -> str:
@@ -92,10 +102,9 @@ def encode_span_record(
 ) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """Key, value and headers of the record carrying one trace's spans of one export."""
     value = data.SerializeToString(deterministic=True)
-    count = sum(len(ss.spans) for rs in data.resource_spans for ss in rs.scope_spans)
     event_id = span_record_id(tenant, trace_id_hex, value)
     headers = otlp_headers(
-        SPANS_EVENT_TYPE, SPANS_SCHEMA, tenant, trace_id_hex, event_id, (H_SPAN_COUNT, count)
+        SPANS_EVENT_TYPE, SPANS_SCHEMA, tenant, trace_id_hex, event_id, (H_SPAN_COUNT, count_spans(data))
     )
     return spans_key(tenant, trace_id_hex), value, headers
 
@@ -130,14 +139,19 @@ def checked_headers(
     return found, tenant
 
 
-def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> SpanRecord:
-    """Parse a spans-topic record; raise SpanRecordError naming what is wrong."""
-    found, tenant = checked_headers(headers, SPANS_EVENT_TYPE, SPANS_SCHEMA)
-    data = TracesData()
+def parsed_value(data: P, value: bytes) -> P:
+    """`data` (an empty TracesData, LogsData) parsed from a record's value; SpanRecordError when it is not one."""
     try:
         data.ParseFromString(value)
     except DecodeError as exc:
-        raise SpanRecordError(f"value is not a TracesData protobuf: {exc}") from exc
+        raise SpanRecordError(f"value is not a {type(data).__name__} protobuf: {exc}") from exc
+    return data
+
+
+def decode_span_record(value: bytes, headers: list[tuple[str, bytes]] | None) -> SpanRecord:
+    """Parse a spans-topic record; raise SpanRecordError naming what is wrong."""
+    found, tenant = checked_headers(headers, SPANS_EVENT_TYPE, SPANS_SCHEMA)
+    data = parsed_value(TracesData(), value)
     trace_ids = {span.trace_id for rs in data.resource_spans for ss in rs.scope_spans for span in ss.spans}
     if len(trace_ids) != 1 or len(next(iter(trace_ids))) != 16:
         raise SpanRecordError(

@@ -21,50 +21,38 @@ H_DLQ_OFFSET = "ragmon-dlq-source-offset"
 H_DLQ_WORKER = "ragmon-dlq-worker"
 
 
+class _Topic:
+    """A topic of Topics, named after the attribute: `Topics(prefix).<name>` is "<prefix>.<name>"."""
+
+    def __init__(self, doc: str | None = None) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, topics: Topics, owner: type | None = None) -> str:
+        return f"{topics.prefix}.{self.name}"
+
+
 @dataclass(frozen=True)
 class Topics:
     """Topic names under one prefix: one topic per event type, plus dead letters, scores and raw spans."""
 
     prefix: str = "ragmon"
 
-    @property
-    def traces(self) -> str:
-        return f"{self.prefix}.traces"
-
-    @property
-    def feedback(self) -> str:
-        return f"{self.prefix}.feedback"
-
-    @property
-    def releases(self) -> str:
-        return f"{self.prefix}.releases"
-
-    @property
-    def labels(self) -> str:
-        return f"{self.prefix}.labels"
-
-    @property
-    def dlq(self) -> str:
-        return f"{self.prefix}.dlq"
-
-    @property
-    def scores(self) -> str:
-        return f"{self.prefix}.scores"
-
-    @property
-    def spans(self) -> str:
-        """Raw OTLP spans, one record per trace per export (service/contracts/spans.py)."""
-        return f"{self.prefix}.spans"
-
-    @property
-    def logs(self) -> str:
-        """Raw OTLP log records (POST /v1/logs), one record per trace per export (service/contracts/logs.py)."""
-        return f"{self.prefix}.logs"
-
-    @property
-    def probes(self) -> str:
-        """Trace events marked as probe replays (docs/probes.md): no production worker reads this topic."""
-        return f"{self.prefix}.probes"
+    traces = _Topic()
+    feedback = _Topic()
+    releases = _Topic()
+    labels = _Topic()
+    dlq = _Topic()
+    scores = _Topic()
+    spans = _Topic("Raw OTLP spans, one record per trace per export (service/contracts/spans.py).")
+    logs = _Topic(
+        "Raw OTLP log records (POST /v1/logs), one record per trace per export (service/contracts/logs.py)."
+    )
+    probes = _Topic(
+        "Trace events marked as probe replays (docs/probes.md): no production worker reads this topic."
+    )
 
     def for_event(self, event_type: str) -> str:
         return {

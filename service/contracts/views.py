@@ -28,6 +28,7 @@ from service.contracts.events import (
     EMBEDDING_NEEDS_MODEL,
     feedback_value_problem,
     predicate_value_problem,
+    raise_if_problem,
     release_change_problem,
     thumbs_up,
 )
@@ -81,9 +82,7 @@ class Predicate(View, forbid_unknown_fields=True):
     value: MetaValue = None
 
     def __post_init__(self) -> None:
-        problem = predicate_value_problem(self.op, self.value)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(predicate_value_problem(self.op, self.value))
 
 
 Predicates = Annotated[list[Predicate], Meta(max_length=L.MAX_PREDICATES)]
@@ -168,9 +167,7 @@ class FeedbackView(View):
     value: FeedbackValue = None
 
     def __post_init__(self) -> None:
-        problem = feedback_value_problem(self.kind, self.value)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(feedback_value_problem(self.kind, self.value))
 
     @property
     def thumbs_up(self) -> bool | None:
@@ -189,9 +186,7 @@ class ReleaseMarker(View):
     to: Identifier | None = None
 
     def __post_init__(self) -> None:
-        problem = release_change_problem(self.component, self.from_, self.to)
-        if problem is not None:
-            raise ValueError(problem)
+        raise_if_problem(release_change_problem(self.component, self.from_, self.to))
 
 
 class ProbeMark(View, forbid_unknown_fields=True):

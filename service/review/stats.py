@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -294,10 +295,11 @@ def _weighted(
     truth: Sequence[bool],
     predicted: Sequence[bool],
     weights: Sequence[float],
-    strata: Sequence[str] | None,
-    replicates: int,
-    seed: int,
+    strata: Sequence[str] | None = None,
+    replicates: int = BOOTSTRAP_REPLICATES,
+    seed: int = 0,
 ) -> Weighted:
+    """`statistic` of the 2x2 table of Σ 1/π per cell, with its stratified weighted-bootstrap interval."""
     n = len(truth)
     if len(predicted) != n or len(weights) != n or (strata is not None and len(strata) != n):
         raise ValueError("truth, predicted, weights and strata must have one entry per item")
@@ -315,28 +317,10 @@ def _weighted(
     return Weighted(value, _bootstrap(cells, w, groups, statistic, replicates, seed), n, effective)
 
 
-def weighted_kappa(
-    truth: Sequence[bool],
-    predicted: Sequence[bool],
-    weights: Sequence[float],
-    strata: Sequence[str] | None = None,
-    replicates: int = BOOTSTRAP_REPLICATES,
-    seed: int = 0,
-) -> Weighted:
-    """Cohen's kappa of the population: the 2x2 table of Σ 1/π per cell."""
-    return _weighted(_kappa_of, truth, predicted, weights, strata, replicates, seed)
-
-
-def weighted_balanced_accuracy(
-    truth: Sequence[bool],
-    predicted: Sequence[bool],
-    weights: Sequence[float],
-    strata: Sequence[str] | None = None,
-    replicates: int = BOOTSTRAP_REPLICATES,
-    seed: int = 0,
-) -> Weighted:
-    """Balanced accuracy of the population: TPR and TNR as shares of Σ 1/π."""
-    return _weighted(_balanced_accuracy_of, truth, predicted, weights, strata, replicates, seed)
+# Cohen's kappa of the population: the 2x2 table of Σ 1/π per cell.
+weighted_kappa = partial(_weighted, _kappa_of)
+# Balanced accuracy of the population: TPR and TNR as shares of Σ 1/π.
+weighted_balanced_accuracy = partial(_weighted, _balanced_accuracy_of)
 
 
 def weighted_share(
