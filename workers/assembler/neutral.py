@@ -13,7 +13,7 @@ retrievers, tokens of LLM calls), so a span pays for what its event needs.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, overload
 
 from workers.assembler.view import MAX_ERROR_TEXT, SpanView
 
@@ -55,7 +55,41 @@ class Reader(Protocol):
     def unknown_attributes(self, view: SpanView) -> int: ...
 
 
-_UNSET: Any = object()
+T = TypeVar("T")
+
+
+class _FirstAnswer(Generic[T]):
+    """A field of NeutralSpan: the first answer of its readers (the Reader method of the same name) that is
+    not empty, asked on first use and kept in the span's __dict__, which shadows this (non-data) descriptor.
+    With `many`, no answer is a fresh empty list, else None; with `falsy_answers`, any answer but None counts.
+    """
+
+    def __init__(self, doc: str | None = None, *, many: bool = False, falsy_answers: bool = False) -> None:
+        self.__doc__ = doc
+        self.many = many
+        self.falsy_answers = falsy_answers
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, span: None, owner: type) -> _FirstAnswer[T]: ...
+    @overload
+    def __get__(self, span: NeutralSpan, owner: type | None = None) -> T: ...
+    def __get__(self, span: NeutralSpan | None, owner: type | None = None) -> T | _FirstAnswer[T]:
+        if span is None:
+            return self
+        name, view = self.name, span.view
+        found: Any
+        for r in span.readers:
+            found = getattr(r, name)(view)
+            if found or (found is not None and self.falsy_answers):
+                break
+        else:
+            found = [] if self.many else None
+        span.__dict__[name] = found
+        return found
 
 
 class NeutralSpan:
@@ -72,19 +106,8 @@ class NeutralSpan:
         "readers",
         "kind",
         "counted",
-        "_input",
-        "_output",
-        "_question",
-        "_answers",
-        "_documents",
-        "_embedding_model",
-        "_embeddings",
         "_tokens",
-        "_model",
-        "_cost",
-        "_finish",
-        "_error_type",
-        "_first_token",
+        "__dict__",  # the _FirstAnswer fields, once read
     )
 
     def __init__(self, view: SpanView, readers: tuple[Reader, ...], kind: str | None, counted: bool) -> None:
@@ -95,9 +118,7 @@ class NeutralSpan:
         self.readers = readers
         self.kind = kind  # OpenInference's kind names are the neutral kinds (LLM, RETRIEVER, EMBEDDING, ...)
         self.counted = counted  # a reader of it counts unknown attributes (any of readers' counts_unknown)
-        self._input = self._output = self._question = self._answers = self._documents = _UNSET
-        self._embedding_model = self._embeddings = self._tokens = self._model = self._cost = _UNSET
-        self._finish = self._error_type = self._first_token = _UNSET
+        self._tokens: dict[str, int] | None = None
 
     # -- from OTLP itself (copied: the mapping reads them of every span) -----------
 
@@ -118,158 +139,40 @@ class NeutralSpan:
 
     # -- from the readers, first answer wins ----------------------------------
 
-    @property
-    def input_text(self) -> str | None:
-        if self._input is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                t = r.input_text(self.view)
-                if t:
-                    found = t
-                    break
-            self._input = found
-        return self._input
-
-    @property
-    def output_text(self) -> str | None:
-        if self._output is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                t = r.output_text(self.view)
-                if t:
-                    found = t
-                    break
-            self._output = found
-        return self._output
-
-    @property
-    def question(self) -> str | None:
-        """The user's question an LLM call was asked (its last user message), where the root has no input."""
-        if self._question is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                t = r.question(self.view)
-                if t:
-                    found = t
-                    break
-            self._question = found
-        return self._question
-
-    @property
-    def answers(self) -> list[str]:
-        """The texts of the span's output messages (assistant), in order."""
-        if self._answers is _UNSET:
-            found: Any = []
-            for r in self.readers:
-                a = r.answers(self.view)
-                if a:
-                    found = a
-                    break
-            self._answers = found
-        return self._answers
-
-    @property
-    def documents(self) -> list[RawDocument]:
-        """A retriever's documents, a reranker's output documents."""
-        if self._documents is _UNSET:
-            found: Any = []
-            for r in self.readers:
-                d = r.documents(self.view)
-                if d:
-                    found = d
-                    break
-            self._documents = found
-        return self._documents
-
-    @property
-    def embedding_model(self) -> str | None:
-        if self._embedding_model is _UNSET:
-            self._embedding_model = next(
-                (m for r in self.readers if (m := r.embedding_model(self.view))), None
-            )
-        return self._embedding_model
-
-    @property
-    def embeddings(self) -> list[Embedding]:
-        if self._embeddings is _UNSET:
-            found: Any = []
-            for r in self.readers:
-                e = r.embeddings(self.view)
-                if e:
-                    found = e
-                    break
-            self._embeddings = found
-        return self._embeddings
+    input_text = _FirstAnswer[str | None]()
+    output_text = _FirstAnswer[str | None]()
+    question = _FirstAnswer[str | None](
+        "The user's question an LLM call was asked (its last user message), where the root has no input."
+    )
+    answers = _FirstAnswer[list[str]](
+        "The texts of the span's output messages (assistant), in order.", many=True
+    )
+    documents = _FirstAnswer[list[RawDocument]](
+        "A retriever's documents, a reranker's output documents.", many=True
+    )
+    embedding_model = _FirstAnswer[str | None]()
+    embeddings = _FirstAnswer[list[Embedding]](many=True)
+    model = _FirstAnswer[str | None]()
+    cost = _FirstAnswer[float | None](falsy_answers=True)
+    finish_reason = _FirstAnswer[Any](
+        "The provider's finish reason as sent (outcome.py maps it onto the contract's set).",
+        falsy_answers=True,
+    )
+    error_type = _FirstAnswer[str | None]()
+    first_token_ns = _FirstAnswer[int | None]()
 
     @property
     def tokens(self) -> dict[str, int]:
         """Token counts by the contract's token kinds (cached_prompt and reasoning apart, inside their totals)."""
-        if self._tokens is _UNSET and len(self.readers) == 1:
+        if self._tokens is None and len(self.readers) == 1:
             self._tokens = self.readers[0].tokens(self.view, self.kind)
-        elif self._tokens is _UNSET:
+        elif self._tokens is None:
             merged: dict[str, int] = {}
             for reader in self.readers:
                 for kind, n in reader.tokens(self.view, self.kind).items():
                     merged.setdefault(kind, n)
             self._tokens = merged
         return self._tokens
-
-    @property
-    def model(self) -> str | None:
-        if self._model is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                m = r.model(self.view)
-                if m:
-                    found = m
-                    break
-            self._model = found
-        return self._model
-
-    @property
-    def cost(self) -> float | None:
-        if self._cost is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                c = r.cost(self.view)
-                if c is not None:
-                    found = c
-                    break
-            self._cost = found
-        return self._cost
-
-    @property
-    def finish_reason(self) -> Any:
-        """The provider's finish reason as sent (outcome.py maps it onto the contract's set)."""
-        if self._finish is _UNSET:
-            self._finish = next(
-                (f for r in self.readers if (f := r.finish_reason(self.view)) is not None), None
-            )
-        return self._finish
-
-    @property
-    def error_type(self) -> str | None:
-        if self._error_type is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                e = r.error_type(self.view)
-                if e:
-                    found = e
-                    break
-            self._error_type = found
-        return self._error_type
-
-    @property
-    def first_token_ns(self) -> int | None:
-        if self._first_token is _UNSET:
-            found: Any = None
-            for r in self.readers:
-                t = r.first_token_ns(self.view)
-                if t:
-                    found = t
-                    break
-            self._first_token = found
-        return self._first_token
 
     def unknown_attributes(self) -> dict[str, int]:
         """Attributes of the span's conventions that ragmon does not know, by convention (counted, ignored)."""

@@ -9,6 +9,7 @@ never counted twice, even where no unique key could tell.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -135,6 +136,11 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _columns(rows: Iterable[tuple[Any, ...]]) -> tuple[list[Any], ...]:
+    """Rows as one list per column: the parameters of an unnest(%b, %b, ...) statement."""
+    return tuple(list(column) for column in zip(*rows, strict=True))
+
+
 class Outcome:
     def __init__(self) -> None:
         self.queued: Counter[tuple[str, str]] = Counter()
@@ -178,12 +184,11 @@ class QueueStore(ReviewDbStore):
             key = (e.source.topic, e.source.partition)
             last[key] = max(last.get(key, -1), e.source.offset)
         if last:
-            keys = sorted(last)
             cur.execute(
                 "UPDATE review_consumer_offset o SET next_offset = GREATEST(o.next_offset, u.n) "
                 "FROM unnest(%b::text[], %b::int[], %b::bigint[]) AS u(t, p, n) "
                 "WHERE o.topic = u.t AND o.partition = u.p",
-                ([k[0] for k in keys], [k[1] for k in keys], [last[k] + 1 for k in keys]),
+                _columns((*key, last[key] + 1) for key in sorted(last)),
             )
 
     # -- effects ----------------------------------------------------------------
@@ -238,8 +243,7 @@ class QueueStore(ReviewDbStore):
                 overflow[key] += 1
         inserted: set[tuple[str, str]] = set()
         if admitted:
-            rows = [self._row(i, today) for i in admitted]
-            cur.execute(_INSERT_ITEMS, [list(column) for column in zip(*rows, strict=True)])
+            cur.execute(_INSERT_ITEMS, _columns(self._row(i, today) for i in admitted))
             inserted = {(t, tr) for t, tr in cur.fetchall()}  # less when another sampler queued one meanwhile
         queued: Counter[tuple[str, str]] = Counter(
             (i.tenant, i.stratum) for i in admitted if (i.tenant, i.trace_id) in inserted
@@ -302,36 +306,28 @@ class QueueStore(ReviewDbStore):
             if key not in first or when < first[key]:
                 first[key] = when  # one row per key: ON CONFLICT DO UPDATE cannot touch a row twice
         if first:
-            keys = sorted(first)
-            cur.execute(
-                _SIGNALS,
-                ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [first[k] for k in keys]),
-            )
+            cur.execute(_SIGNALS, _columns((*key, first[key]) for key in sorted(first)))
 
     @staticmethod
     def _attach(cur: psycopg.Cursor, plan: Plan) -> None:
         """Scores that arrive after their trace was queued (a blind item) are attached to it."""
         if plan.faithfulness:
-            fs = plan.faithfulness
             cur.execute(
                 _ATTACH_FAITHFULNESS,
-                (
-                    [e.tenant for e in fs],
-                    [e.trace_id for e in fs],
-                    [e.score for e in fs],
-                    [e.threshold for e in fs],
-                    [e.outcome for e in fs],
-                    [f"{e.model.source}@{e.model.revision[:12]}" for e in fs],
+                _columns(
+                    (
+                        e.tenant,
+                        e.trace_id,
+                        e.score,
+                        e.threshold,
+                        e.outcome,
+                        f"{e.model.source}@{e.model.revision[:12]}",
+                    )
+                    for e in plan.faithfulness
                 ),
             )
         if plan.exclusions:
-            xs = plan.exclusions
             cur.execute(
                 _ATTACH_EXCLUSION,
-                (
-                    [e.tenant for e in xs],
-                    [e.trace_id for e in xs],
-                    [e.falsely_excluded for e in xs],
-                    [e.gold_source for e in xs],
-                ),
+                _columns((e.tenant, e.trace_id, e.falsely_excluded, e.gold_source) for e in plan.exclusions),
             )

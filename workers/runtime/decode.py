@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import orjson
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, create_model
 
-from service.contracts import BODY_MODELS, FeedbackBody, LabelBody, ReleaseBody, StoredEvent, TraceBody
+from service.contracts import BODY_MODELS, StoredEvent
 from service.contracts.errors import describe_errors
 from service.contracts.scores import ExclusionResultEvent, FaithfulnessScoreEvent, ImplicitSignalEvent
 from service.contracts.views import record_decoder
@@ -35,33 +35,20 @@ class Undecodable:
     detail: str
 
 
-class _TraceRecord(StoredEvent):
-    type: Literal["trace"]
-    body: TraceBody  # type: ignore[assignment]
-
-
-class _FeedbackRecord(StoredEvent):
-    type: Literal["feedback"]
-    body: FeedbackBody  # type: ignore[assignment]
-
-
-class _ReleaseRecord(StoredEvent):
-    type: Literal["release"]
-    body: ReleaseBody  # type: ignore[assignment]
-
-
-class _LabelRecord(StoredEvent):
-    type: Literal["label"]
-    body: LabelBody  # type: ignore[assignment]
-
-
+# One record model per event type: the envelope with its type fixed and its body typed by BODY_MODELS.
+_RECORD_MODELS = tuple(
+    create_model(
+        f"_{event_type.title()}Record",
+        __base__=StoredEvent,
+        type=(Literal[event_type], ...),  # type: ignore[arg-type]
+        body=(body, ...),
+    )
+    for event_type, body in BODY_MODELS.items()
+)
 # One pass over the bytes: parse and validate envelope and body together in
 # pydantic-core, instead of orjson, then the envelope, then the body again.
-_RECORD = TypeAdapter(
-    Annotated[
-        Union[_TraceRecord, _FeedbackRecord, _ReleaseRecord, _LabelRecord],  # noqa: UP007
-        Field(discriminator="type"),
-    ]
+_RECORD: TypeAdapter[Any] = TypeAdapter(
+    Annotated[Union[_RECORD_MODELS], Field(discriminator="type")]  # type: ignore[arg-type]  # noqa: UP007
 )
 
 
