@@ -1,14 +1,17 @@
 """What every ragmon dashboard shares: template variables, the release and change annotations,
-links between the dashboards, and the guardrail limits drawn on the panels.
+links between the dashboards, the guardrail limits drawn on the panels, and the latency panels that
+several boards draw from their own histograms (`p95_panel`, `quantile_lines`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Unpack
 
-from dashboards.model import DATASOURCE, JsonObj, Row
-from dashboards.promql import TENANT, TV, sel
+from dashboards.model import DATASOURCE, JsonObj, Panel, Row, Target
+from dashboards.panels import Options, seconds_panel
+from dashboards.promql import TENANT, TV, quantile, sel
 from dashboards.render import layout
 from service.rules.config import GuardrailsConfig
 
@@ -34,6 +37,18 @@ class Limits:
 
     guardrails: GuardrailsConfig = field(default_factory=lambda: GuardrailsConfig.model_validate({}))
     drift_alpha: float = 0.01
+
+
+def quantile_lines(histogram: str, *matchers: str, qs: Sequence[float] = (0.5, 0.95, 0.99)) -> list[Target]:
+    """One line per quantile of `histogram` over everything selected (`matchers`), named p50, p95, ..."""
+    return [Target(quantile(q, histogram, "", *matchers), f"p{round(q * 100)}") for q in qs]
+
+
+def p95_panel(
+    title: str, histogram: str, by: str, legend: str, *matchers: str, **options: Unpack[Options]
+) -> Panel:
+    """A duration histogram's p95 per `by` (everything summed when empty), in seconds."""
+    return seconds_panel(title, Target(quantile(0.95, histogram, by, *matchers), legend), **options)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import (
     counter,
@@ -13,7 +13,7 @@ from dashboards.panels import (
     timeseries,
     up_stat,
 )
-from dashboards.promql import TENANT, quantile, sel
+from dashboards.promql import TENANT, sel
 
 UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
@@ -97,17 +97,14 @@ def _inputs() -> list[Panel]:
             description="A new embedding model or dimension starts a new reference: reported, never compared.",
             decimals=0,
         ),
-        seconds_panel(
+        p95_panel(
             "Test duration p95",
-            Target(
-                quantile(0.95, "ragmon_drift_test_duration_seconds", by_signal, TENANT),
-                "{{tenant}} {{signal}}",
-            ),
+            "ragmon_drift_test_duration_seconds",
+            by_signal,
+            "{{tenant}} {{signal}}",
+            TENANT,
         ),
-        seconds_panel(
-            "Encoder batch duration p95",
-            Target(quantile(0.95, "ragmon_drift_encoder_batch_duration_seconds", ""), "p95"),
-        ),
+        p95_panel("Encoder batch duration p95", "ragmon_drift_encoder_batch_duration_seconds", "", "p95"),
         timeseries(
             "Tests run, and tests left to the lease holder",
             counter(

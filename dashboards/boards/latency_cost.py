@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, p95_panel, quantile_lines
 from dashboards.model import Panel, Row, Target, bad_above
 from dashboards.panels import counter, per_second_panel, recorded, seconds_panel, share_panel, timeseries
 from dashboards.promql import TV, per_second, quantile, share
@@ -28,7 +28,6 @@ def _stage_panels(limits: Limits) -> list[Panel]:
 
 
 def _live_latency() -> list[Panel]:
-    total = ('stage="total"',)
     traces = per_second("ragmon_rag_queries_total", "variant", TV)
 
     def of_traces(metric: str, legend: str) -> Target:
@@ -37,16 +36,11 @@ def _live_latency() -> list[Panel]:
     return [
         seconds_panel(
             "Total latency quantiles (live)",
-            *(
-                Target(quantile(q, STAGE_HISTOGRAM, "", TV, *total), f"p{round(q * 100)}")
-                for q in (0.5, 0.95, 0.99)
-            ),
+            *quantile_lines(STAGE_HISTOGRAM, TV, 'stage="total"'),
             description="From the histogram at the dashboard's resolution, across the selected tenants and variants.",
             width=12,
         ),
-        seconds_panel(
-            "p95 by stage (live)", Target(quantile(0.95, STAGE_HISTOGRAM, "stage", TV), "{{stage}}"), width=12
-        ),
+        p95_panel("p95 by stage (live)", STAGE_HISTOGRAM, "stage", "{{stage}}", TV, width=12),
         per_second_panel(
             "Traces per second by variant",
             counter("ragmon_rag_queries_total", "variant", "{{variant}} (sampled)", TV),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, p95_panel, quantile_lines
 from dashboards.model import Panel, Row, Target, bad_above
 from dashboards.panels import (
     counter,
@@ -14,6 +14,7 @@ from dashboards.panels import (
     up_stat,
 )
 from dashboards.promql import TENANT, TV, per_second, quantile, zero_when_absent
+from service.rules.config import PipelineRule
 
 UID = "ragmon-pipeline"
 
@@ -25,10 +26,8 @@ def _api() -> list[Panel]:
             counter("ragmon_api_requests_total", "route, status", "{{route}} {{status}}"),
             width=12,
         ),
-        seconds_panel(
-            "API p95 latency by route",
-            Target(quantile(0.95, "ragmon_api_request_duration_seconds", "route"), "{{route}}"),
-            width=12,
+        p95_panel(
+            "API p95 latency by route", "ragmon_api_request_duration_seconds", "route", "{{route}}", width=12
         ),
         per_second_panel(
             "Events accepted by type",
@@ -40,11 +39,7 @@ def _api() -> list[Panel]:
             counter("ragmon_api_events_rejected_total", "type, reason", "{{type}} {{reason}}", zero="reason"),
         ),
         seconds_panel(
-            "Produce latency (send to broker ack)",
-            *(
-                Target(quantile(q, "ragmon_api_produce_duration_seconds", ""), f"p{round(q * 100)}")
-                for q in (0.5, 0.95, 0.99)
-            ),
+            "Produce latency (send to broker ack)", *quantile_lines("ragmon_api_produce_duration_seconds")
         ),
         per_second_panel(
             "Requests shed with 503, by reason",
@@ -140,14 +135,13 @@ def _workers(limits: Limits) -> list[Panel]:
 
 def _worker_timing() -> list[Panel]:
     return [
-        seconds_panel(
+        p95_panel(
             "Event delay p95 (API receipt to commit)",
-            Target(quantile(0.95, "ragmon_worker_ingest_to_commit_duration_seconds", "worker"), "{{worker}}"),
+            "ragmon_worker_ingest_to_commit_duration_seconds",
+            "worker",
+            "{{worker}}",
         ),
-        seconds_panel(
-            "Batch duration p95",
-            Target(quantile(0.95, "ragmon_worker_batch_duration_seconds", "worker"), "{{worker}}"),
-        ),
+        p95_panel("Batch duration p95", "ragmon_worker_batch_duration_seconds", "worker", "{{worker}}"),
         per_second_panel(
             "Retries on outages",
             counter("ragmon_worker_retries_total", "worker, error", "{{worker}} {{error}}", zero="error"),
@@ -160,10 +154,8 @@ def _worker_timing() -> list[Panel]:
 def _scorer() -> list[Panel]:
     return [
         up_stat("Faithfulness scorer up", Target("min(ragmon_faithfulness_scorer_up)", "HHEM"), width=6),
-        seconds_panel(
-            "HHEM forward pass p95",
-            Target(quantile(0.95, "ragmon_faithfulness_inference_duration_seconds", ""), "p95"),
-            width=6,
+        p95_panel(
+            "HHEM forward pass p95", "ragmon_faithfulness_inference_duration_seconds", "", "p95", width=6
         ),
         timeseries(
             "Padding overhead of forward passes",
@@ -197,14 +189,22 @@ def _scorer() -> list[Panel]:
     ]
 
 
+def _exporter(name: str, component: str, items: str, intro: str, pipe: PipelineRule) -> Panel:
+    """An OTLP exporter's items and its requests to the collector, by outcome (the two share their outcomes)."""
+    return per_second_panel(
+        f"{name}: {items} and requests by outcome",
+        counter(f"ragmon_{component}_{items}_total", "outcome", items + " {{outcome}}"),
+        counter(f"ragmon_{component}_requests_total", "outcome", "requests {{outcome}}"),
+        description=f"{intro}unavailable: retried with backoff (a ticket when every request fails for "
+        f"{pipe.export_failing_for}); rejected: refused for good by the collector (a ticket).",
+        stacked=False,
+    )
+
+
 def _otlp(limits: Limits) -> list[Panel]:
     """The OTLP path: assembler (spans -> trace events), span forwarder and Phoenix exporter. Their consumer
     lag is on the workers' lag panel (worker assembler, forwarder, phoenix)."""
     pipe = limits.guardrails.pipeline
-    exporter = (
-        f"retried with backoff (a ticket when every request fails for {pipe.export_failing_for}); "
-        "rejected: refused for good by the collector (a ticket)."
-    )
     return [
         per_second_panel(
             "Assembler spans by outcome",
@@ -240,13 +240,7 @@ def _otlp(limits: Limits) -> list[Panel]:
             "ending to the trace event being produced (about the quiet period when healthy).",
             decimals=1,
         ),
-        per_second_panel(
-            "Span forwarder: spans and requests by outcome",
-            counter("ragmon_forwarder_spans_total", "outcome", "spans {{outcome}}"),
-            counter("ragmon_forwarder_requests_total", "outcome", "requests {{outcome}}"),
-            description="unavailable: " + exporter,
-            stacked=False,
-        ),
+        _exporter("Span forwarder", "forwarder", "spans", "", pipe),
         per_second_panel(
             "Phoenix exporter: annotations by kind and outcome",
             counter("ragmon_phoenix_annotations_total", "kind, outcome", "{{kind}} {{outcome}}"),
@@ -263,13 +257,12 @@ def _otlp(limits: Limits) -> list[Panel]:
             "retried; waiting scores wait in Redis for their trace to reach Phoenix.",
             decimals=1,
         ),
-        per_second_panel(
-            "Evaluation exporter: records and requests by outcome",
-            counter("ragmon_evaluations_records_total", "outcome", "records {{outcome}}"),
-            counter("ragmon_evaluations_requests_total", "outcome", "requests {{outcome}}"),
-            description="gen_ai.evaluation.result log records (docs/otlp.md, Evaluations out). unavailable: "
-            + exporter,
-            stacked=False,
+        _exporter(
+            "Evaluation exporter",
+            "evaluations",
+            "records",
+            "gen_ai.evaluation.result log records (docs/otlp.md, Evaluations out). ",
+            pipe,
         ),
     ]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, quantile_lines
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import (
     band_panel,
@@ -20,7 +20,7 @@ from dashboards.panels import (
     share_panel,
     timeseries,
 )
-from dashboards.promql import RANGE_WINDOW, TENANT, TV, per_second, quantile, ratio, share, zero_when_absent
+from dashboards.promql import RANGE_WINDOW, TENANT, TV, per_second, ratio, share, zero_when_absent
 
 UID = "ragmon-quality"
 SERIES = "{{tenant}} / {{variant}}"
@@ -46,10 +46,7 @@ def _faithfulness(limits: Limits) -> list[Panel]:
         ),
         ratio_panel(
             "Score quantiles (live)",
-            *(
-                Target(quantile(q, "ragmon_faithfulness_score_ratio", "", TV), f"p{round(q * 100)}")
-                for q in (0.1, 0.5, 0.9)
-            ),
+            *quantile_lines("ragmon_faithfulness_score_ratio", TV, qs=(0.1, 0.5, 0.9)),
             description="A falling p10 shows a minority of unfaithful answers before the mean moves.",
             decimals=2,
             width=12,

@@ -7,7 +7,7 @@ RagmonShadowCandidateWorse, a ticket.
 
 from __future__ import annotations
 
-from dashboards.common import Board, Limits
+from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above
 from dashboards.panels import (
     count_panel,
@@ -19,7 +19,7 @@ from dashboards.panels import (
     table,
     timeseries,
 )
-from dashboards.promql import TENANT, per_second, quantile, sel
+from dashboards.promql import TENANT, per_second, sel
 
 UID = "ragmon-shadow"
 WHOLE = 'slice="all"'
@@ -185,11 +185,12 @@ def _power_and_cost() -> list[Panel]:
             counter("ragmon_shadow_pairs_formed_total", "tenant", "{{tenant}}", TENANT),
             stacked=False,
         ),
-        seconds_panel(
+        p95_panel(
             "Recompute duration p95",
-            Target(
-                quantile(0.95, "ragmon_shadow_recompute_duration_seconds", "tenant", TENANT), "{{tenant}}"
-            ),
+            "ragmon_shadow_recompute_duration_seconds",
+            "tenant",
+            "{{tenant}}",
+            TENANT,
             thresholds=bad_above(5),
         ),
         failures_panel(

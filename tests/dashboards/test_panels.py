@@ -1,4 +1,5 @@
-"""The panel builders: each shape's defaults, and a caller's keyword winning over them."""
+"""The panel builders: each shape's defaults, and a caller's keyword winning over them; the latency
+panels several boards share (dashboards.common)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from dashboards.common import p95_panel, quantile_lines
 from dashboards.model import Panel, bad_above, bad_below
 from dashboards.panels import (
     UP_DOWN,
@@ -16,7 +18,7 @@ from dashboards.panels import (
     share_panel,
     up_stat,
 )
-from dashboards.promql import TENANT, per_second, zero_when_absent
+from dashboards.promql import TENANT, per_second, quantile, zero_when_absent
 
 
 def test_counter_reads_zero_only_when_asked() -> None:
@@ -69,3 +71,20 @@ def test_a_rate_comes_with_its_sample_beside_it() -> None:
         0,
         12,
     )
+
+
+def test_a_p95_panel_reads_its_histogram_by_a_label_in_seconds() -> None:
+    panel = p95_panel("Batch p95", "ragmon_x_duration_seconds", "worker", "{{worker}}", TENANT, width=6)
+    assert (panel.unit, panel.width) == ("s", 6)
+    assert [(t.expr, t.legend) for t in panel.targets] == [
+        (quantile(0.95, "ragmon_x_duration_seconds", "worker", TENANT), "{{worker}}")
+    ]
+
+
+def test_quantile_lines_name_each_quantile() -> None:
+    assert [t.legend for t in quantile_lines("ragmon_x_duration_seconds")] == ["p50", "p95", "p99"]
+    lines = quantile_lines("ragmon_x_ratio", TENANT, qs=(0.1, 0.9))
+    assert [(t.expr, t.legend) for t in lines] == [
+        (quantile(0.1, "ragmon_x_ratio", "", TENANT), "p10"),
+        (quantile(0.9, "ragmon_x_ratio", "", TENANT), "p90"),
+    ]
