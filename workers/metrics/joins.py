@@ -12,6 +12,11 @@ of any kind (a hash field holding that event's id): the "traces with at least on
 copy / edit / citation click / any feedback" counts. A redelivered event finds its
 own id there and is first again, so a retried batch counts what the first try
 would have; a second event of the same kind on the trace is not first.
+
+Parked feedback waits in its tenant's own deadline set (workers/runtime/fairdue.py): the sweeper takes
+equal shares of the tenants with feedback past its wait, so a tenant parking feedback for traces that
+never come delays no other tenant's unjoined counts. The one set of an older version
+(`<prefix>:deadlines`) is moved into the tenants' sets at the first sweep.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from typing import Any
 import orjson
 import redis
 
+from workers.runtime.fairdue import REINDEX_LUA, TenantDueSets
+
 # First of its kind on the trace (1) or not (0): the field keeps the first event's id.
 _FIRST_OF = """
 local function first_of(key, field, event_id, ttl)
@@ -37,8 +44,11 @@ local function first_of(key, field, event_id, ttl)
 end
 """
 
+# KEYS: info, park, the tenant's deadline set, firsts, the deadline index. ARGV: payload, ttl, member prefix,
+# tenant.
 _TRACE_ARRIVES = (
     _FIRST_OF
+    + REINDEX_LUA
     + """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 local parked = redis.call('HGETALL', KEYS[2])
@@ -51,13 +61,16 @@ if #parked > 0 then
     firsts[#firsts + 1] = first_of(KEYS[4], kind, parked[i], ARGV[2])
     firsts[#firsts + 1] = first_of(KEYS[4], '*', parked[i], ARGV[2])
   end
+  reindex(KEYS[3], KEYS[5], ARGV[4])
 end
 return {parked, firsts}
 """
 )
 
+# KEYS: as _TRACE_ARRIVES. ARGV: event id, payload, park ttl, deadline, member prefix, kind, tenant.
 _FEEDBACK_ARRIVES = (
     _FIRST_OF
+    + REINDEX_LUA
     + """
 local info = redis.call('GET', KEYS[1])
 if info then
@@ -68,12 +81,17 @@ end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[5] .. ARGV[1])
+reindex(KEYS[3], KEYS[5], ARGV[7])
 return false
 """
 )
 
-_CLAIM_EXPIRED = """
+# KEYS: park, the tenant's deadline set, the deadline index. ARGV: event id, member, tenant.
+_CLAIM_EXPIRED = (
+    REINDEX_LUA
+    + """
 redis.call('ZREM', KEYS[2], ARGV[2])
+reindex(KEYS[2], KEYS[3], ARGV[3])
 local payload = redis.call('HGET', KEYS[1], ARGV[1])
 if payload then
   redis.call('HDEL', KEYS[1], ARGV[1])
@@ -81,6 +99,7 @@ if payload then
 end
 return false
 """
+)
 
 
 @dataclass(frozen=True)
@@ -114,7 +133,13 @@ class FeedbackJoin:
         self._join_ttl_s = join_ttl_s
         self._park_s = park_s
         self._prefix = prefix
-        self._deadlines = f"{prefix}:deadlines"
+        self._deadlines = TenantDueSets(
+            client,
+            f"{prefix}:due",
+            f"{prefix}:deadlines:",
+            legacy_key=f"{prefix}:deadlines",
+            separator="\x1f",
+        )
         self._trace_script = client.register_script(_TRACE_ARRIVES)
         self._feedback_script = client.register_script(_FEEDBACK_ARRIVES)
         self._claim_script = client.register_script(_CLAIM_EXPIRED)
@@ -132,8 +157,9 @@ class FeedbackJoin:
         return [
             self._info_key(tenant, trace_id),
             self._park_key(tenant, trace_id),
-            self._deadlines,
+            self._deadlines.key(tenant),
             self._firsts_key(tenant, trace_id),
+            self._deadlines.index_key,
         ]
 
     @staticmethod
@@ -153,7 +179,7 @@ class FeedbackJoin:
         payload = orjson.dumps(fields)
         return self._trace_script(
             keys=self._keys(tenant, trace_id),
-            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id)],
+            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id), tenant],
             client=client,
         )
 
@@ -191,6 +217,7 @@ class FeedbackJoin:
                 now + self._park_s,
                 self._member_prefix(tenant, trace_id),
                 str(payload["kind"]),
+                tenant,
             ],
             client=client,
         )
@@ -215,11 +242,10 @@ class FeedbackJoin:
         """As claim_expired, one claim at a time: a caller counts each before the next Redis call,
         so an outage in the middle of a sweep loses none of the feedback already claimed."""
         now = time.time() if now is None else now
-        members = self._client.zrangebyscore(self._deadlines, "-inf", now, start=0, num=limit)
-        for raw in members:
-            member = raw.decode() if isinstance(raw, bytes) else str(raw)
-            tenant, trace_id, event_id = member.split("\x1f", 2)
+        for tenant, member in self._deadlines.claim(now, limit):  # shared between tenants, read only
+            _, trace_id, event_id = member.split("\x1f", 2)
             park_key = self._park_key(tenant, trace_id)
-            got = self._claim_script(keys=[park_key, self._deadlines], args=[event_id, member])
+            keys = [park_key, self._deadlines.key(tenant), self._deadlines.index_key]
+            got = self._claim_script(keys=keys, args=[event_id, member, tenant])
             if got:
                 yield tenant, ParkedFeedback(event_id, json.loads(got))
