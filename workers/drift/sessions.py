@@ -9,9 +9,11 @@ consecutive pair is compared exactly once. A query that is already the session's
 last (a redelivery) or older than it (late, or a redelivery after newer queries)
 changes nothing and is reported as such: counted once, never compared twice.
 
-A session ends when no query came for `idle_s`: a sorted set holds each session's
-deadline (our clock: the receipt of its last query + idle_s); the tick claims the
-sessions past it, each once overall (CLAIM removes it atomically). Feedback marks
+A session ends when no query came for `idle_s`: its tenant's sorted set holds each session's
+deadline (our clock: the receipt of its last query + idle_s; workers/runtime/fairdue.py); the tick
+claims the sessions past it, equal shares of the tenants with sessions ended, each once overall
+(CLAIM removes it atomically), so one tenant opening sessions by the thousand delays no other
+tenant's session outcomes. Feedback marks
 (`up`, `down`, `regenerate` -> the feedback's timestamp) live per trace, written
 whichever arrives first, and are read when the session of that trace ends.
 Every key has a TTL, so a replica that stops ticking leaves nothing behind for ever.
@@ -26,14 +28,19 @@ from typing import Any
 import numpy as np
 import redis
 
-# One call per batch: KEYS[1] the idle set, KEYS[1 + i] the session hash of query i; ARGV[1] the TTL,
-# then per query: event id, trace id, timestamp, intent, deadline, idle-set member, the number of
+from workers.runtime.fairdue import REINDEX_LUA, TenantDueSets
+
+# One call per batch: KEYS[1] the idle index (workers/runtime/fairdue.py), KEYS[1 + i] the session hash of
+# query i; ARGV[1] the TTL, ARGV[2] the prefix of the tenants' idle sets, then per query: event id, trace id, timestamp, intent, deadline, idle-set member, the number of
 # embedding fields, and those fields as name, bytes pairs. Queries run in order, so two queries of one
 # session in one batch behave as two calls would. Per query it returns {'duplicate'}, {'late'}, {'ok'}
 # (the session's first query) or {'ok', trace id, intent, event id, ts, then name, bytes per embedding}.
-_ADVANCE = """
+_ADVANCE = (
+    REINDEX_LUA
+    + """
 local out = {}
-local a = 2
+local touched = {}
+local a = 3
 for k = 2, #KEYS do
   local key = KEYS[k]
   local eid, ts, nvec = ARGV[a], ARGV[a + 2], tonumber(ARGV[a + 6])
@@ -65,13 +72,17 @@ for k = 2, #KEYS do
     for i = a + 7, a + 6 + 2 * nvec do fields[#fields + 1] = ARGV[i] end
     redis.call('HSET', key, unpack(fields))
     redis.call('EXPIRE', key, ARGV[1])
-    redis.call('ZADD', KEYS[1], ARGV[a + 4], ARGV[a + 5])
+    local tenant = string.match(ARGV[a + 5], '^([^\\31]*)')
+    redis.call('ZADD', ARGV[2] .. tenant, ARGV[a + 4], ARGV[a + 5])
+    touched[tenant] = true
     out[#out + 1] = prev
   end
   a = a + 7 + 2 * nvec
 end
+for tenant in pairs(touched) do reindex(ARGV[2] .. tenant, KEYS[1], tenant) end
 return out
 """
+)
 
 # Mark each session's last query as a reformulation, unless a newer query replaced it meanwhile:
 # KEYS[i] a session hash, ARGV[i] the event id that must still be its last.
@@ -86,15 +97,20 @@ end
 return n
 """
 
-_CLAIM = """
+# KEYS: the tenant's idle set, the session hash, the idle index. ARGV: member, now, tenant.
+_CLAIM = (
+    REINDEX_LUA
+    + """
 local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not deadline or tonumber(deadline) > tonumber(ARGV[2]) then return false end
 redis.call('ZREM', KEYS[1], ARGV[1])
+reindex(KEYS[1], KEYS[3], ARGV[3])
 local s = redis.call('HMGET', KEYS[2], 'tid', 'intent', 'rf')
 redis.call('DEL', KEYS[2])
 if not s[1] then return false end
 return s
 """
+)
 
 APP_FIELD = "a:"
 ENCODER_FIELD = "e:"
@@ -133,7 +149,14 @@ class SessionStore:
     def __init__(self, client: redis.Redis, prefix: str, idle_s: float, window_s: float) -> None:
         self._client = client
         self._prefix = f"{prefix}:session"
-        self._idle_key = f"{self._prefix}:idle"
+        # each tenant's sessions by deadline; an older version kept every tenant's in one set
+        self._idle = TenantDueSets(
+            client,
+            f"{self._prefix}:due",
+            f"{self._prefix}:idle:",
+            legacy_key=f"{self._prefix}:idle",
+            separator="\x1f",
+        )
         self.idle_s = idle_s
         # A session hash outlives its deadline by idle_s (the tick may be late); feedback marks must last
         # until the session of their trace ends: at most idle_s after its last query, plus the same slack.
@@ -158,8 +181,8 @@ class SessionStore:
         each replaced, or why it changed nothing."""
         if not queries:
             return []
-        keys = [self._idle_key]
-        args: list[Any] = [self.ttl_s]
+        keys = [self._idle.index_key]
+        args: list[Any] = [self.ttl_s, self._idle.set_prefix]
         for tenant, session_id, q, received_at in queries:
             keys.append(self._session_key(tenant, session_id))
             member = self._member(tenant, session_id)
@@ -199,14 +222,12 @@ class SessionStore:
         return {_text(k): float(v) for k, v in raw.items()}
 
     def iter_ended(self, now: float, limit: int) -> Iterator[Ended]:
-        """Sessions idle past their deadline, each claimed (and yielded) once over all replicas."""
-        members = self._client.zrangebyscore(self._idle_key, "-inf", now, start=0, num=limit)
-        for raw in members:
-            member = _text(raw)
-            tenant, session_id = member.split("\x1f", 1)
-            got = self._claim(
-                keys=[self._idle_key, self._session_key(tenant, session_id)], args=[member, now]
-            )
+        """Sessions idle past their deadline, each claimed (and yielded) once over all replicas; a sweep
+        takes equal shares of the tenants with sessions ended (workers/runtime/fairdue.py)."""
+        for tenant, member in self._idle.claim(now, limit):
+            session_id = member.split("\x1f", 1)[1]
+            keys = [self._idle.key(tenant), self._session_key(tenant, session_id), self._idle.index_key]
+            got = self._claim(keys=keys, args=[member, now, tenant])
             if got:
                 trace_id, intent, rf = (_text(v) for v in got)
                 yield Ended(tenant, trace_id, intent, rf == "1")

@@ -24,6 +24,7 @@ from workers.drift.encoder import EncoderSlot, PinnedEncoder
 from workers.drift.followups import reformulation_signal
 from workers.drift.processor import DriftProcessor
 from workers.drift.reformulation import cosine, session_outcome
+from workers.drift.sessions import Query, SessionStore
 from workers.drift.views import VIEWS
 from workers.runtime.types import Event
 
@@ -304,7 +305,12 @@ def test_a_session_whose_last_query_was_a_reformulation_ends_unresolved(
 
 def test_session_state_has_a_ttl(proc: DriftProcessor, redis_client: redis.Redis) -> None:
     proc.process([query(T0, trace="t-a"), feedback("t-a", "thumbs", True, T0 + 1)])
-    keys = [k for k in redis_client.scan_iter("ragmon:drift:session:*") if not k.endswith(b":idle")]
+    # every key but the sets of when sessions end (members leave them as the sessions end)
+    keys = [
+        k
+        for k in redis_client.scan_iter("ragmon:drift:session:*")
+        if b":idle:" not in k and not k.endswith(b":due")
+    ]
     assert len(keys) == 2
     assert all(0 < redis_client.ttl(k) <= 2 * 600 + 300 + 60 for k in keys)
 
@@ -336,3 +342,16 @@ def test_a_reformulation_is_published_as_a_signal_of_the_earlier_trace(
     assert signal.event_id == reformulation_signal(again, "t-first", "t-again").event_id
     proc.process([again])  # redelivered: a duplicate, never compared or published again
     assert len(published) == 1
+
+
+def test_a_tenant_opening_thousands_of_sessions_does_not_delay_another_tenants_ends(
+    redis_client: redis.Redis,
+) -> None:
+    store = SessionStore(redis_client, "ragmon:drift", idle_s=10, window_s=60)
+    flood = [("flood", f"s{i}", Query(f"f{i}", f"ft{i}", T0, "other"), T0 - 100) for i in range(2000)]
+    store.advance(flood)  # every flood session ends before the quiet tenant's
+    store.advance([("quiet", f"s{i}", Query(f"q{i}", f"qt{i}", T0, "other"), T0) for i in range(3)])
+    ended = list(store.iter_ended(T0 + 11, 50))
+    assert sum(e.tenant == "quiet" for e in ended) == 3 and len(ended) == 50
+    assert len(list(store.iter_ended(T0 + 11, 5000))) == 1953, "each ends once"
+    assert redis_client.zcard("ragmon:drift:session:due") == 0
