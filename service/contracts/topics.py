@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from service.contracts.vocabulary import DEFAULT_VARIANT
 
@@ -30,7 +30,13 @@ class _Topic:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, topics: Topics, owner: type | None = None) -> str:
+    @overload
+    def __get__(self, topics: None, owner: type) -> _Topic: ...
+    @overload
+    def __get__(self, topics: Topics, owner: type | None = None) -> str: ...
+    def __get__(self, topics: Topics | None, owner: type | None = None) -> str | _Topic:
+        if topics is None:  # on the class (help(), introspection): the descriptor itself
+            return self
         return f"{topics.prefix}.{self.name}"
 
 
