@@ -22,12 +22,13 @@ from typing import Any
 
 import orjson
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 from prometheus_client import Counter
 
 from service.contracts import StoredEvent, record_key
-from service.contracts.logs import LogsRecord
+from service.contracts.logs import LogsRecord, encode_logs_record
 from service.contracts.spans import SpanRecord, encode_span_record, trace_event_id
 from service.contracts.stored import record_headers, stored_document
 from service.contracts.topics import Topics
@@ -315,9 +316,11 @@ class Assembler:
             return self._dead_letter_trace(trace, poison_reason(exc), poison_detail(exc))
 
     def _dead_letter_trace(self, trace: OpenTrace, reason: DeadLetterReason, detail: str) -> str:
-        """The trace's stored spans as one spans record on the dead-letter topic; returns the drop reason.
+        """The trace's stored spans as one spans record on the dead-letter topic, and its stored log records
+        (POST /v1/logs) as one logs record beside it; returns the drop reason.
 
-        Assembled from several records, it has no single source offset: partition and offset are -1.
+        Assembled from several records, they have no single source offset: partition and offset are -1. Each
+        is a dead letter of its own topic (its source-topic header), counted once.
         """
         data = TracesData()
         rs = data.resource_spans.add()
@@ -326,13 +329,24 @@ class Assembler:
         scope = rs.scope_spans.add()
         for payload in trace.spans:
             scope.spans.add().ParseFromString(payload)
-        key, value, headers = encode_span_record(trace.tenant, trace.trace_id, data)
-        source = SourceRecord(self.topics.spans, -1, -1, key, 0)
-        emit_dead_letter(
-            self.emitter, self.topics.dlq, key, value, dlq_headers(source, headers, reason, detail, WORKER)
-        )
-        if self.runtime_metrics is not None:
-            self.runtime_metrics.dead_letters.labels(WORKER, reason).inc()
+        records = [(self.topics.spans, encode_span_record(trace.tenant, trace.trace_id, data))]
+        if trace.logs:
+            logs = LogsData()
+            log_scope = logs.resource_logs.add().scope_logs.add()
+            for payload in trace.logs:
+                log_scope.log_records.add().ParseFromString(payload)
+            records.append((self.topics.logs, encode_logs_record(trace.tenant, trace.trace_id, logs)))
+        for topic, (key, value, headers) in records:
+            source = SourceRecord(topic, -1, -1, key, 0)
+            emit_dead_letter(
+                self.emitter,
+                self.topics.dlq,
+                key,
+                value,
+                dlq_headers(source, headers, reason, detail, WORKER),
+            )
+            if self.runtime_metrics is not None:
+                self.runtime_metrics.dead_letters.labels(WORKER, reason).inc()
         return "invalid_trace" if reason is DeadLetterReason.INVALID_BODY else str(reason)
 
     def _emit_trace(self, trace: OpenTrace) -> str | None:

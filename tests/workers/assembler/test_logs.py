@@ -20,12 +20,14 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from service.contracts.logs import decode_logs_record, encode_logs_record
+from tests.workers.assembler.oi_spans import rag_trace
 from tests.workers.assembler.test_assembler import Rig, rig  # noqa: F401 (the fixture)
 from tests.workers.assembler.test_genai import ANSWER, QUESTION, _set, body_of, chat_attrs, genai_trace
 from workers.assembler.logs import decode_logs_subscription, fold, join
 from workers.assembler.mapping import TraceSpans, assemble
 from workers.assembler.readers import read
 from workers.assembler.view import SpanView
+from workers.runtime.metrics import RuntimeMetrics
 
 MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages")
 
@@ -275,3 +277,29 @@ def test_a_trace_holds_at_most_its_cap_of_records(rig: Rig) -> None:  # noqa: F8
     assert log_metric(rig, "unread") == 5
     [trace] = rig.trace_events()
     assert trace.body.answer.text == ""  # its messages were over the cap: counted, not joined
+
+
+def test_a_dead_lettered_trace_takes_its_log_records_with_it(rig: Rig) -> None:  # noqa: F811
+    """A trace that breaks the contract goes to the dead-letter topic whole: its spans as a spans record and
+    the log records stored with it as a logs record, each naming its own topic, so a replay loses neither."""
+    spans = rag_trace(root_attrs={"ragmon.retrieval.filters": "[" * 100 + "]" * 100})
+    rig.send(spans, tenant="attacker")
+    rig.consume_all()
+    events = v130_events(spans[-1])
+    send_logs(rig, events, tenant="attacker")
+    consume_logs(rig)
+    rig.assembler.runtime_metrics = RuntimeMetrics(rig.registry, "assembler")
+    assert rig.assembler.tick() == 0
+    dead = {dict(r.headers)["ragmon-dlq-source-topic"].decode(): r for r in rig.kafka.records(rig.topics.dlq)}
+    assert sorted(dead) == sorted([rig.topics.spans, rig.topics.logs])
+    for record in dead.values():
+        headers = dict(record.headers)
+        assert headers["ragmon-dlq-reason"] == b"invalid_body" and b"filters" in headers["ragmon-dlq-detail"]
+        assert record.key == f"attacker/{spans[0].trace_id.hex()}".encode()
+    logs = dead[rig.topics.logs]
+    decoded = decode_logs_record(logs.value, logs.headers)
+    assert decoded.tenant == "attacker" and decoded.trace_id == spans[0].trace_id.hex()
+    kept = sorted(r.SerializeToString(deterministic=True) for _, _, r in decoded.log_records())
+    assert kept == sorted(e.SerializeToString(deterministic=True) for e in events)
+    assert rig.metric("ragmon_worker_dead_letters_total", worker="assembler", reason="invalid_body") == 2
+    assert rig.assembler.store.pending() == 0
