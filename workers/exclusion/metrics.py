@@ -46,6 +46,7 @@ RETRIEVAL_LABELS = ("tenant", "variant", "intent", "stage")
 # The same per release (a release against the one before it), without intent: series stay a few hundred
 # per (tenant, variant) however many intents there are.
 RELEASE_LABELS = ("tenant", "variant", "release", "stage")
+RETRIEVAL_KEYS = ("metric", "k")  # of each value a labelled trace adds to the sums (series_keys)
 SWEEP_S = 60.0  # how often the series of variants that left the window are looked for
 
 
@@ -113,36 +114,38 @@ class ExclusionMetrics:
         self.labels = f.counter(
             "ragmon_exclusion_labels_total", "Label events by what they did", ("tenant", "outcome")
         )
-        self.retrieval_sum = f.counter(
-            "ragmon_exclusion_retrieval_score_sum_total",
-            "Sum over labelled traces of a retrieval metric's per-trace value (stage: candidates or context; "
-            "k: the cut-off, 'all' for MRR)",
-            (*RETRIEVAL_LABELS, "metric", "k"),
-        )
-        self.retrieval_squares = f.counter(
-            "ragmon_exclusion_retrieval_score_squares_total",
-            "Sum over labelled traces of the squared per-trace value (the interval's variance)",
-            (*RETRIEVAL_LABELS, "metric", "k"),
-        )
-        self.retrieval_traces = f.counter(
-            "ragmon_exclusion_retrieval_labelled_traces_total",
-            "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
+        self.retrieval_sum, self.retrieval_squares, self.retrieval_traces = f.moments(
             RETRIEVAL_LABELS,
+            RETRIEVAL_KEYS,
+            sums=(
+                "ragmon_exclusion_retrieval_score_sum_total",
+                "Sum over labelled traces of a retrieval metric's per-trace value (stage: candidates or context; "
+                "k: the cut-off, 'all' for MRR)",
+            ),
+            squares=(
+                "ragmon_exclusion_retrieval_score_squares_total",
+                "Sum over labelled traces of the squared per-trace value (the interval's variance)",
+            ),
+            count=(
+                "ragmon_exclusion_retrieval_labelled_traces_total",
+                "Traces whose retrieval metrics were counted: entitled gold from labels (never proxy gold)",
+            ),
         )
-        self.release_sum = f.counter(
-            "ragmon_exclusion_retrieval_release_score_sum_total",
-            "The retrieval score sums by release (release: the trace's, capped per tenant; none: it named none)",
-            (*RELEASE_LABELS, "metric", "k"),
-        )
-        self.release_squares = f.counter(
-            "ragmon_exclusion_retrieval_release_score_squares_total",
-            "The squared per-trace values by release",
-            (*RELEASE_LABELS, "metric", "k"),
-        )
-        self.release_traces = f.counter(
-            "ragmon_exclusion_retrieval_release_labelled_traces_total",
-            "Traces whose retrieval metrics were counted, by release",
+        self.release_sum, self.release_squares, self.release_traces = f.moments(
             RELEASE_LABELS,
+            RETRIEVAL_KEYS,
+            sums=(
+                "ragmon_exclusion_retrieval_release_score_sum_total",
+                "The retrieval score sums by release (release: the trace's, capped per tenant; none: it named none)",
+            ),
+            squares=(
+                "ragmon_exclusion_retrieval_release_score_squares_total",
+                "The squared per-trace values by release",
+            ),
+            count=(
+                "ragmon_exclusion_retrieval_release_labelled_traces_total",
+                "Traces whose retrieval metrics were counted, by release",
+            ),
         )
         self.folded = f.counter(
             "ragmon_exclusion_label_values_folded_total",

@@ -1,4 +1,4 @@
-"""Families (one declaration a family, stating only what differs) and at_zero: pure logic, no process."""
+"""Families (one declaration a family, stating only what differs), moments and at_zero: pure logic, no process."""
 
 from __future__ import annotations
 
@@ -31,6 +31,27 @@ def test_a_histogram_keeps_its_buckets_and_documentation() -> None:
     assert h._documentation == "How long"
     h.labels("t").observe(2)
     assert registry.get_sample_value("x_duration_seconds_bucket", {"tenant": "t", "le": "5.0"}) == 1.0
+
+
+def test_moments_are_the_sums_labelled_by_key_and_the_count_without() -> None:
+    registry = CollectorRegistry()
+    f = Families(registry, ["tenant"])
+    sums, squares, count = f.moments(
+        ["tenant", "stage"],
+        ["metric", "k"],
+        sums=("x_score_sum_total", "Sum of values"),
+        squares=("x_score_squares_total", "Sum of squared values"),
+        count=("x_items_total", "Items"),
+    )
+    assert all(type(c) is Counter for c in (sums, squares, count))
+    assert sums._labelnames == squares._labelnames == ("tenant", "stage", "metric", "k")
+    assert count._labelnames == ("tenant", "stage")
+    assert (sums._documentation, squares._documentation, count._documentation) == (
+        "Sum of values",
+        "Sum of squared values",
+        "Items",
+    )
+    assert [m.name for m in registry.collect()] == ["x_score_sum", "x_score_squares", "x_items"]
 
 
 def test_at_zero_creates_a_series_for_each_value_after_the_given_labels() -> None:
