@@ -13,12 +13,11 @@ from dashboards.panels import (
     timeseries,
     up_stat,
 )
-from dashboards.promql import TENANT, sel
+from dashboards.promql import TENANT, across_replicas
 
 UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
 SERIES = "{{tenant}} {{signal}} {{intent}} {{model}}"
-# Each replica exports the same shared test result: max collapses them.
 DASHED = (
     ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
     ("color", {"mode": "fixed", "fixedColor": "red"}),
@@ -26,11 +25,12 @@ DASHED = (
 
 
 def _signal(metric: str) -> str:
-    return f"max by ({SIGNAL}) ({sel(metric, TENANT)})"
+    """A drift test's result per signal: each replica exports the same shared result."""
+    return across_replicas(metric, SIGNAL, TENANT)
 
 
 def _tests(limits: Limits) -> list[Panel]:
-    windows = f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})"
+    windows = across_replicas("ragmon_drift_window_size_queries", f"{SIGNAL}, window", TENANT)
     return [
         timeseries(
             "MMD² and its drift threshold",
@@ -138,12 +138,13 @@ PROBE_SERIES = "{{tenant}} {{probe_set}} {{embedding_model}}@{{index_version}}"
 
 
 def _probe(metric: str) -> str:
-    return f"min by ({PROBE}) ({sel(metric, TENANT)})"
+    """A probe set's stability: the worst replica's, as RagmonProbeNeighboursChanged reads it."""
+    return across_replicas(metric, PROBE, TENANT, agg="min")
 
 
 def _probes(limits: Limits) -> list[Panel]:
     rule = limits.guardrails.probes
-    compared = f"max by ({PROBE}) ({sel('ragmon_rag_probe_compared_queries', TENANT)})"
+    compared = across_replicas("ragmon_rag_probe_compared_queries", PROBE, TENANT)
     return [
         ratio_panel(
             "Probe sets: overlap@k and RBO with the baseline",

@@ -19,7 +19,7 @@ from dashboards.panels import (
     table,
     timeseries,
 )
-from dashboards.promql import TENANT, per_second, sel
+from dashboards.promql import TENANT, across_replicas, per_second
 
 UID = "ragmon-shadow"
 WHOLE = 'slice="all"'
@@ -29,7 +29,7 @@ DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),)
 
 
 def _max(metric: str, by: str, *matchers: str) -> str:
-    return f"max by ({by}) ({sel(metric, TENANT, *matchers)})"
+    return across_replicas(metric, by, TENANT, *matchers)
 
 
 def _verdicts(limits: Limits) -> list[Panel]:
@@ -158,9 +158,7 @@ def _coverage() -> list[Panel]:
 
 
 def _power_and_cost() -> list[Panel]:
-    production_p95 = (
-        f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})"
-    )
+    production_p95 = _max("ragmon_shadow_production_latency_p95_duration_seconds", "tenant, period")
     refused = per_second("ragmon_shadow_candidates_refused_total", "tenant", TENANT, fn="increase")
     expired = per_second("ragmon_shadow_candidates_expired_total", "tenant", TENANT, fn="increase")
     return [
