@@ -5,6 +5,7 @@ from __future__ import annotations
 from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import (
+    DASH,
     counter,
     failures_panel,
     per_second_panel,
@@ -18,10 +19,7 @@ from dashboards.promql import TENANT, across_replicas
 UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
 SERIES = "{{tenant}} {{signal}} {{intent}} {{model}}"
-DASHED = (
-    ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
-    ("color", {"mode": "fixed", "fixedColor": "red"}),
-)
+RED_DASHED = (DASH, ("color", {"mode": "fixed", "fixedColor": "red"}))
 
 
 def _signal(metric: str) -> str:
@@ -38,7 +36,7 @@ def _tests(limits: Limits) -> list[Panel]:
             Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES),
             description="Unbiased MMD² between the reference and current windows; the dashed line is the value the "
             "last test had to exceed at the configured alpha (from its permutations).",
-            overrides=(Override("^threshold .*", DASHED),),
+            overrides=(Override("^threshold .*", RED_DASHED),),
             width=12,
             height=9,
         ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above
 from dashboards.panels import (
+    DASH,
     count_panel,
     counter,
     failures_panel,
@@ -25,7 +26,8 @@ UID = "ragmon-shadow"
 WHOLE = 'slice="all"'
 COMPARISON = "tenant, candidate, metric"
 SERIES = "{{candidate}} {{metric}}"
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),)
+# An interval's bounds, dashed beside the line they bound.
+BOUNDS_DASHED = Override("^(lower|upper) .*", (DASH,))
 
 
 def _max(metric: str, by: str, *matchers: str) -> str:
@@ -59,7 +61,7 @@ def _verdicts(limits: Limits) -> list[Panel]:
             *interval("anytime"),
             description="Candidate minus production over the window's pairs, in each metric's units. The dashed "
             "bounds are the confidence sequence: valid however often this is looked at.",
-            overrides=(Override("^(lower|upper) .*", DASHED),),
+            overrides=(BOUNDS_DASHED,),
             width=12,
             height=9,
         ),
@@ -127,7 +129,7 @@ def _coverage() -> list[Panel]:
             "exact binomial interval (dashed), and the configured shadow rate (expected_shadow_rate). "
             "The configured rate outside the interval: pairs are being lost, or the app shadows another "
             "share than configured.",
-            overrides=(Override("^(lower|upper) .*", DASHED),),
+            overrides=(BOUNDS_DASHED,),
             unit="percentunit",
             width=12,
             height=9,
