@@ -7,7 +7,7 @@ from typing import Unpack
 from dashboards.common import Board, Limits
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import Options, counter, per_second_panel, recorded, stat, table
-from dashboards.promql import RANGE_WINDOW, TENANT, TV, across_replicas, sel
+from dashboards.promql import RANGE_WINDOW, TENANT, TV, across_replicas, sel, zero_when_absent
 from service.rules.config import GuardrailsConfig
 
 UID = "ragmon-overview"
@@ -161,7 +161,7 @@ def _service(g: GuardrailsConfig) -> list[Panel]:
         ),
         _guardrail(
             "Alerts firing",
-            Target(f"count({sel('ALERTS', ALERT_SCOPE, FIRING)}) or vector(0)", "firing"),
+            Target(zero_when_absent(f"count({sel('ALERTS', ALERT_SCOPE, FIRING)})"), "firing"),
             description="Alerts of the selected tenants and variants, plus the pipeline's own.",
             thresholds=bad_above(1),
             decimals=0,

@@ -20,7 +20,7 @@ from dashboards.panels import (
     table,
     timeseries,
 )
-from dashboards.promql import TENANT, across_replicas, per_second
+from dashboards.promql import TENANT, across_replicas
 
 UID = "ragmon-shadow"
 WHOLE = 'slice="all"'
@@ -161,8 +161,11 @@ def _coverage() -> list[Panel]:
 
 def _power_and_cost() -> list[Panel]:
     production_p95 = _max("ragmon_shadow_production_latency_p95_duration_seconds", "tenant, period")
-    refused = per_second("ragmon_shadow_candidates_refused_total", "tenant", TENANT, fn="increase")
-    expired = per_second("ragmon_shadow_candidates_expired_total", "tenant", TENANT, fn="increase")
+
+    def candidates(metric: str) -> Target:
+        """Candidates per tenant that left or never entered: 0, not no data, while none has."""
+        return counter(metric, "tenant", "{{tenant}}", TENANT, zero="", fn="increase")
+
     return [
         timeseries(
             "Smallest difference detectable at 80% power",
@@ -195,11 +198,11 @@ def _power_and_cost() -> list[Panel]:
         ),
         failures_panel(
             "Candidates refused (over the per-tenant limit)",
-            Target(f"({refused}) or on () vector(0)", "{{tenant}}"),
+            candidates("ragmon_shadow_candidates_refused_total"),
         ),
         count_panel(
             "Candidates expired (no event within the window)",
-            Target(f"({expired}) or on () vector(0)", "{{tenant}}"),
+            candidates("ragmon_shadow_candidates_expired_total"),
             description="A candidate with no shadow event for `shadow.candidate_window_s` leaves: its pairs and "
             "series are removed and its place is free (docs/series-budget.md).",
             decimals=0,
