@@ -16,7 +16,9 @@ from dashboards.promql import RATE_WINDOW, TV, per_second, sel, zero_when_absent
 from service.rules.config import BandRule
 
 UP_DOWN = (("0", "down", "red"), ("1", "up", "green"))
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}), ("custom.fillOpacity", 0))
+# Override properties for the bounds and thresholds drawn beside a measured line.
+DASH = ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]})
+DASHED = (DASH, ("custom.fillOpacity", 0))
 
 
 class Options(TypedDict, total=False):

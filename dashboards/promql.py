@@ -46,6 +46,13 @@ def quantile(q: float, histogram: str, by: str, *matchers: str) -> str:
     return f"histogram_quantile({q}, {per_second(histogram + '_bucket', le, *matchers)})"
 
 
+def across_replicas(metric: str, by: str, *matchers: str, agg: str = "max") -> str:
+    """One series per `by` of a gauge that each replica of a worker exports as a copy of one shared figure
+    (a drift test's result, a stored shadow comparison, a count read from PostgreSQL): `max` collapses the
+    copies; `agg="min"` keeps the worst replica's reading where that is what the alert rule takes."""
+    return f"{agg} by ({by}) ({sel(metric, *matchers)})"
+
+
 def zero_when_absent(expr: str, label: str = "") -> str:
     """For counters that exist only once something went wrong (dead letters, 503s): read 0, not
     'No data', while nothing has. With `label`, the zero series is named `none` in that label."""

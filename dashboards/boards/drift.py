@@ -5,6 +5,7 @@ from __future__ import annotations
 from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import (
+    DASH,
     counter,
     failures_panel,
     per_second_panel,
@@ -13,24 +14,21 @@ from dashboards.panels import (
     timeseries,
     up_stat,
 )
-from dashboards.promql import TENANT, sel
+from dashboards.promql import TENANT, across_replicas
 
 UID = "ragmon-drift"
 SIGNAL = "tenant, signal, intent, model"
 SERIES = "{{tenant}} {{signal}} {{intent}} {{model}}"
-# Each replica exports the same shared test result: max collapses them.
-DASHED = (
-    ("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),
-    ("color", {"mode": "fixed", "fixedColor": "red"}),
-)
+RED_DASHED = (DASH, ("color", {"mode": "fixed", "fixedColor": "red"}))
 
 
 def _signal(metric: str) -> str:
-    return f"max by ({SIGNAL}) ({sel(metric, TENANT)})"
+    """A drift test's result per signal: each replica exports the same shared result."""
+    return across_replicas(metric, SIGNAL, TENANT)
 
 
 def _tests(limits: Limits) -> list[Panel]:
-    windows = f"max by ({SIGNAL}, window) ({sel('ragmon_drift_window_size_queries', TENANT)})"
+    windows = across_replicas("ragmon_drift_window_size_queries", f"{SIGNAL}, window", TENANT)
     return [
         timeseries(
             "MMD² and its drift threshold",
@@ -38,7 +36,7 @@ def _tests(limits: Limits) -> list[Panel]:
             Target(_signal("ragmon_drift_mmd2_threshold"), "threshold " + SERIES),
             description="Unbiased MMD² between the reference and current windows; the dashed line is the value the "
             "last test had to exceed at the configured alpha (from its permutations).",
-            overrides=(Override("^threshold .*", DASHED),),
+            overrides=(Override("^threshold .*", RED_DASHED),),
             width=12,
             height=9,
         ),
@@ -138,12 +136,13 @@ PROBE_SERIES = "{{tenant}} {{probe_set}} {{embedding_model}}@{{index_version}}"
 
 
 def _probe(metric: str) -> str:
-    return f"min by ({PROBE}) ({sel(metric, TENANT)})"
+    """A probe set's stability: the worst replica's, as RagmonProbeNeighboursChanged reads it."""
+    return across_replicas(metric, PROBE, TENANT, agg="min")
 
 
 def _probes(limits: Limits) -> list[Panel]:
     rule = limits.guardrails.probes
-    compared = f"max by ({PROBE}) ({sel('ragmon_rag_probe_compared_queries', TENANT)})"
+    compared = across_replicas("ragmon_rag_probe_compared_queries", PROBE, TENANT)
     return [
         ratio_panel(
             "Probe sets: overlap@k and RBO with the baseline",

@@ -7,7 +7,7 @@ from typing import Unpack
 from dashboards.common import Board, Limits
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
 from dashboards.panels import Options, counter, per_second_panel, recorded, stat, table
-from dashboards.promql import RANGE_WINDOW, TENANT, TV, sel
+from dashboards.promql import RANGE_WINDOW, TENANT, TV, across_replicas, sel, zero_when_absent
 from service.rules.config import GuardrailsConfig
 
 UID = "ragmon-overview"
@@ -49,7 +49,8 @@ def _answer_quality(g: GuardrailsConfig) -> list[Panel]:
         f"abs({sel('ragmon:regeneration:rate', TV)} - {sel('ragmon:regeneration:baseline_rate', TV)})"
         f" / {sel('ragmon:regeneration:band_half_width', TV)}"
     )
-    drift = f"max by (tenant, signal) ({sel('ragmon_drift_detected', TENANT)})"
+    # 1 when any intent or model of the signal drifted, on any replica's copy of the shared result
+    drift = across_replicas("ragmon_drift_detected", "tenant, signal", TENANT)
     return [
         _guardrail(
             f"Faithfulness: mean HHEM score ({fai.window})",
@@ -160,7 +161,7 @@ def _service(g: GuardrailsConfig) -> list[Panel]:
         ),
         _guardrail(
             "Alerts firing",
-            Target(f"count({sel('ALERTS', ALERT_SCOPE, FIRING)}) or vector(0)", "firing"),
+            Target(zero_when_absent(f"count({sel('ALERTS', ALERT_SCOPE, FIRING)})"), "firing"),
             description="Alerts of the selected tenants and variants, plus the pipeline's own.",
             thresholds=bad_above(1),
             decimals=0,

@@ -13,7 +13,7 @@ from dashboards.panels import (
     timeseries,
     up_stat,
 )
-from dashboards.promql import TENANT, sel
+from dashboards.promql import TENANT, across_replicas
 from service.rules.config import seconds
 
 UID = "ragmon-review"
@@ -21,7 +21,7 @@ UID = "ragmon-review"
 
 def _gauge(metric: str, by: str) -> str:
     # Every review-worker replica reads the same PostgreSQL and exports the same figure: max collapses them.
-    return f"max by ({by}) ({sel(metric, TENANT)})"
+    return across_replicas(metric, by, TENANT)
 
 
 def _kappa(title: str, target: Target, description: str) -> Panel:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dashboards.common import Board, Limits, p95_panel
 from dashboards.model import Override, Panel, Row, Target, bad_above
 from dashboards.panels import (
+    DASH,
     count_panel,
     counter,
     failures_panel,
@@ -19,17 +20,18 @@ from dashboards.panels import (
     table,
     timeseries,
 )
-from dashboards.promql import TENANT, per_second, sel
+from dashboards.promql import TENANT, across_replicas
 
 UID = "ragmon-shadow"
 WHOLE = 'slice="all"'
 COMPARISON = "tenant, candidate, metric"
 SERIES = "{{candidate}} {{metric}}"
-DASHED = (("custom.lineStyle", {"fill": "dash", "dash": [10, 10]}),)
+# An interval's bounds, dashed beside the line they bound.
+BOUNDS_DASHED = Override("^(lower|upper) .*", (DASH,))
 
 
 def _max(metric: str, by: str, *matchers: str) -> str:
-    return f"max by ({by}) ({sel(metric, TENANT, *matchers)})"
+    return across_replicas(metric, by, TENANT, *matchers)
 
 
 def _verdicts(limits: Limits) -> list[Panel]:
@@ -59,7 +61,7 @@ def _verdicts(limits: Limits) -> list[Panel]:
             *interval("anytime"),
             description="Candidate minus production over the window's pairs, in each metric's units. The dashed "
             "bounds are the confidence sequence: valid however often this is looked at.",
-            overrides=(Override("^(lower|upper) .*", DASHED),),
+            overrides=(BOUNDS_DASHED,),
             width=12,
             height=9,
         ),
@@ -127,7 +129,7 @@ def _coverage() -> list[Panel]:
             "exact binomial interval (dashed), and the configured shadow rate (expected_shadow_rate). "
             "The configured rate outside the interval: pairs are being lost, or the app shadows another "
             "share than configured.",
-            overrides=(Override("^(lower|upper) .*", DASHED),),
+            overrides=(BOUNDS_DASHED,),
             unit="percentunit",
             width=12,
             height=9,
@@ -158,11 +160,12 @@ def _coverage() -> list[Panel]:
 
 
 def _power_and_cost() -> list[Panel]:
-    production_p95 = (
-        f"max by (tenant, period) ({sel('ragmon_shadow_production_latency_p95_duration_seconds', TENANT)})"
-    )
-    refused = per_second("ragmon_shadow_candidates_refused_total", "tenant", TENANT, fn="increase")
-    expired = per_second("ragmon_shadow_candidates_expired_total", "tenant", TENANT, fn="increase")
+    production_p95 = _max("ragmon_shadow_production_latency_p95_duration_seconds", "tenant, period")
+
+    def candidates(metric: str) -> Target:
+        """Candidates per tenant that left or never entered: 0, not no data, while none has."""
+        return counter(metric, "tenant", "{{tenant}}", TENANT, zero="", fn="increase")
+
     return [
         timeseries(
             "Smallest difference detectable at 80% power",
@@ -195,11 +198,11 @@ def _power_and_cost() -> list[Panel]:
         ),
         failures_panel(
             "Candidates refused (over the per-tenant limit)",
-            Target(f"({refused}) or on () vector(0)", "{{tenant}}"),
+            candidates("ragmon_shadow_candidates_refused_total"),
         ),
         count_panel(
             "Candidates expired (no event within the window)",
-            Target(f"({expired}) or on () vector(0)", "{{tenant}}"),
+            candidates("ragmon_shadow_candidates_expired_total"),
             description="A candidate with no shadow event for `shadow.candidate_window_s` leaves: its pairs and "
             "series are removed and its place is free (docs/series-budget.md).",
             decimals=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dashboards.model import Panel, Row, Target, bad_above, bad_below
-from dashboards.promql import ratio, share, zero_when_absent
+from dashboards.promql import TENANT, across_replicas, ratio, share, zero_when_absent
 from dashboards.render import layout
 
 
@@ -56,3 +56,12 @@ def test_helpers_parenthesize_so_operators_bind_as_written() -> None:
     assert ratio("a or b", "c") == "(a or b) / (c > 0)"
     assert ratio("a", "c", per="") == "(a) / on () group_left () (c > 0)"
     assert share("a", "c") == "((a or c * 0)) / (c > 0)"
+
+
+def test_replicas_copies_collapse_to_one_series_per_label_set() -> None:
+    assert across_replicas("ragmon_x_ratio", "tenant, signal", TENANT) == (
+        'max by (tenant, signal) (ragmon_x_ratio{tenant=~"$tenant"})'
+    )
+    assert across_replicas("ragmon_x_ratio", "probe_set", TENANT, 'slice="all"', agg="min") == (
+        'min by (probe_set) (ragmon_x_ratio{tenant=~"$tenant", slice="all"})'
+    )
