@@ -183,9 +183,7 @@ class TraceStore:
         self.client = client
         self.prefix = prefix
         # each tenant's open traces, scored by when they are due; an older version had one set for all
-        self.due = TenantDueSets(
-            client, f"{prefix}:due", f"{prefix}:pending:", legacy_key=f"{prefix}:pending"
-        )
+        self.due = TenantDueSets.replacing(client, prefix, "pending")
         self.quiet_s, self.max_spans, self.max_bytes = quiet_s, max_spans, max_bytes
         self.ttl_s, self.done_ttl_s, self.lease_s = ttl_s, done_ttl_s, lease_s
         self.max_logs, self.max_log_bytes = max_logs, max_log_bytes
