@@ -159,27 +159,32 @@ _EXPORT_RESOURCE_SPANS = 1
 def count_export(data: bytes, max_resources: int, max_scopes: int, max_spans: int) -> ExportCounts:
     """Resource, scope and span entries of an ExportTraceServiceRequest, refused (413) at the
     first count over its limit; a body whose tags do not frame is a 400, as the parser would say."""
-    counts = ExportCounts()
+    # Each level: the field number of its entries inside the level above, what the refusal names, the
+    # limit and its rule. Entries are counted in the order a parser reads them.
+    levels = (
+        (_EXPORT_RESOURCE_SPANS, "resourceSpans", max_resources, "otlp_max_resource_entries"),
+        (_RESOURCE_SPANS, "scopeSpans", max_scopes, "otlp_max_scope_entries"),
+        (_SPANS, "spans", max_spans, "otlp_max_spans_per_request"),
+    )
+    seen = [0] * len(levels)
     # What a well-formed export steps over: each span, and a few fields per resource and scope entry.
     budget = _Budget(max_spans + 4 * (max_resources + max_scopes) + 16)
-    try:
-        for number, start, stop in _fields(data, 0, len(data), budget):
-            if number != _EXPORT_RESOURCE_SPANS:
+
+    def count(depth: int, start: int, stop: int) -> None:
+        number, what, limit, rule = levels[depth]
+        deeper, n = depth + 1 < len(levels), seen[depth]
+        for entry, entry_start, entry_stop in _fields(data, start, stop, budget):
+            if entry != number:
                 continue
-            counts.resources += 1
-            if counts.resources > max_resources:
-                raise _over("resourceSpans", counts.resources, max_resources, "otlp_max_resource_entries")
-            for rs_number, rs_start, rs_stop in _fields(data, start, stop, budget):
-                if rs_number != _RESOURCE_SPANS:
-                    continue
-                counts.scopes += 1
-                if counts.scopes > max_scopes:
-                    raise _over("scopeSpans", counts.scopes, max_scopes, "otlp_max_scope_entries")
-                for ss_number, _, _ in _fields(data, rs_start, rs_stop, budget):
-                    if ss_number == _SPANS:
-                        counts.spans += 1
-                        if counts.spans > max_spans:
-                            raise _over("spans", counts.spans, max_spans, "otlp_max_spans_per_request")
+            n += 1
+            if n > limit:
+                raise _over(what, n, limit, rule)
+            if deeper:
+                count(depth + 1, entry_start, entry_stop)
+        seen[depth] = n
+
+    try:
+        count(0, 0, len(data))
     except _Malformed:
         raise IngestError(
             400,
@@ -187,7 +192,7 @@ def count_export(data: bytes, max_resources: int, max_scopes: int, max_spans: in
             field="body",
             rule="otlp_protobuf",
         ) from None
-    return counts
+    return ExportCounts(*seen)
 
 
 def _over(what: str, seen: int, limit: int, rule: str) -> IngestError:

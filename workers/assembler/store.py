@@ -30,31 +30,64 @@ import redis
 
 from workers.runtime.fairdue import REINDEX_LUA, TenantDueSets
 
-# KEYS: spans, meta, done, the tenant's due set, the due index (workers/runtime/fairdue.py).
+# What adding spans and adding log records share. KEYS: the hash the entries go to (spans or logs), meta,
+# done, the tenant's due set, the due index (workers/runtime/fairdue.py). ARGV: now, quiet, (two caps), ttl,
+# member. `entries` walks the packed "<id>:<length>" list over the payloads concatenated in its order;
+# `put` stores one entry (true) unless it is a duplicate or `full`, counting which in `dup` and `over`;
+# `touch` after storing any: the trace's hashes live another ttl and its quiet period starts again.
+_ENTRIES_LUA = (
+    REINDEX_LUA
+    + """
+local function entries(list, blob)
+  local next_entry, pos = string.gmatch(list, '([^:,]+):(%d+)'), 1
+  return function()
+    local id, len = next_entry()
+    if id == nil then return nil end
+    len = tonumber(len)
+    local payload = string.sub(blob, pos, pos + len - 1)
+    pos = pos + len
+    return id, payload, len
+  end
+end
+local dup, over = 0, 0
+local function put(id, payload, full)
+  if full then
+    if redis.call('HEXISTS', KEYS[1], id) == 1 then dup = dup + 1 else over = over + 1 end
+    return false
+  end
+  if redis.call('HSETNX', KEYS[1], id, payload) == 0 then
+    dup = dup + 1
+    return false
+  end
+  return true
+end
+local function touch(tenant)
+  redis.call('EXPIRE', KEYS[1], ARGV[5])
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
+  reindex(KEYS[4], KEYS[5], tenant)
+end
+"""
+)
+
+# KEYS: spans, meta, done, the tenant's due set, the due index.
 # ARGV: now, quiet, max spans, max bytes, ttl, member, resource, the spans as "<class><span id hex>:<length>"
 # joined by ",", their count, and their payloads concatenated in the same order: ten arguments whatever the
 # number of spans (the client packs and the server parses a few arguments, not three per span), then the tenant.
 _ADD = (
-    REINDEX_LUA
+    _ENTRIES_LUA
     + """
 local n = tonumber(ARGV[9])
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
 local meta = redis.call('HMGET', KEYS[2], 'count', 'mapped', 'bytes')
 local count, mapped, bytes = tonumber(meta[1] or '0'), tonumber(meta[2] or '0'), tonumber(meta[3] or '0')
 local max_spans, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
-local blob = ARGV[10]
-local stored, dup, over, pos = 0, 0, 0, 1
-for class, sid, len in string.gmatch(ARGV[8], '(%d)([^:,]*):(%d+)') do
-  len = tonumber(len)
-  local payload = string.sub(blob, pos, pos + len - 1)
-  pos = pos + len
+local stored = 0
+for id, payload, len in entries(ARGV[8], ARGV[10]) do
+  local class, sid = string.sub(id, 1, 1), string.sub(id, 2)
   local full = bytes + len > max_bytes
   if class == '1' then full = full or mapped >= max_spans elseif class == '0' then full = full or count >= max_spans end
-  if class ~= '2' and full then
-    if redis.call('HEXISTS', KEYS[1], sid) == 1 then dup = dup + 1 else over = over + 1 end
-  elseif redis.call('HSETNX', KEYS[1], sid, payload) == 0 then
-    dup = dup + 1
-  else
+  if put(sid, payload, class ~= '2' and full) then
     if class == '1' then mapped = mapped + 1 elseif class == '0' then count = count + 1 end
     bytes = bytes + len
     stored = stored + 1
@@ -66,36 +99,26 @@ if stored > 0 then
   redis.call('HINCRBY', KEYS[2], 'stored', stored)
   redis.call('HSET', KEYS[2], 'count', count, 'mapped', mapped, 'bytes', bytes, 'last', ARGV[1])
   redis.call('HSETNX', KEYS[2], 'resource', ARGV[7])
-  redis.call('EXPIRE', KEYS[1], ARGV[5])
-  redis.call('EXPIRE', KEYS[2], ARGV[5])
-  redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
-  reindex(KEYS[4], KEYS[5], ARGV[11])
+  touch(ARGV[11])
 end
 return {stored, dup, over, 0}
 """
 )
 
+# KEYS: logs, meta, done, the tenant's due set, the due index.
 # ARGV: now, quiet, max logs, max log bytes, ttl, member, the records as "<digest>:<length>" joined by ",",
 # their count, their payloads concatenated in the same order, the tenant.
 _ADD_LOGS = (
-    REINDEX_LUA
+    _ENTRIES_LUA
     + """
 local n = tonumber(ARGV[8])
 if redis.call('EXISTS', KEYS[3]) == 1 then return {0, 0, 0, n} end
 local meta = redis.call('HMGET', KEYS[2], 'lcount', 'lbytes')
 local count, bytes = tonumber(meta[1] or '0'), tonumber(meta[2] or '0')
 local max_logs, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
-local blob = ARGV[9]
-local stored, dup, over, pos = 0, 0, 0, 1
-for id, len in string.gmatch(ARGV[7], '([^:,]+):(%d+)') do
-  len = tonumber(len)
-  local payload = string.sub(blob, pos, pos + len - 1)
-  pos = pos + len
-  if count >= max_logs or bytes + len > max_bytes then
-    if redis.call('HEXISTS', KEYS[1], id) == 1 then dup = dup + 1 else over = over + 1 end
-  elseif redis.call('HSETNX', KEYS[1], id, payload) == 0 then
-    dup = dup + 1
-  else
+local stored = 0
+for id, payload, len in entries(ARGV[7], ARGV[9]) do
+  if put(id, payload, count >= max_logs or bytes + len > max_bytes) then
     count = count + 1
     bytes = bytes + len
     stored = stored + 1
@@ -105,10 +128,7 @@ if over > 0 then redis.call('HINCRBY', KEYS[2], 'loverflow', over) end
 if stored > 0 then
   redis.call('HINCRBY', KEYS[2], 'lstored', stored)
   redis.call('HSET', KEYS[2], 'lcount', count, 'lbytes', bytes, 'last', ARGV[1])
-  redis.call('EXPIRE', KEYS[1], ARGV[5])
-  redis.call('EXPIRE', KEYS[2], ARGV[5])
-  redis.call('ZADD', KEYS[4], tonumber(ARGV[1]) + tonumber(ARGV[2]), ARGV[6])
-  reindex(KEYS[4], KEYS[5], ARGV[10])
+  touch(ARGV[10])
 end
 return {stored, dup, over, 0}
 """
@@ -183,9 +203,7 @@ class TraceStore:
         self.client = client
         self.prefix = prefix
         # each tenant's open traces, scored by when they are due; an older version had one set for all
-        self.due = TenantDueSets(
-            client, f"{prefix}:due", f"{prefix}:pending:", legacy_key=f"{prefix}:pending"
-        )
+        self.due = TenantDueSets.replacing(client, prefix, "pending")
         self.quiet_s, self.max_spans, self.max_bytes = quiet_s, max_spans, max_bytes
         self.ttl_s, self.done_ttl_s, self.lease_s = ttl_s, done_ttl_s, lease_s
         self.max_logs, self.max_log_bytes = max_logs, max_log_bytes

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from workers.drift.mmd import MMDResult, check_alpha_permutations, median_sigma, squared_distances
+from workers.drift.mmd import MMDInput, Statistic, median_sigma, squared_distances
 
 INSTALL_HINT = (
     "pip install 'ragmon[alibi]' in a separate environment (it pins numpy<2 and transformers<5); "
@@ -40,40 +40,23 @@ def _detector_class() -> Any:
     return MMDDrift
 
 
-def alibi_mmd_test(
-    reference: np.ndarray,
-    current: np.ndarray,
-    *,
-    alpha: float,
-    permutations: int,
-    rng: np.random.Generator,
-    sigma: float | None = None,
-) -> MMDResult:
-    """Same contract as workers.drift.mmd.mmd_test, computed by MMDDrift(backend='pytorch')."""
-    check_alpha_permutations(alpha, permutations)
+def alibi_statistic(given: MMDInput) -> Statistic:
+    """The statistic of workers.drift.mmd.mmd_test computed by MMDDrift(backend='pytorch'):
+    `mmd_test(..., statistic=alibi_statistic)`."""
+    reference, sigma = given.reference, given.sigma
     if sigma is None:
         sigma = median_sigma(squared_distances(reference, reference))
     detector_class = _detector_class()
     # alibi-detect draws its permutations from numpy's global RNG: seed it from ours.
-    np.random.seed(int(rng.integers(2**32)))
+    np.random.seed(int(given.rng.integers(2**32)))
     detector = detector_class(
         reference,
         backend="pytorch",
-        p_val=alpha,
+        p_val=given.alpha,
         sigma=np.array([sigma], dtype=reference.dtype),
-        n_permutations=permutations,
+        n_permutations=given.permutations,
         device="cpu",
     )
-    p_raw, mmd2, threshold = detector.score(current)
-    exceed = int(round(float(p_raw) * permutations))  # alibi-detect: mean(observed <= permuted)
-    p_value = (1 + exceed) / (1 + permutations)
-    return MMDResult(
-        mmd2=float(mmd2),
-        p_value=p_value,
-        threshold=float(threshold),
-        drift=p_value <= alpha,
-        sigma=float(sigma),
-        permutations=permutations,
-        n_reference=len(reference),
-        n_current=len(current),
-    )
+    p_raw, mmd2, threshold = detector.score(given.current)
+    exceed = int(round(float(p_raw) * given.permutations))  # alibi-detect: mean(observed <= permuted)
+    return Statistic(float(mmd2), exceed, float(threshold), float(sigma))

@@ -23,7 +23,9 @@ permutation distribution (the reported statistic itself is float64).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -161,6 +163,47 @@ def permutation_threshold(permuted: np.ndarray, alpha: float) -> float:
     return float(np.sort(permuted)[::-1][allowed])
 
 
+class MMDInput(NamedTuple):
+    """What mmd_test hands its backend."""
+
+    reference: np.ndarray
+    current: np.ndarray
+    alpha: float
+    permutations: int
+    rng: np.random.Generator
+    sigma: float | None  # None: the median heuristic on the reference
+
+
+class Statistic(NamedTuple):
+    """What a backend computes for the test (see mmd_test)."""
+
+    mmd2: float
+    exceed: int  # permuted statistics at or above the observed one
+    threshold: float
+    sigma: float  # the bandwidth used
+
+
+Backend = Callable[[MMDInput], Statistic]
+
+
+def permutation_statistic(given: MMDInput) -> Statistic:
+    """ragmon's own: one pooled kernel matrix, its permutations as one matrix product (the top of this module)."""
+    reference, current = given.reference, given.current
+    if reference.ndim != 2 or current.ndim != 2 or reference.shape[1] != current.shape[1]:
+        raise ValueError(
+            f"reference and current must be 2-D with the same width, got {reference.shape} and {current.shape}"
+        )
+    n = reference.shape[0]
+    pooled = np.concatenate([reference, current], axis=0)
+    sq = squared_distances(pooled, pooled)
+    bandwidth = median_sigma(sq[:n, :n]) if given.sigma is None else float(given.sigma)
+    kernel = rbf_kernel(sq, bandwidth, in_place=True)
+    observed = mmd2_unbiased(kernel, n)
+    permuted = permuted_mmd2(kernel, n, given.permutations, given.rng)
+    exceed = int(np.count_nonzero(permuted >= observed))
+    return Statistic(observed, exceed, permutation_threshold(permuted, given.alpha), bandwidth)
+
+
 def mmd_test(
     reference: np.ndarray,
     current: np.ndarray,
@@ -169,29 +212,23 @@ def mmd_test(
     permutations: int,
     rng: np.random.Generator,
     sigma: float | None = None,
+    statistic: Backend = permutation_statistic,
 ) -> MMDResult:
-    """Is `current` drawn from the distribution of `reference`? (rows are embeddings)."""
+    """Is `current` drawn from the distribution of `reference`? (rows are embeddings).
+
+    `statistic` computes it: ragmon's own, or the optional alibi-detect backend's
+    (workers/drift/alibi_backend.py); either way the p-value carries the +1 correction, so
+    a result means the same whichever computed it."""
     check_alpha_permutations(alpha, permutations)
-    if reference.ndim != 2 or current.ndim != 2 or reference.shape[1] != current.shape[1]:
-        raise ValueError(
-            f"reference and current must be 2-D with the same width, got {reference.shape} and {current.shape}"
-        )
-    n = reference.shape[0]
-    pooled = np.concatenate([reference, current], axis=0)
-    sq = squared_distances(pooled, pooled)
-    bandwidth = median_sigma(sq[:n, :n]) if sigma is None else float(sigma)
-    kernel = rbf_kernel(sq, bandwidth, in_place=True)
-    observed = mmd2_unbiased(kernel, n)
-    permuted = permuted_mmd2(kernel, n, permutations, rng)
-    exceed = int(np.count_nonzero(permuted >= observed))
-    p_value = (1.0 + exceed) / (1.0 + permutations)
+    found = statistic(MMDInput(reference, current, alpha, permutations, rng, sigma))
+    p_value = (1.0 + found.exceed) / (1.0 + permutations)
     return MMDResult(
-        mmd2=observed,
+        mmd2=found.mmd2,
         p_value=p_value,
-        threshold=permutation_threshold(permuted, alpha),
+        threshold=found.threshold,
         drift=p_value <= alpha,
-        sigma=bandwidth,
+        sigma=found.sigma,
         permutations=permutations,
-        n_reference=n,
-        n_current=current.shape[0],
+        n_reference=len(reference),
+        n_current=len(current),
     )

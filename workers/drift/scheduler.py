@@ -17,7 +17,7 @@ import numpy as np
 
 from workers.drift.config import DriftConfig
 from workers.drift.metrics import DriftMetrics
-from workers.drift.mmd import mmd_test
+from workers.drift.mmd import Backend, mmd_test, permutation_statistic
 from workers.drift.signals import ModelLabels, SignalKey
 from workers.drift.windows import WindowStatus, WindowStore
 
@@ -39,11 +39,11 @@ class DriftScheduler:
         self.labels = labels
         self.rng = rng
         self._next_refresh = 0.0
-        self._test = mmd_test
+        self._statistic: Backend = permutation_statistic
         if config.backend == "alibi":
-            from workers.drift.alibi_backend import alibi_mmd_test
+            from workers.drift.alibi_backend import alibi_statistic
 
-            self._test = alibi_mmd_test
+            self._statistic = alibi_statistic
 
     def is_due(self, status: WindowStatus, now: float) -> bool:
         cfg = self.config
@@ -121,7 +121,14 @@ class DriftScheduler:
         reference, current = self.store.read(sig)
         if len(reference) < 2 or len(current) < cfg.min_current_size:
             return False
-        result = self._test(reference, current, alpha=cfg.alpha, permutations=cfg.permutations, rng=self.rng)
+        result = mmd_test(
+            reference,
+            current,
+            alpha=cfg.alpha,
+            permutations=cfg.permutations,
+            rng=self.rng,
+            statistic=self._statistic,
+        )
         outcome = {
             "mmd2": result.mmd2,
             "p_value": result.p_value,

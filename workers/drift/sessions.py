@@ -150,13 +150,7 @@ class SessionStore:
         self._client = client
         self._prefix = f"{prefix}:session"
         # each tenant's sessions by deadline; an older version kept every tenant's in one set
-        self._idle = TenantDueSets(
-            client,
-            f"{self._prefix}:due",
-            f"{self._prefix}:idle:",
-            legacy_key=f"{self._prefix}:idle",
-            separator="\x1f",
-        )
+        self._idle = TenantDueSets.replacing(client, self._prefix, "idle", separator="\x1f")
         self.idle_s = idle_s
         # A session hash outlives its deadline by idle_s (the tick may be late); feedback marks must last
         # until the session of their trace ends: at most idle_s after its last query, plus the same slack.

@@ -133,13 +133,7 @@ class FeedbackJoin:
         self._join_ttl_s = join_ttl_s
         self._park_s = park_s
         self._prefix = prefix
-        self._deadlines = TenantDueSets(
-            client,
-            f"{prefix}:due",
-            f"{prefix}:deadlines:",
-            legacy_key=f"{prefix}:deadlines",
-            separator="\x1f",
-        )
+        self._deadlines = TenantDueSets.replacing(client, prefix, "deadlines", separator="\x1f")
         self._trace_script = client.register_script(_TRACE_ARRIVES)
         self._feedback_script = client.register_script(_FEEDBACK_ARRIVES)
         self._claim_script = client.register_script(_CLAIM_EXPIRED)

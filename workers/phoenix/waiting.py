@@ -94,9 +94,7 @@ class WaitingRoom:
         self._redis = client
         prefix = KEY_PREFIX.format(group=group)
         self._data = f"{prefix}:data"
-        self._due = TenantDueSets(
-            client, f"{prefix}:due", f"{prefix}:waiting:", legacy_key=f"{prefix}:waiting"
-        )
+        self._due = TenantDueSets.replacing(client, prefix, "waiting")
         self._interval = retry_interval_s
         self._limit = limit
         self._limit_per_tenant = limit if limit_per_tenant is None else min(limit, limit_per_tenant)

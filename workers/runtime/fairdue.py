@@ -125,6 +125,14 @@ class TenantDueSets:
         self._size = client.register_script(_SIZE)
         self._migrate = client.register_script(_MIGRATE)
 
+    @classmethod
+    def replacing(cls, client: redis.Redis, prefix: str, name: str, *, separator: str = "/") -> TenantDueSets:
+        """The sets that replace an older version's one set `<prefix>:<name>`: each tenant's is
+        `<prefix>:<name>:<tenant>`, the index `<prefix>:due`, and the old set is moved at the first claim."""
+        return cls(
+            client, f"{prefix}:due", f"{prefix}:{name}:", legacy_key=f"{prefix}:{name}", separator=separator
+        )
+
     def key(self, tenant: str) -> str:
         """The tenant's set: a worker's own scripts that change it reindex with `index_key` after."""
         return self.set_prefix + tenant

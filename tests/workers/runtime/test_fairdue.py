@@ -64,3 +64,10 @@ def test_an_older_versions_set_is_moved_by_its_separator(redis_client: redis.Red
     assert sorted(due.claim(NOW, 10)) == [("a", "a\x1f1"), ("b", "b\x1f1")]
     assert not redis_client.exists("t:old") and due.size() == 3
     assert redis_client.zscore("t:set:a", "a\x1f2") == NOW + 50
+
+
+def test_the_sets_replacing_an_older_set_are_named_after_it(redis_client: redis.Redis) -> None:
+    redis_client.zadd("w:idle", {"a\x1f1": NOW - 1})
+    due = TenantDueSets.replacing(redis_client, "w", "idle", separator="\x1f")
+    assert (due.index_key, due.key("a")) == ("w:due", "w:idle:a")
+    assert due.claim(NOW, 10) == [("a", "a\x1f1")] and not redis_client.exists("w:idle")
