@@ -88,6 +88,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+# The largest squared norm of an embedding a window takes: its inner product with any other stays finite in
+# float32 (|a.b| <= |a||b|), where the kernel's distances are computed (mmd.squared_distances). Real
+# embeddings are near unit norm; a component beyond float32's range (1e39 is a finite JSON number, inf as
+# float32) or a norm past this made the bandwidth NaN and mmd_test raise in tick() (docs/security.md).
+MAX_SQUARED_NORM = 1e36
+
+
+def float32_embedding(values: Any) -> np.ndarray:
+    """An embedding as float32; a component beyond float32's range becomes inf (refused by comparable)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float32)
+
+
+def comparable(vector: np.ndarray) -> bool:
+    """Whether a float32 embedding may be windowed or compared: its squared norm (float32, as the kernel
+    computes it) is finite and at most MAX_SQUARED_NORM, so no component is inf or NaN either."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.dot(vector, vector) <= MAX_SQUARED_NORM)
+
+
 ADDED_DUPLICATE, ADDED_REFERENCE, ADDED_CURRENT, ADDED_TOO_OLD = 0, 1, 2, 3
 OUTCOMES = {
     ADDED_DUPLICATE: "duplicate",
@@ -220,6 +240,7 @@ class WindowStore:
     @staticmethod
     def _matrix(raw: list[Any], dim: int) -> np.ndarray:
         rows = [np.frombuffer(v, dtype="<f4") for v in raw if v is not None and len(v) == 4 * dim]
+        rows = [row for row in rows if comparable(row)]  # an earlier version stored such rows too
         return np.stack(rows).astype(np.float32) if rows else np.empty((0, dim), dtype=np.float32)
 
     def acquire_lease(self, sig: SignalKey, lease_s: float) -> str | None:
