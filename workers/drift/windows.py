@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any, cast
 
 import numpy as np
@@ -142,11 +143,19 @@ class ModelChange:
 
 
 class WindowStore:
-    def __init__(self, client: redis.Redis, prefix: str, reference_size: int, current_size: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        reference_size: int,
+        current_size: int,
+        max_per_stream: int | None = None,
+    ) -> None:
         self.redis = client
         self.prefix = prefix
         self.reference_size = reference_size
         self.current_size = current_size
+        self.max_per_stream = max_per_stream  # signals a stream keeps (None: until they retire by age)
         self._add = client.register_script(_ADD)
         self._register = client.register_script(_REGISTER_MODEL)
         self._trim = client.register_script(_TRIM)
@@ -187,11 +196,22 @@ class WindowStore:
             previous = replies[2 * i]
             if previous:  # neither None (known) nor b'' (first model of the stream)
                 changes.append(ModelChange(sig, SignalKey.decode(previous)))
+        self._keep_recent({change.key.stream: change.key for change in changes}.values())
         outcomes = [""] * len(observations)
         for indexes, codes in zip(positions.values(), replies[2 * len(latest) :], strict=True):
             for i, code in zip(indexes, codes, strict=True):
                 outcomes[i] = OUTCOMES[int(code)]
         return outcomes, changes
+
+    def _keep_recent(self, streams: Iterable[SignalKey]) -> None:
+        """Retire the signals of each stream (one of its signals given) past its max_per_stream most
+        recently seen. Only a new model or dimension can put a stream over: ordinary batches skip this."""
+        if self.max_per_stream is None:
+            return
+        for sig in streams:
+            stale = self.redis.zrange(self._models_key(sig), 0, -(self.max_per_stream + 1))
+            for raw in cast(list[bytes], stale):
+                self.retire(SignalKey.decode(raw), always=True)
 
     def signals(self) -> list[tuple[SignalKey, float]]:
         members = cast(list[tuple[bytes, float]], self.redis.zrange(self.index_key, 0, -1, withscores=True))
@@ -298,9 +318,10 @@ class WindowStore:
         """Drop both windows: the next N queries become the reference again."""
         self.redis.delete(*(self.key(sig, p) for p in ("ref", "cur", "vec", "meta", "result", "lease")))
 
-    def retire(self, sig: SignalKey) -> bool:
-        """Forget a signal not seen for a while; True for the one replica that removed it."""
-        if not self.redis.zrem(self.index_key, sig.encode()):
+    def retire(self, sig: SignalKey, always: bool = False) -> bool:
+        """Forget a signal not seen for a while; True for the one replica that removed it. `always`: also
+        when the index no longer lists it (a stream over its cap is cleared whatever the index says)."""
+        if not self.redis.zrem(self.index_key, sig.encode()) and not always:
             return False
         self.redis.zrem(self._models_key(sig), sig.encode())
         self.reset(sig)

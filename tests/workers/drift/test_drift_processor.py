@@ -297,3 +297,26 @@ def test_windows_stored_with_non_finite_rows_are_read_without_them(
     assert len(reference) == 15 and np.isfinite(reference).all()
     proc.tick(T0 + 100)
     assert value(registry, "ragmon_drift_tests_total", **A) == 1
+
+
+def test_a_tenant_cycling_dimensions_holds_a_few_signals_not_one_per_dimension(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    """Each dimension of a configured model is a signal with windows of its own, kept until it retires (an
+    hour by default): a tenant sending a new dimension per batch held up to 4,096 signals per stream, each
+    walked by every tick. Now a stream keeps its `max_signals_per_stream` most recent; a newer one retires
+    the least recently seen, windows and all."""
+    proc = build_processor(app_config(max_signals_per_stream=2), redis_client, registry)
+    for i, dim in enumerate(range(2, 42)):
+        feed(proc, gaussian(i, 3, dim), tenant="mallory", start=T0 + i)
+    feed(proc, gaussian(99, 30), tenant="acme", start=T0 + 50)
+    signals = [s for s, _ in proc.store.signals()]
+    assert sorted(s.dim for s in signals if s.tenant == "mallory") == [40, 41]
+    assert [s.dim for s in signals if s.tenant == "acme"] == [8]
+    prefix = f"{proc.config.key_prefix}:"
+    windows = {k.decode() for k in redis_client.scan_iter(f"{prefix}*mallory*:vec")}
+    assert len(windows) == 2, sorted(windows)
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    mallory = {**A, "tenant": "mallory"}
+    assert value(registry, "ragmon_drift_window_size_queries", **mallory, window="reference") == 3
