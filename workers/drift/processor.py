@@ -66,7 +66,11 @@ class DriftProcessor(Processor):
         self.encoder = encoder if config.encoder.enabled else None
         self.metrics = DriftMetrics(registry)
         self.store = WindowStore(
-            client, config.key_prefix, config.reference_size, config.current_size, config.max_signals_per_stream
+            client,
+            config.key_prefix,
+            config.reference_size,
+            config.current_size,
+            config.max_signals_per_stream,
         )
         known = {m: m for m in config.app_embeddings.models}
         if self.encoder is not None:

@@ -17,8 +17,8 @@ Every write is idempotent by event id: an id already in either window is a no-op
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np

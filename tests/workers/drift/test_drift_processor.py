@@ -260,7 +260,9 @@ def test_redis_down_fails_the_scheduled_tests_and_the_batch_alike(registry: Coll
     client.close()
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # as in production: numpy's overflow warnings are no errors
+@pytest.mark.filterwarnings(
+    "ignore::RuntimeWarning"
+)  # as in production: numpy's overflow warnings are no errors
 def test_embeddings_beyond_float32_never_reach_a_window_and_never_stall_the_tick(
     redis_client: redis.Redis, registry: CollectorRegistry
 ) -> None:
