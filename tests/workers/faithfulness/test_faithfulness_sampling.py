@@ -64,3 +64,28 @@ def test_remembered_decisions_are_bounded() -> None:
     budget.admit("acme", "b", 1, now=0.0)  # refused
     budget.admit("acme", "c", 1, now=0.0)  # refused; "a" is forgotten
     assert not budget.admit("acme", "a", 1, now=0.5)  # decided afresh: half a pair banked
+
+
+def test_a_tenant_flooding_sampled_requests_takes_only_its_share_of_the_budget() -> None:
+    """The budget is one per worker, for every tenant. A tenant sending 100 sampled requests a second (it
+    picks request ids that fall in the sample) took the whole bucket: a tenant asking for one a second got
+    0 of 300 scored (now 299). Each tenant asking within burst_seconds has an equal share of its own, and
+    may go beyond it only while the bucket holds half its capacity besides."""
+    budget = PairBudget(pairs_per_second=2, burst_seconds=30, now=0.0)
+    admitted = {"mallory": 0, "acme": 0}
+    for second in range(300):
+        now = float(second)
+        for i in range(100):
+            admitted["mallory"] += budget.admit("mallory", f"m{second}-{i}", 1, now)
+        admitted["acme"] += budget.admit("acme", f"a{second}", 1, now)
+    assert admitted["acme"] >= 290
+    assert admitted["mallory"] >= 300  # its half, and what acme left of the bank
+    assert sum(admitted.values()) <= 2 * 300 + 60 + 1  # the budget itself is unchanged
+
+
+def test_a_lone_tenant_has_the_whole_budget_and_an_idle_ones_share_returns() -> None:
+    budget = PairBudget(pairs_per_second=1, burst_seconds=10, now=0.0)
+    assert sum(budget.admit("acme", f"a{i}", 1, now=0.0) for i in range(20)) == 10
+    assert budget.admit("globex", "g0", 1, now=0.0) is False  # the bucket is empty for everyone
+    # globex asked at 0 and never again: after burst_seconds acme is alone with the whole refill again.
+    assert sum(budget.admit("acme", f"b{i}", 1, now=30.0) for i in range(20)) == 10
