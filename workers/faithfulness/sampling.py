@@ -15,8 +15,11 @@ The bucket is shared fairly: each tenant that asked within the last
 capacity (the whole of both when it is alone), and a request is admitted when
 the worker's bucket has the pairs and either the tenant's share has them too or
 the worker's bucket keeps half its capacity besides (what the others leave is
-not wasted). One tenant flooding sampled requests (it picks the request ids)
-takes its share and the spare, never the others' share (docs/security.md).
+not wasted) and the tenant's share is not in debt. The worker's bucket goes at
+most one capacity into debt; a tenant's share carries all of its debt (an answer
+of thousands of sentences is thousands of pairs), kept while it is quiet. One
+tenant flooding sampled requests (it picks the request ids) or huge ones gets
+its share and the spare, never the others' share (docs/security.md).
 """
 
 from __future__ import annotations
@@ -71,8 +74,12 @@ class PairBudget:
         """The tenant's share, refilled, and its capacity (the worker's, divided by the tenants asking)."""
         if now >= self._next_prune:  # tenants quiet for a while give their share back
             self._next_prune = now + 1.0
-            oldest = now - self._active_s
-            for quiet in [t for t, sh in self._shares.items() if sh.asked < oldest]:
+            oldest, rate = now - self._active_s, self.rate / max(1, len(self._shares))
+            for quiet in [
+                t
+                for t, sh in self._shares.items()
+                if sh.asked < oldest and sh.tokens + (now - sh.updated) * rate >= 0  # a debt is kept
+            ]:
                 del self._shares[quiet]
         share = self._shares.get(tenant)
         n = len(self._shares) + (share is None)
@@ -97,15 +104,17 @@ class PairBudget:
             # rather than never.
             need = min(pairs, self.capacity)
             decision = self.tokens >= need and (
-                share.tokens >= min(pairs, capacity) or self.tokens - need >= self.capacity / 2
+                share.tokens >= min(pairs, capacity)
+                or (share.tokens >= 0 and self.tokens - need >= self.capacity / 2)
             )
             self._remember(key, decision)
         else:
             self._decisions.move_to_end(key)
         if decision:
-            # Twins of an admitted request may overdraw, but not without limit.
+            # Twins of an admitted request may overdraw the worker's bucket, but not without limit; the
+            # tenant's share pays every pair (a request larger than the bucket is paid back at its rate).
             self.tokens = max(self.tokens - pairs, -self.capacity)
-            share.tokens = max(share.tokens - pairs, -capacity)
+            share.tokens -= pairs
         return decision
 
     def _remember(self, key: tuple[str, str], decision: bool) -> None:
