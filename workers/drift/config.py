@@ -126,6 +126,13 @@ class DriftConfig(BaseModel):
     publish_every_s: float = Field(
         default=5.0, gt=0, description="how often every replica re-reads the shared results"
     )
+    max_signals_per_stream: int = Field(
+        default=3,
+        ge=1,
+        le=64,
+        description="signals (model and dimension) one tenant, signal and intent keeps at once: a newer one "
+        "retires the least recently seen, windows and all (a tenant cycling dimensions holds this many)",
+    )
     key_prefix: str = Field(default="ragmon:drift", pattern=r"^[A-Za-z0-9:._-]+$")
     seed: int | None = Field(
         default=None, description="seed of the permutations (tests and calibration only)"

@@ -23,6 +23,7 @@ from workers.drift.metrics import DriftMetrics
 from workers.drift.reformulation import REFORMULATED, compare, is_follow_up, session_outcome
 from workers.drift.sessions import APP_FIELD, ENCODER_FIELD, Query, SessionStore
 from workers.drift.views import DriftTrace, SessionFeedback
+from workers.drift.windows import comparable, float32_embedding
 from workers.runtime.labels import Children, ClosedSet
 from workers.runtime.types import Event
 
@@ -63,8 +64,9 @@ class SessionSignals:
         vectors: dict[str, np.ndarray] = {}
         query = q.body.query
         if query.embedding is not None and query.embedding_model is not None:
-            app = q.app_vector if q.app_vector is not None else np.asarray(query.embedding, dtype=np.float32)
-            vectors[APP_FIELD + query.embedding_model] = app
+            app = q.app_vector if q.app_vector is not None else float32_embedding(query.embedding)
+            if comparable(app):  # else it is compared on the encoder's, or not at all (as without one)
+                vectors[APP_FIELD + query.embedding_model] = app
         if q.encoded is not None:
             vectors[ENCODER_FIELD + q.encoder_model] = np.asarray(q.encoded, dtype=np.float32)
         at = q.event.stored.timestamp.timestamp()

@@ -27,7 +27,7 @@ from workers.drift.scheduler import DriftScheduler
 from workers.drift.sessions import SessionStore
 from workers.drift.signals import APP, ENCODER, ModelLabels, SignalKey, sampled_in
 from workers.drift.views import VIEWS, DriftTrace, SessionFeedback
-from workers.drift.windows import ModelChange, Observation, WindowStore
+from workers.drift.windows import ModelChange, Observation, WindowStore, comparable, float32_embedding
 from workers.runtime.contract import Processor
 from workers.runtime.labels import OTHER
 from workers.runtime.types import READY, Event, Readiness, Rejection, split_by_body
@@ -65,7 +65,13 @@ class DriftProcessor(Processor):
         self.config = config
         self.encoder = encoder if config.encoder.enabled else None
         self.metrics = DriftMetrics(registry)
-        self.store = WindowStore(client, config.key_prefix, config.reference_size, config.current_size)
+        self.store = WindowStore(
+            client,
+            config.key_prefix,
+            config.reference_size,
+            config.current_size,
+            config.max_signals_per_stream,
+        )
         known = {m: m for m in config.app_embeddings.models}
         if self.encoder is not None:
             try:
@@ -119,7 +125,7 @@ class DriftProcessor(Processor):
             intents = (ALL_INTENTS, body.intent) if body.intent in self._intents else (ALL_INTENTS,)
             received = event.stored.received_at.timestamp()
             emb = body.query.embedding
-            vector = None if emb is None else np.asarray(emb, dtype=np.float32)
+            vector = None if emb is None else float32_embedding(emb)
             queries.append(_Query(event, body, intents, received, sampled, in_session, vector))
         encoded = self._encode(queries)
         windowed = [(q, v) for q, v in zip(queries, encoded, strict=True) if q.sampled]
@@ -163,6 +169,9 @@ class DriftProcessor(Processor):
                 continue
             if self.labels(model) is None:  # not configured: no windows, so no series of its own
                 self.metrics.embeddings.labels(q.event.tenant, APP, "unknown_model").inc()
+                continue
+            if not comparable(vector):  # inf as float32, or a norm no kernel can take: never windowed
+                self.metrics.embeddings.labels(q.event.tenant, APP, "not_finite").inc()
                 continue
             for intent in q.intents:
                 key = SignalKey(q.event.tenant, APP, intent, model, len(vector))

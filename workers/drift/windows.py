@@ -17,6 +17,7 @@ Every write is idempotent by event id: an id already in either window is a no-op
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -88,6 +89,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
+# The largest squared norm of an embedding a window takes: its inner product with any other stays finite in
+# float32 (|a.b| <= |a||b|), where the kernel's distances are computed (mmd.squared_distances). Real
+# embeddings are near unit norm; a component beyond float32's range (1e39 is a finite JSON number, inf as
+# float32) or a norm past this made the bandwidth NaN and mmd_test raise in tick() (docs/security.md).
+MAX_SQUARED_NORM = 1e36
+
+
+def float32_embedding(values: Any) -> np.ndarray:
+    """An embedding as float32; a component beyond float32's range becomes inf (refused by comparable)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float32)
+
+
+def comparable(vector: np.ndarray) -> bool:
+    """Whether a float32 embedding may be windowed or compared: its squared norm (float32, as the kernel
+    computes it) is finite and at most MAX_SQUARED_NORM, so no component is inf or NaN either."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.dot(vector, vector) <= MAX_SQUARED_NORM)
+
+
 ADDED_DUPLICATE, ADDED_REFERENCE, ADDED_CURRENT, ADDED_TOO_OLD = 0, 1, 2, 3
 OUTCOMES = {
     ADDED_DUPLICATE: "duplicate",
@@ -122,11 +143,19 @@ class ModelChange:
 
 
 class WindowStore:
-    def __init__(self, client: redis.Redis, prefix: str, reference_size: int, current_size: int) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        reference_size: int,
+        current_size: int,
+        max_per_stream: int | None = None,
+    ) -> None:
         self.redis = client
         self.prefix = prefix
         self.reference_size = reference_size
         self.current_size = current_size
+        self.max_per_stream = max_per_stream  # signals a stream keeps (None: until they retire by age)
         self._add = client.register_script(_ADD)
         self._register = client.register_script(_REGISTER_MODEL)
         self._trim = client.register_script(_TRIM)
@@ -167,11 +196,22 @@ class WindowStore:
             previous = replies[2 * i]
             if previous:  # neither None (known) nor b'' (first model of the stream)
                 changes.append(ModelChange(sig, SignalKey.decode(previous)))
+        self._keep_recent({change.key.stream: change.key for change in changes}.values())
         outcomes = [""] * len(observations)
         for indexes, codes in zip(positions.values(), replies[2 * len(latest) :], strict=True):
             for i, code in zip(indexes, codes, strict=True):
                 outcomes[i] = OUTCOMES[int(code)]
         return outcomes, changes
+
+    def _keep_recent(self, streams: Iterable[SignalKey]) -> None:
+        """Retire the signals of each stream (one of its signals given) past its max_per_stream most
+        recently seen. Only a new model or dimension can put a stream over: ordinary batches skip this."""
+        if self.max_per_stream is None:
+            return
+        for sig in streams:
+            stale = self.redis.zrange(self._models_key(sig), 0, -(self.max_per_stream + 1))
+            for raw in cast(list[bytes], stale):
+                self.retire(SignalKey.decode(raw), always=True)
 
     def signals(self) -> list[tuple[SignalKey, float]]:
         members = cast(list[tuple[bytes, float]], self.redis.zrange(self.index_key, 0, -1, withscores=True))
@@ -220,6 +260,7 @@ class WindowStore:
     @staticmethod
     def _matrix(raw: list[Any], dim: int) -> np.ndarray:
         rows = [np.frombuffer(v, dtype="<f4") for v in raw if v is not None and len(v) == 4 * dim]
+        rows = [row for row in rows if comparable(row)]  # an earlier version stored such rows too
         return np.stack(rows).astype(np.float32) if rows else np.empty((0, dim), dtype=np.float32)
 
     def acquire_lease(self, sig: SignalKey, lease_s: float) -> str | None:
@@ -277,9 +318,10 @@ class WindowStore:
         """Drop both windows: the next N queries become the reference again."""
         self.redis.delete(*(self.key(sig, p) for p in ("ref", "cur", "vec", "meta", "result", "lease")))
 
-    def retire(self, sig: SignalKey) -> bool:
-        """Forget a signal not seen for a while; True for the one replica that removed it."""
-        if not self.redis.zrem(self.index_key, sig.encode()):
+    def retire(self, sig: SignalKey, always: bool = False) -> bool:
+        """Forget a signal not seen for a while; True for the one replica that removed it. `always`: also
+        when the index no longer lists it (a stream over its cap is cleared whatever the index says)."""
+        if not self.redis.zrem(self.index_key, sig.encode()) and not always:
             return False
         self.redis.zrem(self._models_key(sig), sig.encode())
         self.reset(sig)

@@ -70,7 +70,8 @@ class FaithfulnessConfig(BaseModel):
         gt=0,
         le=10_000,
         allow_inf_nan=False,
-        description="scoring budget per worker; about half of what 2 CPU cores score on simulator-sized pairs "
+        description="scoring budget per worker, an equal share of it to each tenant asking (what the others "
+        "leave is used); about half of what 2 CPU cores score on simulator-sized pairs "
         "(tests/bench/reports/faithfulness.md), leaving room for longer premises",
     )
     burst_seconds: float = Field(

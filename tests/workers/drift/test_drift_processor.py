@@ -258,3 +258,67 @@ def test_redis_down_fails_the_scheduled_tests_and_the_batch_alike(registry: Coll
     with pytest.raises(redis.exceptions.ConnectionError):  # an outage: the runtime retries the batch
         proc.process([make_event(embedding=[0.0] * 8, model="emb-a")])
     client.close()
+
+
+@pytest.mark.filterwarnings(
+    "ignore::RuntimeWarning"
+)  # as in production: numpy's overflow warnings are no errors
+def test_embeddings_beyond_float32_never_reach_a_window_and_never_stall_the_tick(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    """A component of 1e39 is a finite number by the contract but inf as float32: in a reference window it
+    made the bandwidth NaN and mmd_test raise in tick(), for every tenant's signals (a failing tick is an
+    outage: the worker consumed nothing). Such embeddings are counted and left out; the rest are tested."""
+    proc = build_processor(app_config(), redis_client, registry)
+    hostile = gaussian(1, 30)
+    hostile[::3, 0] = 1e39  # beyond float32: inf once stored
+    hostile[1::3, 1] = 3e19  # finite as float32, but its squared norm is not
+    feed(proc, hostile, tenant="mallory")
+    feed(proc, gaussian(2, 30), tenant="acme", start=T0 + 50)
+    proc.tick(T0 + 100)  # raised ValueError: sigma must be positive, got nan
+    victim = {**A, "tenant": "acme"}
+    assert value(registry, "ragmon_drift_tests_total", **victim) == 1
+    bad = {"tenant": "mallory", "signal": "app"}
+    assert value(registry, "ragmon_drift_embeddings_total", **bad, outcome="not_finite") == 20
+    mallory = {**A, "tenant": "mallory"}
+    assert value(registry, "ragmon_drift_window_size_queries", **mallory, window="reference") == 10
+    assert value(registry, "ragmon_drift_tests_total", **mallory) is None  # 10 of 20: not full yet
+
+
+def test_windows_stored_with_non_finite_rows_are_read_without_them(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    """Rows an earlier version stored (inf as float32) are dropped when a window is read."""
+    proc = build_processor(app_config(), redis_client, registry)
+    feed(proc, gaussian(1, 30))
+    sig = next(s for s, _ in proc.store.signals())
+    ids = redis_client.zrange(proc.store.key(sig, "ref"), 0, 4)
+    poisoned = np.full(sig.dim, np.inf, dtype="<f4").tobytes()
+    redis_client.hset(proc.store.key(sig, "vec"), mapping=dict.fromkeys(ids, poisoned))
+    reference, current = proc.store.read(sig)
+    assert len(reference) == 15 and np.isfinite(reference).all()
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+
+
+def test_a_tenant_cycling_dimensions_holds_a_few_signals_not_one_per_dimension(
+    redis_client: redis.Redis, registry: CollectorRegistry
+) -> None:
+    """Each dimension of a configured model is a signal with windows of its own, kept until it retires (an
+    hour by default): a tenant sending a new dimension per batch held up to 4,096 signals per stream, each
+    walked by every tick. Now a stream keeps its `max_signals_per_stream` most recent; a newer one retires
+    the least recently seen, windows and all."""
+    proc = build_processor(app_config(max_signals_per_stream=2), redis_client, registry)
+    for i, dim in enumerate(range(2, 42)):
+        feed(proc, gaussian(i, 3, dim), tenant="mallory", start=T0 + i)
+    feed(proc, gaussian(99, 30), tenant="acme", start=T0 + 50)
+    signals = [s for s, _ in proc.store.signals()]
+    assert sorted(s.dim for s in signals if s.tenant == "mallory") == [40, 41]
+    assert [s.dim for s in signals if s.tenant == "acme"] == [8]
+    prefix = f"{proc.config.key_prefix}:"
+    windows = {k.decode() for k in redis_client.scan_iter(f"{prefix}*mallory*:vec")}
+    assert len(windows) == 2, sorted(windows)
+    proc.tick(T0 + 100)
+    assert value(registry, "ragmon_drift_tests_total", **A) == 1
+    mallory = {**A, "tenant": "mallory"}
+    assert value(registry, "ragmon_drift_window_size_queries", **mallory, window="reference") == 3

@@ -201,6 +201,18 @@ def test_without_an_app_embedding_no_comparison(proc: DriftProcessor, registry: 
     assert followups(registry, "not_compared", embedding="none") == 1
 
 
+@pytest.mark.filterwarnings(
+    "ignore::RuntimeWarning"
+)  # as in production: numpy's overflow warnings are no errors
+def test_an_embedding_beyond_float32_is_never_compared(
+    proc: DriftProcessor, registry: CollectorRegistry
+) -> None:
+    """1e39 is inf as float32: its cosine was NaN, read as a different question."""
+    proc.process([query(T0, [1e39, 0.0, 0.0, 0.0]), query(T0 + 30, [1e39, 1.0, 0.0, 0.0])])
+    assert followups(registry, "not_compared", embedding="none") == 1
+    assert followups(registry, "different") == 0
+
+
 class FixedEncoder:
     """A stand-in for the pinned encoder: fixed vectors per query text (the real one is tested below)."""
 

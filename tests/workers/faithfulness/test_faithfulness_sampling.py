@@ -64,3 +64,46 @@ def test_remembered_decisions_are_bounded() -> None:
     budget.admit("acme", "b", 1, now=0.0)  # refused
     budget.admit("acme", "c", 1, now=0.0)  # refused; "a" is forgotten
     assert not budget.admit("acme", "a", 1, now=0.5)  # decided afresh: half a pair banked
+
+
+def test_a_tenant_flooding_sampled_requests_takes_only_its_share_of_the_budget() -> None:
+    """The budget is one per worker, for every tenant. A tenant sending 100 sampled requests a second (it
+    picks request ids that fall in the sample) took the whole bucket: a tenant asking for one a second got
+    0 of 300 scored (now 299). Each tenant asking within burst_seconds has an equal share of its own, and
+    may go beyond it only while the bucket holds half its capacity besides."""
+    budget = PairBudget(pairs_per_second=2, burst_seconds=30, now=0.0)
+    admitted = {"mallory": 0, "acme": 0}
+    for second in range(300):
+        now = float(second)
+        for i in range(100):
+            admitted["mallory"] += budget.admit("mallory", f"m{second}-{i}", 1, now)
+        admitted["acme"] += budget.admit("acme", f"a{second}", 1, now)
+    assert admitted["acme"] >= 290
+    assert admitted["mallory"] >= 300  # its half, and what acme left of the bank
+    assert sum(admitted.values()) <= 2 * 300 + 60 + 1  # the budget itself is unchanged
+
+
+def test_a_lone_tenant_has_the_whole_budget_and_an_idle_ones_share_returns() -> None:
+    budget = PairBudget(pairs_per_second=1, burst_seconds=10, now=0.0)
+    assert sum(budget.admit("acme", f"a{i}", 1, now=0.0) for i in range(20)) == 10
+    assert budget.admit("globex", "g0", 1, now=0.0) is False  # the bucket is empty for everyone
+    # globex asked at 0 and never again: after burst_seconds acme is alone with the whole refill again.
+    assert sum(budget.admit("acme", f"b{i}", 1, now=30.0) for i in range(20)) == 10
+
+
+def test_a_tenant_pays_for_every_pair_of_a_request_larger_than_the_bucket() -> None:
+    """In sentences mode an answer of 8,192 sentences is 8,192 pairs, within the contract. A request larger
+    than the bucket runs once the bucket is full, and the overdraft was capped at one bucket: a tenant asking
+    for 1,000 pairs every second had 7,000 pairs scored in 600 s, 5.6x the worker's whole budget (1,260), and a
+    tenant asking for one a second 383 of 600. Its share now carries the whole debt, paid back at its rate
+    before it is admitted again: 1,000 pairs, and 569 of 600."""
+    budget = PairBudget(pairs_per_second=2, burst_seconds=30, now=0.0)
+    pairs = {"mallory": 0, "acme": 0}
+    for second in range(600):
+        now = float(second)
+        pairs["mallory"] += 1000 * budget.admit("mallory", f"m{second}", 1000, now)
+        pairs["acme"] += budget.admit("acme", f"a{second}", 1, now)
+    assert pairs["mallory"] <= 1000 + 60
+    assert pairs["acme"] >= 565  # all but the first 30 s, while the worker's bucket paid its one-bucket debt
+    # Quiet past burst_seconds with a debt: the debt is kept, not forgiven.
+    assert not budget.admit("mallory", "after-a-pause", 1, now=640.0)

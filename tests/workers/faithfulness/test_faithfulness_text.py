@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
+from service.contracts.vocabulary import MAX_ANSWER_CHARS
 from workers.faithfulness.loader import LoadedModel
 from workers.faithfulness.premise import DOCUMENT_SEPARATOR, build_premise
 from workers.faithfulness.sentences import has_claims, split_sentences
@@ -103,3 +107,33 @@ def test_an_answer_without_a_letter_or_digit_has_no_claims(answer: str, claims: 
 )
 def test_answers_split_into_sentences(answer: str, sentences: list[str]) -> None:
     assert split_sentences(answer) == sentences
+
+
+# Answer shapes aimed at the splitter's boundary scan and its look at the word before a period.
+HOSTILE_ANSWERS: dict[str, Callable[[int], str]] = {
+    "dot_run": lambda n: "a" + "." * n + "a",
+    "long_word_then_boundaries": lambda n: "x" * (n // 2) + " a. B" * (n // 10),
+    "boundaries": lambda n: "ab. C" * (n // 5),
+    "initials": lambda n: "J. " * (n // 3),
+    "closing_quotes_run": lambda n: "a." + "'" * n + "a",
+}
+
+
+def _fastest_split(text: str) -> float:
+    samples = []
+    for _ in range(3):
+        started = time.perf_counter()
+        split_sentences(text)
+        samples.append(time.perf_counter() - started)
+    return min(samples)
+
+
+@pytest.mark.parametrize("shape", sorted(HOSTILE_ANSWERS))
+def test_splitting_takes_time_linear_in_the_answer(shape: str) -> None:
+    """The answer is the client's: a 4x longer one may take about 4x as long, never 16x (quadratic) or 64x.
+    Before, 8,192 characters of `long_word_then_boundaries` took 63 s and grew 8x per doubling (`\\S+$`
+    searched in the whole line before each period); a run of 8,192 dots 0.9 s, 4x per doubling."""
+    make = HOSTILE_ANSWERS[shape]
+    small, large = _fastest_split(make(1024)), _fastest_split(make(4096))
+    assert large < 8 * max(small, 1e-5), f"{shape}: {small:.5f}s for 1,024 characters, {large:.5f}s for 4,096"
+    assert _fastest_split(make(MAX_ANSWER_CHARS)) < 0.5
