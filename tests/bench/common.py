@@ -58,6 +58,14 @@ def write_report(name: str, title: str, body: str, out: str | None = None) -> Pa
     return path
 
 
+def print_report(text: str, out: Path | None) -> None:
+    """Print a report made whole by the bench itself and, given --out, write it there too."""
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
 def spawn(
     argv: list[str], env: dict[str, str], log: Path, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
