@@ -137,6 +137,29 @@ def wait_workers_ready(stack: UpStack, timeout_s: float = 120) -> None:
         raise AssertionError(f"workers not ready in {timeout_s}s: {details}")
 
 
+def simulator_argv(scenario: str, api: str, *args: str) -> list[str]:
+    """`ragmon simulate send SCENARIO` against the stack's API, with the further options `args`."""
+    return [sys.executable, "-m", "service.cli", "simulate", "send", scenario, "--api", api, *args]
+
+
+def with_tenant_keys(keys: dict[str, str]) -> dict[str, str]:
+    """This process's environment and the tenants' API keys, as the simulator reads them."""
+    return {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.items())}
+
+
+def simulate_send(
+    scenario: str, api: str, keys: dict[str, str], *args: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Play a scenario to its end (the caller asserts on the return code and the output)."""
+    return subprocess.run(
+        simulator_argv(scenario, api, *args),
+        env=with_tenant_keys(keys),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 class AlertWatcher(threading.Thread):
     """Keeps the annotations of every alert seen firing (ALERTS series carry no annotations)."""
 

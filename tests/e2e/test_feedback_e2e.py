@@ -32,7 +32,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -48,7 +47,15 @@ from service.api.settings import hash_key
 from service.local.prometheus import ALERTMANAGER_CONFIG
 from service.rules.cli import rendered_text
 from service.simulate.delivery import wall_time_at
-from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait_workers_ready
+from tests.e2e.stack import (
+    AlertWatcher,
+    UpStack,
+    firing_starts,
+    simulator_argv,
+    start_up,
+    wait_workers_ready,
+    with_tenant_keys,
+)
 from tests.support.leaks import live_descendants, stop_process
 from tests.support.victoriametrics import (
     VmStack,
@@ -187,11 +194,13 @@ def _play(up: UpStack, vm: VmStack, manifest_path: Path) -> Run:
     prometheus.start()
     vm_watcher.start()
     started = time.time()
-    env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
     sim = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "simulate", "send", "thumbs_down", "--api", up.api]
-        + ["--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)],
-        env=env,
+        simulator_argv(
+            "thumbs_down",
+            up.api,
+            *("--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)),
+        ),
+        env=with_tenant_keys(KEYS),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

@@ -10,9 +10,6 @@ shadow_slower scenario (every request shadowed by a candidate 30% slower) at
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -20,7 +17,7 @@ import pytest
 import yaml
 
 from service.api.settings import hash_key
-from tests.e2e.stack import UpStack, start_up, wait_workers_ready
+from tests.e2e.stack import UpStack, simulate_send, start_up, wait_workers_ready
 
 pytestmark = pytest.mark.slow
 KEY = "e2e-shadow-acme-key"
@@ -54,25 +51,7 @@ def _firing(stack: UpStack, alertname: str) -> list[dict[str, str]]:
 
 def test_a_slower_candidate_is_a_ticket_and_nothing_pages(stack: UpStack) -> None:
     started = time.time()
-    env = {**os.environ, "RAGMON_TENANT_KEYS": f"acme={KEY}"}
-    sim = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "simulate",
-            "send",
-            "shadow_slower",
-            "--api",
-            stack.api,
-            "--speed",
-            "5",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    sim = simulate_send("shadow_slower", stack.api, {"acme": KEY}, "--speed", "5", timeout=180)
     assert sim.returncode == 0, sim.stdout[-2000:] + sim.stderr[-2000:]
     deadline = time.monotonic() + 60
     while not (alerts := _firing(stack, "RagmonShadowCandidateWorse")) and time.monotonic() < deadline:
