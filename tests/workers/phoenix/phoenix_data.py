@@ -167,7 +167,7 @@ def exclusion_result(
     )
 
 
-def reformulation(trace_id: str, *, by_trace_id: str = "later") -> ImplicitSignalEvent:
+def reformulation(trace_id: str, *, by_trace_id: str = "f" * 32) -> ImplicitSignalEvent:
     """An implicit signal (the query reformulated by `by_trace_id`): a score event that is no evaluation."""
     now = datetime.now(UTC)
     source = uuid.uuid4()

@@ -165,7 +165,8 @@ def test_scores_without_a_phoenix_trace_are_counted_not_kept(
             [
                 score_event(faithfulness_score(never.trace_id)),
                 score_event(faithfulness_score("native-trace-42")),
-                score_event(reformulation(never.trace_id)),  # a signal, not an evaluation: skipped
+                # a signal, not an evaluation: skipped
+                score_event(reformulation(never.trace_id, by_trace_id="later")),
             ]
         )
         assert rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="untraceable") == 1
