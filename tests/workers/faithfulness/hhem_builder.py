@@ -133,6 +133,18 @@ def save_hhem(
     (directory / "config.json").write_text(json.dumps(config, indent=2))
 
 
+def random_hhem(foundation: Path, directory: Path, named: str, seed: int) -> T5ForTokenClassification:
+    """An untrained tiny HHEM in `directory` (its config naming the foundation `named`), the foundation's
+    tokenizer and T5 config in `foundation`; returns the model."""
+    foundation.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(foundation / "tokenizer.json")
+    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
+    config.to_json_file(str(foundation / "config.json"))
+    model = random_model(config, seed=seed)
+    save_hhem(model, directory, named)
+    return model
+
+
 @dataclass
 class TinyHHEM:
     model_dir: Path
