@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from service.api.settings import hash_key
 from tests.support.leaks import live_descendants, stop_pids
 from tests.support.tools import SETUP_COMMAND
 
@@ -135,6 +137,14 @@ def wait_workers_ready(stack: UpStack, timeout_s: float = 120) -> None:
     if pending:
         details = {n: httpx.get(u + "/readyz", timeout=2).text for n, u in pending.items()}
         raise AssertionError(f"workers not ready in {timeout_s}s: {details}")
+
+
+def api_keys(keys: dict[str, str]) -> str:
+    """RAGMON_API_KEYS for the tenants' keys, each with the ingest and label scopes (the simulator sends
+    offline gold labels too)."""
+    return json.dumps(
+        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in keys.items()]
+    )
 
 
 def simulator_argv(scenario: str, api: str, *args: str) -> list[str]:

@@ -43,13 +43,13 @@ import httpx
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.local.prometheus import ALERTMANAGER_CONFIG
 from service.rules.cli import rendered_text
 from service.simulate.delivery import wall_time_at
 from tests.e2e.stack import (
     AlertWatcher,
     UpStack,
+    api_keys,
     firing_starts,
     simulator_argv,
     start_up,
@@ -171,9 +171,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     root = tmp_path_factory.mktemp("thumbs-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", f"metrics,{FROZEN}"))
     vm: VmStack | None = None
     try:

@@ -28,10 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.simulate.delivery import wall_time_at
 from service.simulate.scenario import load_scenario
-from tests.e2e.stack import AlertWatcher, UpStack, simulate_send, start_up, wait_workers_ready
+from tests.e2e.stack import AlertWatcher, UpStack, api_keys, simulate_send, start_up, wait_workers_ready
 from tests.e2e.trained_hhem import build as build_hhem
 
 # The module's fixture trains a tiny HHEM, starts the whole stack and sends a 32-minute scenario at
@@ -169,9 +168,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(e2e_config(hhem.model_dir, hhem.foundation_dir)))
     # the simulator sends offline gold labels: its keys carry the `label` scope
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     stack = start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_DEV_API_KEY": "e2e-dev-key"})
     try:
         wait_workers_ready(stack)

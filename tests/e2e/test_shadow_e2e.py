@@ -16,8 +16,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from service.api.settings import hash_key
-from tests.e2e.stack import UpStack, simulate_send, start_up, wait_workers_ready
+from tests.e2e.stack import UpStack, api_keys, simulate_send, start_up, wait_workers_ready
 
 pytestmark = pytest.mark.slow
 KEY = "e2e-shadow-acme-key"
@@ -36,7 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     root = tmp_path_factory.mktemp("shadow-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps([{"tenant": "acme", "key_sha256": hash_key(KEY), "scopes": ["ingest", "label"]}])
+    keys = api_keys({"acme": KEY})
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,shadow"))
     try:
         wait_workers_ready(up)

@@ -29,9 +29,16 @@ from typing import Any
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.simulate.delivery import wall_time_at
-from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, simulate_send, start_up, wait_workers_ready
+from tests.e2e.stack import (
+    AlertWatcher,
+    UpStack,
+    api_keys,
+    firing_starts,
+    simulate_send,
+    start_up,
+    wait_workers_ready,
+)
 from tests.e2e.trained_hhem import build as build_hhem
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -87,9 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     }
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump({**CONFIG, "faithfulness": faithfulness}))
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,faithfulness"))
     try:
         wait_workers_ready(up)
