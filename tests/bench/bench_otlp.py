@@ -52,6 +52,7 @@ from tests.bench.common import (
     REPORTS,
     ROOT,
     build_request,
+    child_report,
     median,
     peak_rss_mb,
     percentile,
@@ -375,23 +376,18 @@ def assembler_runs(
             for path, tree in trees.items():
                 redis.Redis.from_url(redis_url).flushdb()  # the previous run's state and done markers
                 block = {BLOCK_HIREDIS: "1"} if not depends_on_hiredis(tree) else {}
-                done = subprocess.run(
+                run = child_report(
                     [sys.executable, str(RUNNER), "--count", str(args.assembler_traces)],
-                    cwd=tree,
-                    env={
+                    tree,
+                    {
                         **env,
                         "PYTHONPATH": str(tree),
                         **block,
                         "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
                     },
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
+                    600,
+                    "assembler",
                 )
-                if done.returncode != 0:
-                    raise RuntimeError(f"assembler run in {tree} failed: {done.stderr[-2000:]}")
-                run = json.loads(done.stdout.strip().splitlines()[-1])
                 if run["traces"] < args.assembler_traces:
                     raise RuntimeError(f"{path}: {run['traces']:.0f} of {args.assembler_traces} trace events")
                 runs[path].append(run)
