@@ -74,14 +74,19 @@ def worker_imports() -> list[Import]:
     return found
 
 
-def test_workers_import_only_the_contract_from_service(worker_imports: list[Import]) -> None:
-    wrong = [
+def _from_service_beyond_the_contract(imports: list[Import]) -> list[Import]:
+    """The imports of a module of service other than service.contracts (and its modules)."""
+    return [
         imp
-        for imp in worker_imports
+        for imp in imports
         if _within(imp.target, "service")
         and imp.target != "service"
         and not _within(imp.target, "service.contracts")
     ]
+
+
+def test_workers_import_only_the_contract_from_service(worker_imports: list[Import]) -> None:
+    wrong = _from_service_beyond_the_contract(worker_imports)
     bare = [imp for imp in worker_imports if imp.target == "service"]
     assert wrong + bare == [], "workers may import only service.contracts from service"
 
@@ -95,13 +100,7 @@ def test_the_contract_imports_nothing_else_from_service(service_imports: list[Im
     # Otherwise a worker would pull the API (or the simulator) in through the contract.
     contract = [imp for imp in service_imports if _within(imp.module, "service.contracts")]
     assert contract, "no module of service.contracts was parsed"
-    wrong = [
-        imp
-        for imp in contract
-        if _within(imp.target, "service")
-        and imp.target != "service"
-        and not _within(imp.target, "service.contracts")
-    ]
+    wrong = _from_service_beyond_the_contract(contract)
     assert wrong == []
 
 

@@ -41,14 +41,19 @@ def broker():
 """
 
 
+def _run_inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str) -> pytest.RunResult:
+    """INNER's tests in a pytest of their own with only the slowmark plugin, `args` its further options."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    pytester.makepyfile(test_inner=INNER)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    return pytester.runpytest_subprocess("-p", "tests.support.slowmark", *args, "-p", "no:cacheprovider")
+
+
 @pytest.mark.slow
 def test_an_unmarked_test_that_starts_a_process_fails_naming_the_mark(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pytester.makepyfile(test_inner=INNER)
-    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
-    result = pytester.runpytest_subprocess("-p", "tests.support.slowmark", "-rA", "-p", "no:cacheprovider")
+    result = _run_inner(pytester, monkeypatch, "-rA")
     result.assert_outcomes(passed=3, failed=1, errors=1)
     text = result.stdout.str()
     assert "test_unmarked_starts_a_process starts a process in its body" in text
@@ -60,10 +65,5 @@ def test_an_unmarked_test_that_starts_a_process_fails_naming_the_mark(
 def test_a_test_on_the_session_servers_is_marked_slow_and_left_out_of_test_fast(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    pytester.makepyfile(test_inner=INNER)
-    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
-    result = pytester.runpytest_subprocess(
-        "-p", "tests.support.slowmark", "-m", "not slow", "-p", "no:cacheprovider"
-    )
+    result = _run_inner(pytester, monkeypatch, "-m", "not slow")
     result.assert_outcomes(passed=1, failed=1, errors=1, deselected=2)

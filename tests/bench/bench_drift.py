@@ -38,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.bench.common import print_report  # noqa: E402
 from workers.drift.mmd import mmd_test  # noqa: E402
 
 TARGET_S = 0.3
@@ -248,10 +249,7 @@ def main(argv: list[str]) -> int:
     enc = bench_encoder(3)
     print(f"encoder: {enc['rates']}", flush=True)
     text, ok = report(args, ours, alibi, scaling, enc)
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0 if ok else 1
 
 

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from service.contracts.stored import stored_from_envelope  # noqa: E402
 from tests.bench import e2e  # noqa: E402
-from tests.bench.common import machine_line, median, peak_rss_mb  # noqa: E402
+from tests.bench.common import machine_line, median, peak_rss_mb, print_report  # noqa: E402
 
 WORK = ROOT / "tests" / "bench" / ".work" / "faithfulness"
 STAMP = "flan-t5-base-shape/seed0/head0.02/bpe8000/v3"
@@ -509,10 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     scorer, ok = report(run, args.repeats, time.monotonic() - started)
     headline = e2e_section(end_to_end, run, args.traces, args.repeats, args.reference, loads)
     text = f"# Faithfulness worker benchmark\n\n_Machine: {machine_line()}._\n\n{headline}\n{scorer}"
-    print(text)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
+    print_report(text, args.out)
     return 0 if ok else 1
 
 

@@ -84,13 +84,22 @@ RAW_HEADERS = [
 ]  # the headers the API puts on every record
 
 
-def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: str) -> tuple[float, float]:
-    """(records/s, CPU µs per record) producing `records` straight to the broker, the API's producer settings.
+def api_env(bootstrap: str, redis_port: int) -> dict[str, str]:
+    """The benchmarked API's environment: the bench's broker and Redis, one dev key (tenant bench), rate
+    limits far above any load sent."""
+    return {
+        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "RAGMON_DEV_API_KEY": KEY,
+        "RAGMON_DEV_TENANT": "bench",
+        "RAGMON_RATE_LIMIT_EPS": "1000000",
+        "RAGMON_RATE_LIMIT_BURST": "2000000",
+    }
 
-    path "send": kafka-python's public send() per record; "append": the API's own way into
-    the same producer (service/api/kafka_private.append_records, 100 records per call as per
-    request). The CPU time is this process's (the caller and kafka-python's sender thread).
-    """
+
+def warm_api_producer(bootstrap: str, topic: str) -> KafkaProducer:
+    """A producer with the API's batching settings (service/api/producer.py), its metadata for `topic`
+    already known, as for a running API."""
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
@@ -100,6 +109,17 @@ def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: 
         max_request_size=16 * 1024 * 1024,
     )
     producer.send(topic, b"warm").get(10)
+    return producer
+
+
+def raw_produce_ceiling(bootstrap: str, records: list[bytes], topic: str, path: str) -> tuple[float, float]:
+    """(records/s, CPU µs per record) producing `records` straight to the broker, the API's producer settings.
+
+    path "send": kafka-python's public send() per record; "append": the API's own way into
+    the same producer (service/api/kafka_private.append_records, 100 records per call as per
+    request). The CPU time is this process's (the caller and kafka-python's sender thread).
+    """
+    producer = warm_api_producer(bootstrap, topic)
     keys = [f"bench/req-{i % 64}".encode() for i in range(len(records))]
     started, cpu = time.perf_counter(), time.process_time()
     if path == "send":
@@ -175,14 +195,7 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     broker = start_broker()
     redis = start_redis()
-    env = {
-        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
-        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
-        "RAGMON_DEV_API_KEY": KEY,
-        "RAGMON_DEV_TENANT": "bench",
-        "RAGMON_RATE_LIMIT_EPS": "1000000",
-        "RAGMON_RATE_LIMIT_BURST": "2000000",
-    }
+    env = api_env(f"127.0.0.1:{broker.port}", redis.port)
     apis: dict[str, tuple[Any, int]] = {}
     try:
         for path, tree in trees.items():

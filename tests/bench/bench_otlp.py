@@ -52,6 +52,7 @@ from tests.bench.common import (
     REPORTS,
     ROOT,
     build_request,
+    child_report,
     median,
     peak_rss_mb,
     percentile,
@@ -64,6 +65,7 @@ from tests.bench.common import (
 from tests.service.api.otlp_builders import kv
 from tests.support.phoenix import VENV as PHOENIX_VENV
 from tests.support.phoenix import PhoenixServer, ensure_venv
+from tests.workers.assembler.oi_spans import oi_span
 
 KEY = "bench-key"
 BATCH = 100
@@ -79,23 +81,8 @@ ASM_STAGES = ("fetch", "decode", "store", "commit", "claim", "load", "assemble",
 def _span(
     trace_id: bytes, parent: bytes, kind: str, name: str, start: int, ms: float, attrs: dict[str, Any]
 ) -> Span:
-    span = Span(
-        trace_id=trace_id,
-        span_id=os.urandom(8),
-        parent_span_id=parent,
-        name=name,
-        start_time_unix_nano=start,
-        end_time_unix_nano=start + int(ms * MS),
-    )
-    span.attributes.append(kv("openinference.span.kind", kind))
-    for key, value in attrs.items():
-        if isinstance(value, list):
-            item = span.attributes.add(key=key)
-            for x in value:
-                item.value.array_value.values.add(double_value=float(x))
-        elif value is not None:
-            span.attributes.append(kv(key, value))
-    return span
+    """An OpenInference span; an attribute the body has no value for is left out."""
+    return oi_span(trace_id, kind, name, start, ms, parent, {k: v for k, v in attrs.items() if v is not None})
 
 
 def openinference_spans(body: dict[str, Any], start: int) -> list[Span]:
@@ -389,23 +376,18 @@ def assembler_runs(
             for path, tree in trees.items():
                 redis.Redis.from_url(redis_url).flushdb()  # the previous run's state and done markers
                 block = {BLOCK_HIREDIS: "1"} if not depends_on_hiredis(tree) else {}
-                done = subprocess.run(
+                run = child_report(
                     [sys.executable, str(RUNNER), "--count", str(args.assembler_traces)],
-                    cwd=tree,
-                    env={
+                    tree,
+                    {
                         **env,
                         "PYTHONPATH": str(tree),
                         **block,
                         "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
                     },
-                    capture_output=True,
-                    text=True,
-                    timeout=600,
-                    check=False,
+                    600,
+                    "assembler",
                 )
-                if done.returncode != 0:
-                    raise RuntimeError(f"assembler run in {tree} failed: {done.stderr[-2000:]}")
-                run = json.loads(done.stdout.strip().splitlines()[-1])
                 if run["traces"] < args.assembler_traces:
                     raise RuntimeError(f"{path}: {run['traces']:.0f} of {args.assembler_traces} trace events")
                 runs[path].append(run)

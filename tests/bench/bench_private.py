@@ -34,13 +34,21 @@ from typing import Any
 
 import httpx
 import orjson
-from kafka import KafkaProducer
 
 from service.api.kafka_private import append_records, on_completion, partitions_known
 from service.api.processes import _deal_connections
 from service.contracts.stored import stored_from_envelope
 from service.local.embedded import ChildProcess, free_port, start_broker, start_redis
-from tests.bench.bench_ingest import BATCH, KEY, RAW_HEADERS, api_cpu_s, start_api, trace_envelopes
+from tests.bench.bench_ingest import (
+    BATCH,
+    KEY,
+    RAW_HEADERS,
+    api_cpu_s,
+    api_env,
+    start_api,
+    trace_envelopes,
+    warm_api_producer,
+)
 from tests.bench.common import ROOT, build_request, median, percentile, run_load, spawn, write_report
 
 
@@ -52,15 +60,7 @@ class ProduceRun:
 
 
 def produce(bootstrap: str, records: list[bytes], keys: list[bytes], topic: str, way: str) -> ProduceRun:
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        compression_type="lz4",
-        linger_ms=2,
-        batch_size=512 * 1024,
-        max_request_size=16 * 1024 * 1024,
-    )
-    producer.send(topic, b"warm").get(10)  # metadata known, as for a running API
+    producer = warm_api_producer(bootstrap, topic)
     counter = itertools.count()
     failed: list[BaseException] = []
 
@@ -237,14 +237,7 @@ def main() -> int:
             for way in ("public", "private") if rep % 2 == 0 else ("private", "public"):
                 produced[way].append(produce(bootstrap, records, keys, f"bench-private-{way}-{rep}", way))
                 print(f"produce {way} run {rep}: {produced[way][-1]}", flush=True)
-        env = {
-            "RAGMON_KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-            "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
-            "RAGMON_DEV_API_KEY": KEY,
-            "RAGMON_DEV_TENANT": "bench",
-            "RAGMON_RATE_LIMIT_EPS": "1000000",
-            "RAGMON_RATE_LIMIT_BURST": "2000000",
-        }
+        env = api_env(bootstrap, redis.port)
         with tempfile.TemporaryDirectory(prefix="ragmon-bench-metrics-") as metrics_dir:
             dealt, dealt_port = start_api(ROOT, env, 2, "private-dealt")
             started.append(dealt)

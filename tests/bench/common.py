@@ -9,6 +9,7 @@ ratio against a reference measured in the same run.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import statistics
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORTS = ROOT / "tests" / "bench" / "reports"
@@ -56,6 +58,27 @@ def write_report(name: str, title: str, body: str, out: str | None = None) -> Pa
     path.write_text(f"# {title}\n\n_Machine: {machine_line()}._\n\n{body.rstrip()}\n")
     print(path.read_text())
     return path
+
+
+def print_report(text: str, out: Path | None) -> None:
+    """Print a report made whole by the bench itself and, given --out, write it there too."""
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+
+
+def child_report(
+    argv: list[str], tree: Path, env: dict[str, str], timeout: float, what: str
+) -> dict[str, Any]:
+    """Run a bench child in `tree` to its end: its JSON report, the last line it prints. Fails naming `what`."""
+    done = subprocess.run(
+        argv, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} run in {tree} failed: {done.stderr[-2000:]}")
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return out
 
 
 def spawn(

@@ -12,7 +12,6 @@ two take turns within each repeat so a neighbour's load slows both alike.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from service.contracts import Topics
 from service.contracts.kafka import ensure_topics
 from service.contracts.settings import CommonSettings
 from service.local.embedded import start_broker, start_redis
-from tests.bench.common import ROOT, median
+from tests.bench.common import ROOT, child_report, median
 
 WORK = ROOT / "tests" / "bench" / ".work"
 RUNNER = ROOT / "tests" / "bench" / "e2e_runner.py"
@@ -91,18 +90,13 @@ def _one_run(tree: Path, workload: Workload, env: dict[str, str]) -> dict[str, A
         "PYTHONPATH": str(tree),
         "RAGMON_WORKER_GROUP_ID": f"bench-{uuid.uuid4().hex[:8]}",
     }
-    done = subprocess.run(
+    out = child_report(
         [sys.executable, str(RUNNER), "--worker", workload.worker, "--count", str(len(workload.records))],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+        tree,
+        env,
+        900,
+        workload.worker,
     )
-    if done.returncode != 0:
-        raise RuntimeError(f"{workload.worker} run in {tree} failed: {done.stderr[-2000:]}")
-    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     if out["records"] != len(workload.records):
         raise RuntimeError(f"{workload.worker} committed {out['records']} of {len(workload.records)} records")
     return out

@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 
 from service.local.embedded import start_broker, start_redis
-from tests.bench.bench_ingest import BATCH, KEY, start_api, trace_envelopes, wait_ready
+from tests.bench.bench_ingest import BATCH, KEY, api_env, start_api, trace_envelopes, wait_ready
 from tests.bench.common import ROOT, build_request, run_load
 from tests.bench.e2e import reference_tree
 
@@ -122,14 +122,7 @@ def main() -> int:
     envelopes = trace_envelopes(5000)
     bodies = [orjson.dumps({"events": envelopes[i : i + BATCH]}) for i in range(0, len(envelopes), BATCH)]
     broker, redis = start_broker(), start_redis()
-    env = {
-        "RAGMON_KAFKA_BOOTSTRAP_SERVERS": f"127.0.0.1:{broker.port}",
-        "RAGMON_REDIS_URL": f"redis://127.0.0.1:{redis.port}/0",
-        "RAGMON_DEV_API_KEY": KEY,
-        "RAGMON_DEV_TENANT": "bench",
-        "RAGMON_RATE_LIMIT_EPS": "1000000",
-        "RAGMON_RATE_LIMIT_BURST": "2000000",
-    }
+    env = api_env(f"127.0.0.1:{broker.port}", redis.port)
     out = ROOT / "tests" / "bench" / ".work" / f"{name}.txt"
     api = None
     try:

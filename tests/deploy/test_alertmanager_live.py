@@ -6,8 +6,6 @@ their promtool firing cases) to a private Alertmanager and reads back which are 
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,26 +19,17 @@ import pytest
 from service.local.embedded import free_port, wait_for_port
 from tests.deploy.test_alert_routing import ALERTS, PLAIN
 from tests.support.leaks import stop_process
+from tests.support.victoriametrics import alertmanager_argv, alertmanager_binary
 
 
 @pytest.fixture(scope="module")
 def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("alertmanager missing in CI: .ci/run installs prometheus-alertmanager")
-        pytest.skip("alertmanager not installed (apt-get install prometheus-alertmanager)")
+    binary = alertmanager_binary()
     port = free_port()
     storage = tmp_path_factory.mktemp("alertmanager")
     log = (Path(storage) / "alertmanager.log").open("wb")
     proc = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={PLAIN}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            f"--storage.path={storage}",
-            "--cluster.listen-address=",
-        ],
+        alertmanager_argv(binary, PLAIN, port, storage),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,

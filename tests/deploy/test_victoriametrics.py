@@ -29,6 +29,7 @@ from tests.support.victoriametrics import (
     example_args,
     start_victoria_metrics,
     start_vmalert,
+    wait_http,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,23 +145,11 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
         httpx.post(vm_url + "/api/v1/import/prometheus", content=body, timeout=10).raise_for_status()
         httpx.get(vm_url + "/internal/force_flush", timeout=10).raise_for_status()
         prom_url = f"http://127.0.0.1:{port}"
-        _wait_ready(prom_url + "/-/ready")
+        wait_http(prom_url + "/-/ready")
         yield prom_url, vm_url, vm
     finally:
         vm.stop()
         stop_process(proc)
-
-
-def _wait_ready(url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} not ready")
 
 
 def _value(base: str, expr: str, at: float, **extra: str) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,6 +16,7 @@ from typing import Any
 
 import httpx
 
+from service.api.settings import hash_key
 from tests.support.leaks import live_descendants, stop_pids
 from tests.support.tools import SETUP_COMMAND
 
@@ -135,6 +137,37 @@ def wait_workers_ready(stack: UpStack, timeout_s: float = 120) -> None:
     if pending:
         details = {n: httpx.get(u + "/readyz", timeout=2).text for n, u in pending.items()}
         raise AssertionError(f"workers not ready in {timeout_s}s: {details}")
+
+
+def api_keys(keys: dict[str, str]) -> str:
+    """RAGMON_API_KEYS for the tenants' keys, each with the ingest and label scopes (the simulator sends
+    offline gold labels too)."""
+    return json.dumps(
+        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in keys.items()]
+    )
+
+
+def simulator_argv(scenario: str, api: str, *args: str) -> list[str]:
+    """`ragmon simulate send SCENARIO` against the stack's API, with the further options `args`."""
+    return [sys.executable, "-m", "service.cli", "simulate", "send", scenario, "--api", api, *args]
+
+
+def with_tenant_keys(keys: dict[str, str]) -> dict[str, str]:
+    """This process's environment and the tenants' API keys, as the simulator reads them."""
+    return {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in keys.items())}
+
+
+def simulate_send(
+    scenario: str, api: str, keys: dict[str, str], *args: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Play a scenario to its end (the caller asserts on the return code and the output)."""
+    return subprocess.run(
+        simulator_argv(scenario, api, *args),
+        env=with_tenant_keys(keys),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 class AlertWatcher(threading.Thread):

@@ -32,7 +32,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,11 +43,19 @@ import httpx
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.local.prometheus import ALERTMANAGER_CONFIG
 from service.rules.cli import rendered_text
 from service.simulate.delivery import wall_time_at
-from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait_workers_ready
+from tests.e2e.stack import (
+    AlertWatcher,
+    UpStack,
+    api_keys,
+    firing_starts,
+    simulator_argv,
+    start_up,
+    wait_workers_ready,
+    with_tenant_keys,
+)
 from tests.support.leaks import live_descendants, stop_process
 from tests.support.victoriametrics import (
     VmStack,
@@ -164,9 +171,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     root = tmp_path_factory.mktemp("thumbs-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", f"metrics,{FROZEN}"))
     vm: VmStack | None = None
     try:
@@ -187,11 +192,13 @@ def _play(up: UpStack, vm: VmStack, manifest_path: Path) -> Run:
     prometheus.start()
     vm_watcher.start()
     started = time.time()
-    env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
     sim = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "simulate", "send", "thumbs_down", "--api", up.api]
-        + ["--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)],
-        env=env,
+        simulator_argv(
+            "thumbs_down",
+            up.api,
+            *("--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)),
+        ),
+        env=with_tenant_keys(KEYS),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

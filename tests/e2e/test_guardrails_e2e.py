@@ -19,9 +19,6 @@ reported cost $0.00025 vs $0.0012; false exclusion 5-7% vs ~97%).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,10 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.simulate.delivery import wall_time_at
 from service.simulate.scenario import load_scenario
-from tests.e2e.stack import AlertWatcher, UpStack, start_up, wait_workers_ready
+from tests.e2e.stack import AlertWatcher, UpStack, api_keys, simulate_send, start_up, wait_workers_ready
 from tests.e2e.trained_hhem import build as build_hhem
 
 # The module's fixture trains a tiny HHEM, starts the whole stack and sends a 32-minute scenario at
@@ -172,37 +168,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(e2e_config(hhem.model_dir, hhem.foundation_dir)))
     # the simulator sends offline gold labels: its keys carry the `label` scope
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     stack = start_up(root, config, {"RAGMON_API_KEYS": keys, "RAGMON_DEV_API_KEY": "e2e-dev-key"})
     try:
         wait_workers_ready(stack)
         watcher = AlertWatcher(stack.prometheus)
         watcher.start()
         manifest_path = root / "manifest.json"
-        env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
         t0 = time.time()
-        sim = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "service.cli",
-                "simulate",
-                "send",
-                "incidents",
-                "--api",
-                stack.api,
-                "--speed",
-                str(SPEED),
-                "--manifest",
-                str(manifest_path),
-                "--senders",
-                "2",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
+        sim = simulate_send(
+            "incidents",
+            stack.api,
+            KEYS,
+            *("--speed", str(SPEED), "--manifest", str(manifest_path), "--senders", "2"),
             timeout=900,
         )
         assert sim.returncode == 0, sim.stdout[-3000:] + sim.stderr[-3000:]

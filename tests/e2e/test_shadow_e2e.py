@@ -10,17 +10,13 @@ shadow_slower scenario (every request shadowed by a candidate 30% slower) at
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 import yaml
 
-from service.api.settings import hash_key
-from tests.e2e.stack import UpStack, start_up, wait_workers_ready
+from tests.e2e.stack import UpStack, api_keys, simulate_send, start_up, wait_workers_ready
 
 pytestmark = pytest.mark.slow
 KEY = "e2e-shadow-acme-key"
@@ -39,7 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     root = tmp_path_factory.mktemp("shadow-e2e")
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump(CONFIG))
-    keys = json.dumps([{"tenant": "acme", "key_sha256": hash_key(KEY), "scopes": ["ingest", "label"]}])
+    keys = api_keys({"acme": KEY})
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,shadow"))
     try:
         wait_workers_ready(up)
@@ -54,25 +50,7 @@ def _firing(stack: UpStack, alertname: str) -> list[dict[str, str]]:
 
 def test_a_slower_candidate_is_a_ticket_and_nothing_pages(stack: UpStack) -> None:
     started = time.time()
-    env = {**os.environ, "RAGMON_TENANT_KEYS": f"acme={KEY}"}
-    sim = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "simulate",
-            "send",
-            "shadow_slower",
-            "--api",
-            stack.api,
-            "--speed",
-            "5",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    sim = simulate_send("shadow_slower", stack.api, {"acme": KEY}, "--speed", "5", timeout=180)
     assert sim.returncode == 0, sim.stdout[-2000:] + sim.stderr[-2000:]
     deadline = time.monotonic() + 60
     while not (alerts := _firing(stack, "RagmonShadowCandidateWorse")) and time.monotonic() < deadline:

@@ -21,9 +21,6 @@ of wall time).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,9 +29,16 @@ from typing import Any
 import pytest
 import yaml
 
-from service.api.settings import hash_key
 from service.simulate.delivery import wall_time_at
-from tests.e2e.stack import AlertWatcher, UpStack, firing_starts, start_up, wait_workers_ready
+from tests.e2e.stack import (
+    AlertWatcher,
+    UpStack,
+    api_keys,
+    firing_starts,
+    simulate_send,
+    start_up,
+    wait_workers_ready,
+)
 from tests.e2e.trained_hhem import build as build_hhem
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -90,9 +94,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpStack]:
     }
     config = root / "ragmon.yaml"
     config.write_text(yaml.safe_dump({**CONFIG, "faithfulness": faithfulness}))
-    keys = json.dumps(
-        [{"tenant": t, "key_sha256": hash_key(k), "scopes": ["ingest", "label"]} for t, k in KEYS.items()]
-    )
+    keys = api_keys(KEYS)
     up = start_up(root, config, {"RAGMON_API_KEYS": keys}, extra_args=("--workers", "metrics,faithfulness"))
     try:
         wait_workers_ready(up)
@@ -106,13 +108,11 @@ def test_each_tenants_signal_fires_its_own_alert_only(stack: UpStack, tmp_path: 
     watcher.start()
     started = time.time()
     manifest_path = tmp_path / "manifest.json"
-    env = {**os.environ, "RAGMON_TENANT_KEYS": ",".join(f"{t}={k}" for t, k in KEYS.items())}
-    sim = subprocess.run(
-        [sys.executable, "-m", "service.cli", "simulate", "send", "signals", "--api", stack.api]
-        + ["--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)],
-        env=env,
-        capture_output=True,
-        text=True,
+    sim = simulate_send(
+        "signals",
+        stack.api,
+        KEYS,
+        *("--speed", str(SPEED), "--senders", "2", "--manifest", str(manifest_path)),
         timeout=600,
     )
     time.sleep(3)  # the last evaluation lands

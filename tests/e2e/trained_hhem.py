@@ -20,12 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification
+from transformers import PreTrainedTokenizerFast, T5ForTokenClassification
 
 from service.simulate.records import TraceFacts
 from service.simulate.scenario import load_scenario, parse_scenario
 from service.simulate.stream import generate_events
-from tests.workers.faithfulness.hhem_builder import HHEM_PROMPT, save_hhem, train_tokenizer
+from tests.workers.faithfulness.hhem_builder import HHEM_PROMPT, save_hhem, small_config, train_tokenizer
 
 CACHE = Path("/tmp/ragmon-e2e-hhem")
 VERSION = "2"
@@ -73,24 +73,6 @@ def _balanced(pairs: list[tuple[str, str, int]], rng: random.Random) -> list[tup
     return chosen
 
 
-def _config(vocab: int) -> T5Config:
-    return T5Config(
-        vocab_size=vocab,
-        d_model=64,
-        d_kv=16,
-        d_ff=128,
-        num_layers=2,
-        num_decoder_layers=2,
-        num_heads=4,
-        relative_attention_num_buckets=32,
-        relative_attention_max_distance=128,
-        feed_forward_proj="gated-gelu",
-        pad_token_id=0,
-        eos_token_id=1,
-        dropout_rate=0.0,
-    )
-
-
 def _encode(tok: PreTrainedTokenizerFast, batch: list[tuple[str, str, int]]) -> dict[str, torch.Tensor]:
     texts = [HHEM_PROMPT.format(text1=p, text2=h) for p, h, _ in batch]
     return tok(texts, return_tensors="pt", padding=True, truncation=True, max_length=192)
@@ -110,7 +92,7 @@ def build(root: Path = CACHE, steps: int = 120) -> TrainedHHEM:
     foundation.mkdir(parents=True, exist_ok=True)
     texts = [HHEM_PROMPT.format(text1="a", text2="b")] + [t for p, h, _ in train for t in (p, h)]
     tokenizer = train_tokenizer(foundation / "tokenizer.json", texts, vocab_size=2000)
-    config = _config(tokenizer.get_vocab_size())
+    config = small_config(tokenizer.get_vocab_size(), d_model=64, d_kv=16, d_ff=128, dropout_rate=0.0)
     config.to_json_file(str(foundation / "config.json"))
     tok = PreTrainedTokenizerFast(
         tokenizer_file=str(foundation / "tokenizer.json"),

@@ -397,14 +397,9 @@ class FaithfulnessDriver:
 
 def tiny_hhem_checkpoint(root: Path) -> str:
     """Build the tiny HHEM look-alike the faithfulness tests use, under root; returns its directory."""
-    from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+    from tests.workers.faithfulness.hhem_builder import random_hhem
 
-    foundation = root / "flan-t5-tiny"
-    foundation.mkdir(parents=True, exist_ok=True)
-    tokenizer = train_tokenizer(foundation / "tokenizer.json")
-    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
-    config.to_json_file(str(foundation / "config.json"))
-    save_hhem(random_model(config, seed=1234), root / "hhem", str(foundation))
+    random_hhem(root / "flan-t5-tiny", root / "hhem", str(root / "flan-t5-tiny"), seed=1234)
     return str(root / "hhem")
 
 

@@ -105,21 +105,33 @@ def start_vmalert(stack: VmStack, rules: Path, vm: str, alertmanager: str, inter
     return stack.start("vmalert", argv, port)
 
 
-def start_alertmanager(stack: VmStack, config: Path) -> str:
+def alertmanager_binary() -> str:
+    """The installed Alertmanager; the test is skipped without one (failed in CI, which installs it)."""
     binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
     if binary is None:
         if os.environ.get("CI"):
             pytest.fail("alertmanager missing in CI: .ci/run installs prometheus-alertmanager")
         pytest.skip("alertmanager not installed (apt-get install prometheus-alertmanager)")
-    port = free_port()
-    argv = [
+    return binary
+
+
+def alertmanager_argv(binary: str, config: Path, port: int, storage: Path) -> list[str]:
+    """A lone Alertmanager (no cluster) on 127.0.0.1:`port`."""
+    return [
         binary,
         f"--config.file={config}",
         f"--web.listen-address=127.0.0.1:{port}",
-        f"--storage.path={stack.workdir / 'alertmanager'}",
+        f"--storage.path={storage}",
         "--cluster.listen-address=",
     ]
-    return stack.start("alertmanager", argv, port)
+
+
+def start_alertmanager(stack: VmStack, config: Path) -> str:
+    binary = alertmanager_binary()
+    port = free_port()
+    return stack.start(
+        "alertmanager", alertmanager_argv(binary, config, port, stack.workdir / "alertmanager"), port
+    )
 
 
 def wait_http(url: str, timeout_s: float = 30) -> None:

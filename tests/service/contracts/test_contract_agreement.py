@@ -33,22 +33,8 @@ from service.contracts import events as E
 from service.contracts import fast as F
 from service.contracts import views as V
 from service.contracts import vocabulary as L
-from workers.drift.views import VIEWS as DRIFT
-from workers.exclusion.views import VIEWS as EXCLUSION
+from tests.service.contracts.test_views import WORKER_VIEWS
 from workers.exclusion.views import ContextDocument
-from workers.faithfulness.views import VIEWS as FAITHFULNESS
-from workers.metrics.views import VIEWS as METRICS
-from workers.review.views import VIEWS as REVIEW
-from workers.shadow.views import VIEWS as SHADOW
-
-WORKER_VIEWS: dict[str, dict[str, type[V.View]]] = {
-    "metrics": METRICS,
-    "exclusion": EXCLUSION,
-    "drift": DRIFT,
-    "shadow": SHADOW,
-    "review": REVIEW,
-    "faithfulness": FAITHFULNESS,
-}
 
 # -- shapes: one description of a field's type and rules, from either side -------------------------
 
@@ -595,7 +581,8 @@ def test_an_event_breaking_one_rule_is_refused_by_whoever_checks_it(
 
 
 def test_reads_follows_the_fields_a_view_names() -> None:
-    assert _reads(METRICS["trace"], ("timings",)) and not _reads(DRIFT["trace"], ("timings",))
-    assert _reads(REVIEW["trace"], ("retrieval", "documents", 0, "text"))
-    assert not _reads(REVIEW["trace"], ("retrieval", "documents", 0, "metadata"))
+    metrics, drift, review = (WORKER_VIEWS[worker]["trace"] for worker in ("metrics", "drift", "review"))
+    assert _reads(metrics, ("timings",)) and not _reads(drift, ("timings",))
+    assert _reads(review, ("retrieval", "documents", 0, "text"))
+    assert not _reads(review, ("retrieval", "documents", 0, "metadata"))
     assert all(_views_of(etype) for etype in ("trace", "feedback", "release", "label"))

@@ -10,7 +10,7 @@ import pytest
 from service.local.embedded import free_port
 from tests.service.local.test_up_supervisor import running_up
 from tests.support.kafka import wait_until
-from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+from tests.workers.faithfulness.hhem_builder import random_hhem
 
 
 @pytest.mark.slow
@@ -32,11 +32,7 @@ def test_without_the_model_up_says_faithfulness_is_off_why_and_the_fix(tmp_path:
 def test_with_models_fetched_up_uses_them(tmp_path: Path) -> None:
     """A directory with the files `ragmon models fetch` writes (a tiny checkpoint of HHEM's layout here)."""
     models = tmp_path / "models"
-    (models / "flan-t5-base").mkdir(parents=True)
-    tokenizer = train_tokenizer(models / "flan-t5-base" / "tokenizer.json")
-    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
-    config.to_json_file(str(models / "flan-t5-base" / "config.json"))
-    save_hhem(random_model(config, seed=3), models / "hhem-2.1-open", "google/flan-t5-base")
+    random_hhem(models / "flan-t5-base", models / "hhem-2.1-open", "google/flan-t5-base", seed=3)
     with running_up(tmp_path, "--workers", "faithfulness", cwd=tmp_path) as up:
         wait_until(lambda: "Faithfulness: on" in up.text(), 90, what="the faithfulness worker on")
         assert f"Faithfulness: using {models}" in up.text()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from service.local.embedded import free_port
-from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+from tests.workers.faithfulness.hhem_builder import random_hhem
 from workers.faithfulness.loader import load_hhem
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,12 +37,7 @@ def ragmon(*argv: str, env: dict[str, str] | None = None) -> subprocess.Complete
 @pytest.fixture(scope="module")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("models")
-    foundation = root / "flan-t5-base"
-    foundation.mkdir()
-    tokenizer = train_tokenizer(foundation / "tokenizer.json")
-    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
-    config.to_json_file(str(foundation / "config.json"))
-    save_hhem(random_model(config, seed=5), root / "hhem-2.1-open", "google/flan-t5-base")
+    random_hhem(root / "flan-t5-base", root / "hhem-2.1-open", "google/flan-t5-base", seed=5)
     return root
 
 

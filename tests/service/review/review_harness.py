@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from service.api.settings import ApiSettings
 from service.contracts import reviewdb
+from service.review.store import LabelInput, ReviewStore, open_pool
 from tests.service.api.api_harness import key_entry
 from tests.workers.review.helpers import exclusion_event, faithfulness_event, trace_event
 from workers.review.config import ReviewConfig
@@ -79,6 +80,27 @@ def item_ids(database_url: str, tenant: str = "acme") -> list[int]:
         return [
             r[0] for r in conn.execute("SELECT id FROM review_item WHERE tenant = %s ORDER BY id", (tenant,))
         ]
+
+
+def label_every_item(database_url: str, label: Callable[[int], LabelInput]) -> None:
+    """Assign each of acme's queued items to ann and save, as ann, the label `label(n)` gives for its
+    trace `trace-n`."""
+    pool = open_pool(database_url, max_size=2)
+    store = ReviewStore(pool)
+    try:
+        for item_id in item_ids(database_url):
+            with pool.connection() as conn:
+                row = conn.execute("SELECT trace_id FROM review_item WHERE id = %s", (item_id,)).fetchone()
+                conn.execute(
+                    "INSERT INTO review_assignment (item_id, reviewer, expires_at) "
+                    "VALUES (%s, 'ann', now() + interval '1 hour') ON CONFLICT DO NOTHING",
+                    (item_id,),
+                )
+            assert row is not None
+            n = int(row[0].split("-")[1])
+            store.save_label(item_id, "acme", "ann", label(n))
+    finally:
+        pool.close()
 
 
 def csrf_of(page: str) -> str:

@@ -14,8 +14,8 @@ from service.contracts import reviewdb
 from service.review.calibrate import in_selection_half
 from service.review.refusals import RefusalItem, at_threshold, best_threshold, error_rates, refusal_report
 from service.review.reports import refusals_report
-from service.review.store import LabelInput, ReviewStore, open_pool
-from tests.service.review.review_harness import item_ids, seed_queue
+from service.review.store import LabelInput
+from tests.service.review.review_harness import label_every_item, seed_queue
 from tests.service.review.test_review_reports import _ragmon
 
 
@@ -107,22 +107,7 @@ def test_calibrate_refusals_from_the_store(review_db_url: str, redis_client: red
         }
 
     seed_queue(review_db_url, redis_client, numbers, overrides={n: trace(n) for n in numbers})
-    pool = open_pool(review_db_url, max_size=2)
-    store = ReviewStore(pool)
-    try:
-        for item_id in item_ids(review_db_url):
-            with pool.connection() as conn:
-                row = conn.execute("SELECT trace_id FROM review_item WHERE id = %s", (item_id,)).fetchone()
-                conn.execute(
-                    "INSERT INTO review_assignment (item_id, reviewer, expires_at) "
-                    "VALUES (%s, 'ann', now() + interval '1 hour') ON CONFLICT DO NOTHING",
-                    (item_id,),
-                )
-            assert row is not None
-            n = int(row[0].split("-")[1])
-            store.save_label(item_id, "acme", "ann", LabelInput(True, n <= 20, [], None, None))
-    finally:
-        pool.close()
+    label_every_item(review_db_url, lambda n: LabelInput(True, n <= 20, [], None, None))
     with reviewdb.connect(review_db_url) as conn:
         report = refusals_report(conn, "acme", max_false_answers=0.0, min_labels=10)
     assert (report["answerable"], report["not_answerable"], report["with_confidence"]) == (20, 20, 40)

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 from service.contracts import reviewdb
 from service.review.reports import signals_report
 from service.review.signals import SignalItem, signal_report, verdict
-from service.review.store import LabelInput, ReviewStore, open_pool
-from tests.service.review.review_harness import item_ids, seed_queue
+from service.review.store import LabelInput
+from tests.service.review.review_harness import label_every_item, seed_queue
 from tests.service.review.test_review_reports import _ragmon
 from tests.workers.review.helpers import feedback_event
 from workers.review.config import ReviewConfig
@@ -79,22 +79,7 @@ def test_calibrate_signals_from_the_store(review_db_url: str, redis_client: redi
         )
     finally:
         proc.close()
-    pool = open_pool(review_db_url, max_size=2)
-    store = ReviewStore(pool)
-    try:
-        for item_id in item_ids(review_db_url):
-            with pool.connection() as conn:
-                row = conn.execute("SELECT trace_id FROM review_item WHERE id = %s", (item_id,)).fetchone()
-                conn.execute(
-                    "INSERT INTO review_assignment (item_id, reviewer, expires_at) "
-                    "VALUES (%s, 'ann', now() + interval '1 hour') ON CONFLICT DO NOTHING",
-                    (item_id,),
-                )
-            assert row is not None
-            n = int(row[0].split("-")[1])
-            store.save_label(item_id, "acme", "ann", LabelInput(n > 6, True, [], None, None))
-    finally:
-        pool.close()
+    label_every_item(review_db_url, lambda n: LabelInput(n > 6, True, [], None, None))
     with reviewdb.connect(review_db_url) as conn:
         report = signals_report(conn, "acme", min_labels=3)
     assert (report["n"], report["wrong"], report["right"]) == (12, 6, 6)

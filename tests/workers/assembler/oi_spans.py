@@ -25,6 +25,18 @@ def store_records(assembler: Assembler, records: list[Any]) -> int:
     return sum(isinstance(e, Undecodable) for e in decoded)
 
 
+def bare_span(trace_id: bytes, name: str, start_ns: int, duration_ms: float, parent: bytes = b"") -> Span:
+    """A span with a fresh id and its times, no attributes: what each convention's builder starts from."""
+    return Span(
+        trace_id=trace_id,
+        span_id=os.urandom(8),
+        parent_span_id=parent,
+        name=name,
+        start_time_unix_nano=start_ns,
+        end_time_unix_nano=start_ns + int(duration_ms * MS),
+    )
+
+
 def oi_span(
     trace_id: bytes,
     kind: str | None,
@@ -34,14 +46,7 @@ def oi_span(
     parent: bytes = b"",
     attrs: dict[str, Any] | None = None,
 ) -> Span:
-    span = Span(
-        trace_id=trace_id,
-        span_id=os.urandom(8),
-        parent_span_id=parent,
-        name=name,
-        start_time_unix_nano=start_ns,
-        end_time_unix_nano=start_ns + int(duration_ms * MS),
-    )
+    span = bare_span(trace_id, name, start_ns, duration_ms, parent)
     merged = {"openinference.span.kind": kind, **(attrs or {})} if kind else dict(attrs or {})
     for key, value in merged.items():
         if isinstance(value, list):

@@ -12,7 +12,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from service.contracts import TraceBody
-from tests.workers.assembler.oi_spans import MS
+from tests.workers.assembler.oi_spans import MS, bare_span
 from workers.assembler.documents import content_id
 from workers.assembler.mapping import Assembled, TraceSpans, assemble
 from workers.assembler.readers import read
@@ -49,14 +49,7 @@ def genai_span(
     attrs: dict[str, Any] | None = None,
     failed: bool = False,
 ) -> Span:
-    span = Span(
-        trace_id=trace_id,
-        span_id=os.urandom(8),
-        parent_span_id=parent,
-        name=name,
-        start_time_unix_nano=start_ns,
-        end_time_unix_nano=start_ns + int(duration_ms * MS),
-    )
+    span = bare_span(trace_id, name, start_ns, duration_ms, parent)
     for key, value in (attrs or {}).items():
         _set(span.attributes.add(key=key).value, value)
     if failed:

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from service.api.redaction import Pseudonymizer
 from tests.service.api.api_events import ACME_KEY
-from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi, api_settings
+from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi
 from tests.workers.assembler.genai_app import QUESTION
 from tests.workers.assembler.oi_spans import store_records
 from workers.assembler.__main__ import build_store
@@ -98,15 +98,6 @@ def model_url() -> Iterator[str]:
     server.shutdown()
     server.server_close()
     thread.join(5)
-
-
-@pytest.fixture
-def api(
-    kafka_bootstrap: str, redis_url: str, topic_prefix: str, redis_client: redis.Redis
-) -> Iterator[RunningApi]:
-    running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix)).start()
-    yield running
-    running.stop()
 
 
 def _run_app(mode: str, api: RunningApi, model_url: str) -> str:

@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 from service.api.redaction import Pseudonymizer
 from tests.service.api.api_events import ACME_KEY
-from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi, api_settings
+from tests.service.api.api_harness import PSEUDONYM_KEY, KafkaReader, RunningApi
 from tests.workers.assembler.oi_spans import store_records
 from workers.assembler.__main__ import build_store
 from workers.assembler.assembler import Assembler
@@ -73,15 +73,6 @@ def rag_chain() -> Runnable[str, str]:
         lambda docs: "\n".join(d.page_content for d in docs)
     )
     return {"context": context, "question": RunnablePassthrough()} | prompt | llm | StrOutputParser()
-
-
-@pytest.fixture
-def api(
-    kafka_bootstrap: str, redis_url: str, topic_prefix: str, redis_client: redis.Redis
-) -> Iterator[RunningApi]:
-    running = RunningApi(api_settings(kafka_bootstrap, redis_url, topic_prefix)).start()
-    yield running
-    running.stop()
 
 
 @pytest.fixture

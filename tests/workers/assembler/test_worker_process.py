@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,14 +21,6 @@ from workers.runtime.decode import Undecodable, decode_record
 TRACES = 300
 
 
-@pytest.fixture
-def processes() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for proc in started:
-        proc.stop()
-
-
 @pytest.mark.slow
 def test_kill9_then_restart_emits_every_trace_once(
     kafka_bootstrap: str,
@@ -37,7 +28,7 @@ def test_kill9_then_restart_emits_every_trace_once(
     topic_prefix: str,
     redis_client: object,
     tmp_path: Path,
-    processes: list[WorkerProcess],
+    workers: list[WorkerProcess],
 ) -> None:
     settings = CommonSettings(
         kafka_bootstrap_servers=kafka_bootstrap, kafka_topic_prefix=topic_prefix, kafka_partitions=4
@@ -60,13 +51,13 @@ def test_kill9_then_restart_emits_every_trace_once(
     kafka = KafkaReader(kafka_bootstrap)
 
     first = WorkerProcess("workers.assembler", env, LOG_DIR / f"{topic_prefix}-assembler-1.log")
-    processes.append(first)
+    workers.append(first)
     wait_until(lambda: len(kafka.records(settings.topics.traces)) >= 40, 60, what="some traces emitted")
     assert first.total("ragmon_worker_events_total", worker="assembler", outcome="processed") > 0
     first.kill9()
 
     second = WorkerProcess("workers.assembler", env, LOG_DIR / f"{topic_prefix}-assembler-2.log")
-    processes.append(second)
+    workers.append(second)
     wait_ready(second)
 
     def emitted_ids() -> set[str]:

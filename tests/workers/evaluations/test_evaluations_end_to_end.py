@@ -24,8 +24,8 @@ from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, stored
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.evaluations.collector import Collector, attributes
-from tests.workers.evaluations.test_evaluations_processor import TRACE, signal
-from tests.workers.phoenix.phoenix_data import faithfulness_score, rag_trace, wait_for
+from tests.workers.evaluations.test_evaluations_processor import TRACE
+from tests.workers.phoenix.phoenix_data import faithfulness_score, rag_trace, reformulation, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,11 @@ def test_evaluations_reach_the_endpoint_once_across_an_outage(
         key, value, headers = encode_span_record("acme", otlp.trace_id, otlp.data)
         producer.send(topics.spans, key=key, value=value, headers=headers)
         score = faithfulness_score(TRACE, score=0.9, mode="answer")
-        for event in (signal(TRACE), score, faithfulness_score(otlp.trace_id, score=0.1, mode="answer")):
+        for event in (
+            reformulation(TRACE),
+            score,
+            faithfulness_score(otlp.trace_id, score=0.1, mode="answer"),
+        ):
             key, value, headers = score_record(event)
             producer.send(topics.scores, key=key, value=value, headers=headers)
         producer.flush(timeout=10)

@@ -21,11 +21,15 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
-from service.contracts.scores import ImplicitSignalEvent, signal_event_id
 from service.local.embedded import free_port
 from tests.support.decoded import decoded_event
 from tests.workers.evaluations.collector import Collector, attributes
-from tests.workers.phoenix.phoenix_data import exclusion_result, faithfulness_score, score_event
+from tests.workers.phoenix.phoenix_data import (
+    exclusion_result,
+    faithfulness_score,
+    reformulation,
+    score_event,
+)
 from workers.evaluations.metrics import EvaluationsMetrics
 from workers.evaluations.processor import CollectorUnavailable, EvaluationExporter
 from workers.evaluations.records import EVENT_NAME
@@ -52,21 +56,6 @@ def exporter(collector: Collector, **settings: Any) -> tuple[EvaluationExporter,
 
 def value(registry: CollectorRegistry, name: str, **labels: str) -> float:
     return registry.get_sample_value(name, labels) or 0.0
-
-
-def signal(trace_id: str) -> ImplicitSignalEvent:
-    source = uuid.uuid4()
-    now = datetime.now(UTC)
-    return ImplicitSignalEvent(
-        event_id=signal_event_id(source, "reformulation"),
-        source_event_id=source,
-        tenant="acme",
-        trace_id=trace_id,
-        signal="reformulation",
-        by_trace_id="f" * 32,
-        trace_timestamp=now,
-        scored_at=now,
-    )
 
 
 def label(trace_id: str, **body: Any) -> Event:
@@ -192,11 +181,11 @@ def test_a_trace_id_that_is_no_otlp_trace_id_is_sent_without_one(collector: Coll
 
 def test_implicit_signals_and_gold_only_labels_are_skipped(collector: Collector) -> None:
     exp, registry = exporter(collector)
-    exp.process([score_event(signal(TRACE)), label(TRACE, gold_ids=["d1"])])
+    exp.process([score_event(reformulation(TRACE)), label(TRACE, gold_ids=["d1"])])
     assert collector.posts == 0
     assert value(registry, "ragmon_evaluations_skipped_total", reason="implicit_signal") == 1
     assert value(registry, "ragmon_evaluations_skipped_total", reason="gold_only") == 1
-    exp.process([score_event(signal(TRACE)), score_event(faithfulness_score(TRACE, mode="answer"))])
+    exp.process([score_event(reformulation(TRACE)), score_event(faithfulness_score(TRACE, mode="answer"))])
     assert len(collector.records()) == 1  # only the score
 
 

@@ -95,19 +95,6 @@ def generate(anchor: datetime) -> tuple[list[SimEvent], dict[str, Any]]:
     return events, build_manifest(scenario, ledger, anchor, "generate", {})
 
 
-def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, Any]:
-    """The record the API would produce for this event."""
-    return {
-        "schema_version": 1,
-        "id": sim.id,
-        "type": sim.type,
-        "tenant": sim.tenant,
-        "body": sim.body,
-        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(),
-        "received_at": datetime.now(UTC).isoformat(),
-    }
-
-
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]  # as tests.support.workers.parse_metrics
 
 

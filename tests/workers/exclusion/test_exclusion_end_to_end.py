@@ -19,6 +19,7 @@ import yaml
 from service.contracts import Topics
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, wait_until
+from tests.support.simulated import stored_record
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
 from tests.workers.exclusion.exclusion_sim import (
     WORKER_CONFIG,
@@ -27,7 +28,6 @@ from tests.workers.exclusion.exclusion_sim import (
     generate,
     phase_of,
     production_rate,
-    stored_record,
     truth_counts,
     worker_counts,
 )

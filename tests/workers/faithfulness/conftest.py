@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 from transformers import PreTrainedTokenizerFast
 
-from tests.workers.faithfulness.hhem_builder import (
-    TinyHHEM,
-    random_model,
-    save_hhem,
-    small_config,
-    train_tokenizer,
-)
+from tests.workers.faithfulness.hhem_builder import TinyHHEM, random_hhem
 from workers.faithfulness.loader import LoadedModel, load_hhem
 
 
@@ -23,12 +17,7 @@ from workers.faithfulness.loader import LoadedModel, load_hhem
 def tiny_hhem(tmp_path_factory: pytest.TempPathFactory) -> TinyHHEM:
     root = tmp_path_factory.mktemp("hhem")
     foundation = root / "flan-t5-tiny"
-    foundation.mkdir()
-    tokenizer = train_tokenizer(foundation / "tokenizer.json")
-    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
-    config.to_json_file(str(foundation / "config.json"))
-    model = random_model(config, seed=1234)
-    save_hhem(model, root / "hhem", str(foundation))
+    model = random_hhem(foundation, root / "hhem", str(foundation), seed=1234)
     reference_tokenizer = PreTrainedTokenizerFast(
         tokenizer_file=str(foundation / "tokenizer.json"),
         pad_token="<pad>",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from service.contracts import StoredEvent
 from service.contracts.views import record_decoder
-from service.simulate.records import SimEvent
 from workers.faithfulness.views import FaithfulnessTrace
 from workers.runtime.types import Event, SourceRecord
 
@@ -71,16 +70,3 @@ class CollectingEmitter:
 
     def wait(self, timeout_s: float = 15.0) -> None:
         """Nothing to wait for: records are kept in memory as they are emitted."""
-
-
-def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, Any]:
-    """The Kafka record value the API would write for a simulated event."""
-    return {
-        "schema_version": 1,
-        "id": sim.id,
-        "type": sim.type,
-        "tenant": sim.tenant,
-        "body": sim.body,
-        "timestamp": (anchor + timedelta(seconds=sim.at_s)).isoformat(),
-        "received_at": datetime.now(UTC).isoformat(),
-    }

@@ -15,6 +15,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -83,12 +84,14 @@ def train_tokenizer(
     return tokenizer
 
 
-def small_config(vocab_size: int) -> T5Config:
+def small_config(vocab_size: int, d_model: int = 32, d_kv: int = 8, d_ff: int = 48, **extra: Any) -> T5Config:
+    """A tiny T5 of the HHEM's architecture; larger sizes and `extra` settings (dropout) for one that is
+    trained (tests/e2e/trained_hhem.py)."""
     return T5Config(
         vocab_size=vocab_size,
-        d_model=32,
-        d_kv=8,
-        d_ff=48,
+        d_model=d_model,
+        d_kv=d_kv,
+        d_ff=d_ff,
         num_layers=2,
         num_decoder_layers=2,
         num_heads=4,
@@ -97,6 +100,7 @@ def small_config(vocab_size: int) -> T5Config:
         feed_forward_proj="gated-gelu",
         pad_token_id=0,
         eos_token_id=1,
+        **extra,
     )
 
 
@@ -127,6 +131,18 @@ def save_hhem(
         "torch_dtype": "float32",
     }
     (directory / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def random_hhem(foundation: Path, directory: Path, named: str, seed: int) -> T5ForTokenClassification:
+    """An untrained tiny HHEM in `directory` (its config naming the foundation `named`), the foundation's
+    tokenizer and T5 config in `foundation`; returns the model."""
+    foundation.mkdir(parents=True, exist_ok=True)
+    tokenizer = train_tokenizer(foundation / "tokenizer.json")
+    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
+    config.to_json_file(str(foundation / "config.json"))
+    model = random_model(config, seed=seed)
+    save_hhem(model, directory, named)
+    return model
 
 
 @dataclass

@@ -27,8 +27,8 @@ from service.simulate.scenario import parse_scenario
 from service.simulate.stream import generate_events
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, read_all, wait_until
+from tests.support.simulated import stored_record
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
-from tests.workers.faithfulness.faithfulness_events import stored_record
 from tests.workers.faithfulness.hhem_builder import TinyHHEM
 from workers.faithfulness.sampling import sampled
 

@@ -43,14 +43,6 @@ def api(kafka_bootstrap: str, redis_url: str, topic_prefix: str) -> Iterator[Run
     running.stop()
 
 
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for w in started:
-        w.stop()
-
-
 def send(api: RunningApi, duration_s: int, seed: int) -> dict[str, Any]:
     scenario = load_scenario("clean").with_overrides(duration_s=duration_s, seed=seed)
     cfg = SendConfig(api=api.url, keys={"acme": ACME_KEY, "globex": GLOBEX_KEY}, fast=True, batch_size=200)

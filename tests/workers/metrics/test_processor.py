@@ -123,39 +123,19 @@ def test_feedback_after_its_trace_joins_at_once(setup: tuple[MetricsProcessor, C
     assert val(reg, "ragmon_feedback_parked_total", tenant="acme") == 0
 
 
+# The labels of a trace_body(n) trace: what feedback joined to one is counted under.
+JOINED = {"tenant": "acme", "variant": "production", "release": "v1", "intent": "billing"}
+
+
 def test_feedback_before_its_trace_waits_then_joins(
     setup: tuple[MetricsProcessor, CollectorRegistry],
 ) -> None:
     proc, reg = setup
     proc.process([as_event(feedback("trace-5", kind="regenerate", value=None, reason=None))])
     assert val(reg, "ragmon_feedback_parked_total", tenant="acme") == 1
-    assert (
-        val(
-            reg,
-            "ragmon_feedback_total",
-            tenant="acme",
-            variant="production",
-            release="v1",
-            intent="billing",
-            kind="regenerate",
-            reason="none",
-        )
-        == 0
-    )
+    assert val(reg, "ragmon_feedback_total", **JOINED, kind="regenerate", reason="none") == 0
     proc.process([as_event(stored("trace", trace_body(5)))])
-    assert (
-        val(
-            reg,
-            "ragmon_feedback_total",
-            tenant="acme",
-            variant="production",
-            release="v1",
-            intent="billing",
-            kind="regenerate",
-            reason="none",
-        )
-        == 1
-    )
+    assert val(reg, "ragmon_feedback_total", **JOINED, kind="regenerate", reason="none") == 1
     proc.tick(datetime.now(UTC).timestamp() + 3600)
     assert val(reg, "ragmon_feedback_unjoined_total", tenant="acme", kind="regenerate", reason="none") == 0
 
@@ -234,9 +214,6 @@ def test_variant_labels_are_capped(redis_client: redis.Redis) -> None:
     for i, v in enumerate(["a", "b", "c", "d"]):
         proc.process([as_event(stored("trace", trace_body(i, variant=v)))])
     assert val(registry, "ragmon_rag_queries_total", tenant="acme", variant="other", intent="billing") == 2
-
-
-JOINED = {"tenant": "acme", "variant": "production", "release": "v1", "intent": "billing"}
 
 
 def test_thumbs_up_and_down_are_counted_apart(setup: tuple[MetricsProcessor, CollectorRegistry]) -> None:

@@ -22,6 +22,7 @@ from service.contracts.scores import (
     UnsupportedSentence,
     exclusion_event_id,
     score_event_id,
+    signal_event_id,
 )
 from service.contracts.spans import encode_span_record
 from tests.support.phoenix import PhoenixServer
@@ -103,6 +104,19 @@ def spans_event(trace: OtlpTrace, tenant: str = "acme", offset: int = 0) -> Even
     return decoded
 
 
+def _scored_trace(source: uuid.UUID, trace_id: str, tenant: str) -> dict[str, Any]:
+    """The fields every score event of a production trace carries: where it came from and when."""
+    return {
+        "source_event_id": source,
+        "tenant": tenant,
+        "trace_id": trace_id,
+        "request_id": f"r-{trace_id}",
+        "variant": "production",
+        "trace_timestamp": datetime.now(UTC),
+        "scored_at": datetime.now(UTC),
+    }
+
+
 def faithfulness_score(
     trace_id: str,
     *,
@@ -116,43 +130,24 @@ def faithfulness_score(
         [UnsupportedSentence(index=1, text="Refunds take 5 days.", score=0.08)] if mode == "sentences" else []
     )
     extra: dict[str, Any] = {"sentences_total": 2, "sentences_supported": 1} if mode == "sentences" else {}
+    common: dict[str, Any] = {
+        "event_id": score_event_id(source, mode, "sha256:abc"),
+        **_scored_trace(source, trace_id, tenant),
+        "mode": mode,
+        "threshold": 0.5,
+        "model": ModelRef(source="/models/hhem", revision="sha256:abc"),
+        "app_sample_rate": 1.0,
+        "scorer_sample_rate": 1.0,
+    }
     if outcome == "no_claims":
-        return FaithfulnessScoreEvent(
-            event_id=score_event_id(source, mode, "sha256:abc"),
-            source_event_id=source,
-            tenant=tenant,
-            trace_id=trace_id,
-            request_id=f"r-{trace_id}",
-            variant="production",
-            trace_timestamp=datetime.now(UTC),
-            scored_at=datetime.now(UTC),
-            outcome="no_claims",
-            no_claims_reason="refused",
-            mode=mode,  # type: ignore[arg-type]
-            threshold=0.5,
-            model=ModelRef(source="/models/hhem", revision="sha256:abc"),
-            app_sample_rate=1.0,
-            scorer_sample_rate=1.0,
-        )
+        return FaithfulnessScoreEvent(**common, outcome="no_claims", no_claims_reason="refused")
     return FaithfulnessScoreEvent(
-        event_id=score_event_id(source, mode, "sha256:abc"),
-        source_event_id=source,
-        tenant=tenant,
-        trace_id=trace_id,
-        request_id=f"r-{trace_id}",
-        variant="production",
+        **common,
         release="v7",
-        trace_timestamp=datetime.now(UTC),
-        scored_at=datetime.now(UTC),
         outcome="scored",
-        mode=mode,
         score=score,
-        threshold=0.5,  # type: ignore[arg-type]
         below_threshold=score < 0.5,
         unsupported_sentences=unsupported,
-        model=ModelRef(source="/models/hhem", revision="sha256:abc"),
-        app_sample_rate=1.0,
-        scorer_sample_rate=1.0,
         **extra,
     )
 
@@ -163,18 +158,28 @@ def exclusion_result(
     source = uuid.uuid4()
     return ExclusionResultEvent(
         event_id=exclusion_event_id(source, "labels"),
-        source_event_id=source,
-        tenant=tenant,
-        trace_id=trace_id,
-        request_id=f"r-{trace_id}",
-        variant="production",
-        trace_timestamp=datetime.now(UTC),
-        scored_at=datetime.now(UTC),
+        **_scored_trace(source, trace_id, tenant),
         gold_source="labels",
         eligible_gold=eligible,
         surviving_gold=eligible - len(excluded),
         falsely_excluded=None if eligible == 0 else len(excluded) == eligible,
         excluded_gold=[ExcludedGold(doc_id=d, predicates=["locale eq"]) for d in excluded],
+    )
+
+
+def reformulation(trace_id: str, *, by_trace_id: str = "f" * 32) -> ImplicitSignalEvent:
+    """An implicit signal (the query reformulated by `by_trace_id`): a score event that is no evaluation."""
+    now = datetime.now(UTC)
+    source = uuid.uuid4()
+    return ImplicitSignalEvent(
+        event_id=signal_event_id(source, "reformulation"),
+        source_event_id=source,
+        tenant="acme",
+        trace_id=trace_id,
+        signal="reformulation",
+        by_trace_id=by_trace_id,
+        trace_timestamp=now,
+        scored_at=now,
     )
 
 

@@ -8,22 +8,20 @@ which has the only read route for them).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import pytest
 import redis
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
-from service.contracts.scores import ImplicitSignalEvent, signal_event_id
 from tests.support.phoenix import PhoenixServer
 from tests.workers.phoenix.phoenix_data import (
     document_annotations,
     exclusion_result,
     faithfulness_score,
     rag_trace,
+    reformulation,
     root_span,
     score_event,
     span_annotations,
@@ -157,21 +155,6 @@ def test_a_score_waits_for_its_trace_then_lands(rig: Rig, phoenix: PhoenixServer
     assert annotation["result"]["label"] == "no_claims" and annotation["result"]["score"] is None  # type: ignore[index]
 
 
-def reformulation(trace_id: str) -> ImplicitSignalEvent:
-    now = datetime.now(UTC)
-    source = uuid.uuid4()
-    return ImplicitSignalEvent(
-        event_id=signal_event_id(source, "reformulation"),
-        source_event_id=source,
-        tenant="acme",
-        trace_id=trace_id,
-        signal="reformulation",
-        by_trace_id="later",
-        trace_timestamp=now,
-        scored_at=now,
-    )
-
-
 def test_scores_without_a_phoenix_trace_are_counted_not_kept(
     phoenix: PhoenixServer, redis_client: redis.Redis
 ) -> None:
@@ -182,7 +165,8 @@ def test_scores_without_a_phoenix_trace_are_counted_not_kept(
             [
                 score_event(faithfulness_score(never.trace_id)),
                 score_event(faithfulness_score("native-trace-42")),
-                score_event(reformulation(never.trace_id)),  # a signal, not an evaluation: skipped
+                # a signal, not an evaluation: skipped
+                score_event(reformulation(never.trace_id, by_trace_id="later")),
             ]
         )
         assert rig.count("ragmon_phoenix_annotations_total", kind="faithfulness", outcome="untraceable") == 1

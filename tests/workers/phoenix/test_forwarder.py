@@ -9,11 +9,8 @@ test_phoenix_end_to_end.py.
 
 from __future__ import annotations
 
-import gzip
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -25,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from service.local.embedded import free_port
+from tests.support.otlp_collector import OtlpCollector
 from tests.workers.phoenix.phoenix_data import rag_trace, spans_event
 from workers.forwarder.metrics import ForwarderMetrics
 from workers.forwarder.processor import PROJECT_ATTRIBUTE, CollectorUnavailable, SpanForwarder
@@ -32,47 +30,14 @@ from workers.forwarder.settings import ForwarderSettings
 from workers.runtime import collector as delivery
 
 
-class Collector:
+class Collector(OtlpCollector[ExportTraceServiceRequest]):
     def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], ExportTraceServiceRequest]] = []
-        self.answers: list[tuple[int, bytes]] = []  # scripted, in order; then 200 with an empty response
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server API
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                status, answer = collector.answers.pop(0) if collector.answers else (200, b"")
-                if status == 200:
-                    collector.requests.append(
-                        (dict(self.headers), ExportTraceServiceRequest.FromString(body))
-                    )
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args: object) -> None:
-                """Quiet: the test asserts on what was received."""
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        super().__init__("/v1/traces", ExportTraceServiceRequest.FromString)
 
     def spans_received(self) -> int:
         return sum(
             len(ss.spans) for _, req in self.requests for rs in req.resource_spans for ss in rs.scope_spans
         )
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

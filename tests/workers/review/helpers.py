@@ -53,6 +53,21 @@ def _score_event(body: FaithfulnessScoreEvent | ExclusionResultEvent, offset: in
     return Event(source("t.scores", 0, offset), s, body)
 
 
+def _scored_trace(i: int, tenant: str, variant: str) -> dict[str, Any]:
+    """The fields of a score event about trace `trace-i` (request `req-i`), scored just now."""
+    now = datetime.now(UTC)
+    return {
+        "event_id": uuid.uuid4(),
+        "source_event_id": uuid.uuid4(),
+        "tenant": tenant,
+        "trace_id": f"trace-{i}",
+        "request_id": f"req-{i}",
+        "variant": variant,
+        "trace_timestamp": now,
+        "scored_at": now,
+    }
+
+
 def faithfulness_event(
     i: int,
     score: float | None,
@@ -63,16 +78,8 @@ def faithfulness_event(
     scorer_rate: float = 0.5,
     offset: int | None = None,
 ) -> Event:
-    now = datetime.now(UTC)
     body = FaithfulnessScoreEvent(
-        event_id=uuid.uuid4(),
-        source_event_id=uuid.uuid4(),
-        tenant=tenant,
-        trace_id=f"trace-{i}",
-        request_id=f"req-{i}",
-        variant=variant,
-        trace_timestamp=now,
-        scored_at=now,
+        **_scored_trace(i, tenant, variant),
         outcome=outcome,
         no_claims_reason="refused" if outcome == "no_claims" else None,
         mode="answer",
@@ -89,16 +96,8 @@ def faithfulness_event(
 def exclusion_event(
     i: int, falsely_excluded: bool | None, tenant: str = "acme", offset: int | None = None
 ) -> Event:
-    now = datetime.now(UTC)
     body = ExclusionResultEvent(
-        event_id=uuid.uuid4(),
-        source_event_id=uuid.uuid4(),
-        tenant=tenant,
-        trace_id=f"trace-{i}",
-        request_id=f"req-{i}",
-        variant="production",
-        trace_timestamp=now,
-        scored_at=now,
+        **_scored_trace(i, tenant, "production"),
         gold_source="labels",
         eligible_gold=1,
         surviving_gold=0 if falsely_excluded else 1,

@@ -11,7 +11,7 @@ from service.contracts import Topics
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess, wait_ready
-from tests.workers.runtime.test_delivery import PROBE, probe_env, workers  # noqa: F401 - fixture
+from tests.workers.runtime.test_delivery import PROBE, probe_env
 
 N = 3000
 MAX_BATCH = 100
@@ -22,7 +22,7 @@ def test_kill_minus_nine_loses_nothing_and_redelivers_at_most_one_batch(
     redis_url: str,
     redis_client: redis.Redis,
     topic_prefix: str,
-    workers: list[WorkerProcess],  # noqa: F811 - the fixture
+    workers: list[WorkerProcess],
 ) -> None:
     topics = Topics(topic_prefix)
     env = probe_env(

@@ -27,14 +27,6 @@ def probe_env(bootstrap: str, redis_url: str, prefix: str, **extra: str) -> dict
     return worker_env(bootstrap, redis_url, prefix, **extra)
 
 
-@pytest.fixture
-def workers() -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for w in started:
-        w.stop()
-
-
 def start_probe(workers: list[WorkerProcess], env: dict[str, str], tag: str) -> WorkerProcess:
     w = WorkerProcess("probe", env, LOG_DIR / f"probe-{tag}-{len(workers)}.log", argv=PROBE)
     workers.append(w)
@@ -48,6 +40,27 @@ def send_traces(writer: RecordWriter, start: int, n: int) -> list[str]:
         writer.send_event(e)
     writer.flush()
     return [e["id"] for e in events]
+
+
+class OwnRedis:
+    """A Redis of the test's own, for an outage: killed, then restarted on its port (empty, no persistence)."""
+
+    def __init__(self) -> None:
+        self.child: ChildProcess = start_redis(log_dir=LOG_DIR)
+        self.url = f"redis://127.0.0.1:{self.child.port}/0"
+
+    def kill(self) -> None:
+        self.child.kill()
+
+    def restart(self) -> None:
+        self.child = start_redis(port=self.child.port, log_dir=LOG_DIR)
+
+
+@pytest.fixture
+def own_redis() -> Iterator[OwnRedis]:
+    own = OwnRedis()
+    yield own
+    own.child.stop()
 
 
 def test_poison_records_go_to_the_dlq_and_the_rest_is_processed(
@@ -123,10 +136,9 @@ def test_sigterm_commits_and_a_restart_resumes_from_committed_offsets(
 
 
 def test_redis_outage_pauses_commits_without_dead_letters(
-    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]
+    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess], own_redis: OwnRedis
 ) -> None:
-    own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
-    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    url = own_redis.url
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     try:
@@ -148,8 +160,7 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         )
         assert w.total("ragmon_worker_ready") == 0
 
-        restarted = start_redis(port=own_redis.port, log_dir=LOG_DIR)
-        own_redis = restarted
+        own_redis.restart()
         client = redis.Redis.from_url(url)
         # Redis came back empty (no persistence): the second batch's effects land once it is retried.
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 30, 60, what="second batch after recovery")
@@ -164,15 +175,13 @@ def test_redis_outage_pauses_commits_without_dead_letters(
         assert len(first) == 20
     finally:
         writer.close()
-        own_redis.stop()
 
 
 def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
-    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess]
+    kafka_bootstrap: str, topic_prefix: str, workers: list[WorkerProcess], own_redis: OwnRedis
 ) -> None:
     """Periodic work that calls Redis gets the batch's outage handling: not ready, retried, never fatal."""
-    own_redis: ChildProcess = start_redis(log_dir=LOG_DIR)
-    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    url = own_redis.url
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)
     try:
@@ -191,7 +200,7 @@ def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
         assert w.proc.poll() is None, w.log_text()[-3000:]
         assert committed_total(kafka_bootstrap, f"{topic_prefix}-probe", topics.traces)[0] == 0
 
-        own_redis = start_redis(port=own_redis.port, log_dir=LOG_DIR)
+        own_redis.restart()
         client = redis.Redis.from_url(url)
         wait_until(lambda: client.hlen("ragmon:probe:effect") == 25, 60, what="effects after recovery")
         assert {k.decode() for k in client.hkeys("ragmon:probe:effect")} == set(sent)
@@ -205,7 +214,6 @@ def test_redis_gone_while_idle_and_ticking_is_an_outage_not_a_crash(
         assert "periodic work failed (ConnectionError" in w.log_text()
     finally:
         writer.close()
-        own_redis.stop()
 
 
 def test_dead_letter_flood_halts_the_worker_without_committing(

@@ -13,7 +13,7 @@ import redis
 from service.contracts import Topics
 from tests.support.kafka import RecordWriter, read_all, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess
-from tests.workers.runtime.test_delivery import probe_env, send_traces, start_probe, workers  # noqa: F401 - fixture
+from tests.workers.runtime.test_delivery import probe_env, send_traces, start_probe
 from workers.runtime.reasons import DeadLetterReason
 
 
@@ -22,7 +22,7 @@ def test_a_poison_record_is_dead_lettered_alone_and_its_batch_is_processed(
     redis_url: str,
     redis_client: redis.Redis,
     topic_prefix: str,
-    workers: list[WorkerProcess],  # noqa: F811 - the fixture
+    workers: list[WorkerProcess],
 ) -> None:
     topics = Topics(topic_prefix)
     writer = RecordWriter(kafka_bootstrap, topics)

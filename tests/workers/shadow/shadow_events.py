@@ -62,12 +62,14 @@ def trace_event(body: dict[str, Any], tenant: str = "acme", event_id: uuid.UUID 
     return decoded_event(stored, VIEWS, topic="test.traces", offset=next(_offsets))
 
 
-def score_event(
+def score_body(
     request_id: str, variant: str, score: float, tenant: str = "acme", threshold: float = 0.5
-) -> Event:
+) -> FaithfulnessScoreEvent:
+    """The answer-mode faithfulness score of `variant`'s trace for `request_id`; its ids derive from
+    (tenant, variant, request_id), so sending it again is a duplicate."""
     source_id = uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{variant}/{request_id}")
     now = datetime.now(UTC)
-    body = FaithfulnessScoreEvent(
+    return FaithfulnessScoreEvent(
         event_id=score_event_id(source_id, "answer", "rev"),
         source_event_id=source_id,
         tenant=tenant,
@@ -85,12 +87,18 @@ def score_event(
         app_sample_rate=1.0,
         scorer_sample_rate=1.0,
     )
+
+
+def score_event(
+    request_id: str, variant: str, score: float, tenant: str = "acme", threshold: float = 0.5
+) -> Event:
+    body = score_body(request_id, variant, score, tenant, threshold)
     envelope: dict[str, Any] = {
         "id": body.event_id,
         "type": "score",
         "tenant": tenant,
-        "timestamp": now,
-        "received_at": now,
+        "timestamp": body.scored_at,
+        "received_at": body.scored_at,
         "body": {},
     }
     stored = StoredEvent.model_construct(**envelope)

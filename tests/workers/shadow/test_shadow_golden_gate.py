@@ -192,15 +192,10 @@ def test_an_item_without_an_output_is_an_error_not_a_smaller_comparison() -> Non
 def test_hhem_scores_with_the_faithfulness_workers_loader_when_the_files_are_there(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tests.workers.faithfulness.hhem_builder import random_model, save_hhem, small_config, train_tokenizer
+    from tests.workers.faithfulness.hhem_builder import random_hhem
 
     models = tmp_path / "models"  # laid out as `ragmon models fetch --dir models` lays it out
-    foundation = models / "flan-t5-base"
-    foundation.mkdir(parents=True)
-    tokenizer = train_tokenizer(foundation / "tokenizer.json")
-    config = small_config(vocab_size=max(320, tokenizer.get_vocab_size()))
-    config.to_json_file(str(foundation / "config.json"))
-    save_hhem(random_model(config, seed=1234), models / "hhem-2.1-open", "google/flan-t5-base")
+    random_hhem(models / "flan-t5-base", models / "hhem-2.1-open", "google/flan-t5-base", seed=1234)
     score, why = load_scorer(models)
     assert score is not None and why.startswith("scored with "), why
     values = score([(["The fee is 10 euros."], "The fee is 10 euros."), ([], "The fee is 99 euros.")])

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,11 +13,11 @@ import redis
 import yaml
 
 from service.contracts import Topics
-from service.contracts.scores import FaithfulnessScoreEvent, ModelRef, score_event_id, score_record
+from service.contracts.scores import score_record
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, stored, wait_until
 from tests.support.workers import ROOT, WorkerProcess, wait_ready, worker_env
-from tests.workers.shadow.shadow_events import trace_body
+from tests.workers.shadow.shadow_events import score_body, trace_body
 
 pytestmark = pytest.mark.slow
 N = 300
@@ -52,29 +50,7 @@ def workers(env: dict[str, str], topic_prefix: str) -> Iterator[list[WorkerProce
 
 
 def _score(i: int, variant: str) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-    source = uuid.uuid5(uuid.NAMESPACE_URL, f"{variant}/{i}")
-    now = datetime.now(UTC)
-    score = 0.9 if variant == "production" or i % 3 else 0.2
-    return score_record(
-        FaithfulnessScoreEvent(
-            event_id=score_event_id(source, "answer", "r"),
-            source_event_id=source,
-            tenant="acme",
-            trace_id=f"{variant}-q{i}",
-            request_id=f"q{i}",
-            variant=variant,
-            trace_timestamp=now,
-            scored_at=now,
-            outcome="scored",
-            mode="answer",
-            score=score,
-            threshold=0.5,
-            below_threshold=score < 0.5,
-            model=ModelRef(source="hhem", revision="r"),
-            app_sample_rate=1.0,
-            scorer_sample_rate=1.0,
-        )
-    )
+    return score_record(score_body(f"q{i}", variant, 0.9 if variant == "production" or i % 3 else 0.2))
 
 
 def _send_all(kafka_bootstrap: str, topics: Topics) -> None:
