@@ -121,7 +121,9 @@ class MetricsProcessor(Processor):
         now = self.clock()
         for event in events:
             if event.type == "trace":
-                pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now)))
+                pending.append(
+                    ("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now, event.id))
+                )
             elif event.type == "feedback":
                 f: MetricsFeedback = event.body
                 payload = self._payload(f)
@@ -152,7 +154,7 @@ class MetricsProcessor(Processor):
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float) -> JoinInfo:
+    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float, event_id: str) -> JoinInfo:
         c, m = self.child, self.m
         variant = self.variant(tenant, t.variant, now)
         intent = self.intent(t.intent)
@@ -163,7 +165,7 @@ class MetricsProcessor(Processor):
             self.detector.observe(tenant, t)
         if t.error is not None:
             info = JoinInfo(variant, release, intent, errored=True)
-            return self._errored(pipe, tenant, t, t.error, info, weight)
+            return self._errored(pipe, tenant, t, t.error, info, weight, event_id)
         for stage, seconds in cap_stages(t.timings, self.stages):
             c(m.stage_seconds, *tv, stage).observe(seconds)
             if stage in INTENT_STAGES:
@@ -189,7 +191,7 @@ class MetricsProcessor(Processor):
         self._cost(tv, t, weight, intent=intent)
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)
-        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        self.join.queue_trace(pipe, tenant, t.trace_id, event_id, info)
         return info
 
     def _release_label(self, tenant: str, release: str, now: float) -> str:
@@ -217,14 +219,21 @@ class MetricsProcessor(Processor):
             self.child(self.m.checks, *tv, intent, check, outcome).inc()
 
     def _errored(
-        self, pipe: Any, tenant: str, t: MetricsTrace, error: TraceError, info: JoinInfo, weight: float
+        self,
+        pipe: Any,
+        tenant: str,
+        t: MetricsTrace,
+        error: TraceError,
+        info: JoinInfo,
+        weight: float,
+        event_id: str,
     ) -> JoinInfo:
         """A failed request: an error of its stage and type, its tokens and spend; no query, latency, cost per
         query or answer count, so it never moves a quality or latency signal or their denominators."""
         stage = error.stage if error.stage in self.stages else OTHER
         self.child(self.m.errors, tenant, info.variant, info.intent or NONE, stage, error.type).inc()
         self._cost((tenant, info.variant), t, weight, per_query=False)
-        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        self.join.queue_trace(pipe, tenant, t.trace_id, event_id, info)
         return info
 
     def _cost(

@@ -154,3 +154,24 @@ def test_a_batch_retried_after_redis_failed_counts_its_traces_once(
     assert (
         val(registry, "ragmon_feedback_total", **labels, release="v1", kind="regenerate", reason="none") == 1
     )
+
+
+def test_a_trace_whose_join_reply_was_lost_still_counts_its_parked_feedback(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis ran the batch's join scripts (the park emptied) but the reply never came: the retry of the same
+    events takes the same feedback again. Before, it found the park empty and the feedback was never counted."""
+    registry = CollectorRegistry()
+    proc = MetricsProcessor(MetricsConfig(park_s=60), MetricsWorkerMetrics(registry), redis_client)
+    proc.process([as_event(feedback("trace-1"))])
+    batch = [as_event(stored("trace", trace_body(1)))]
+    fail_next_pipeline(monkeypatch, executed=True)
+    with pytest.raises(redis.ConnectionError):
+        proc.process(batch)
+    proc.process(batch)
+    labels = {"tenant": "acme", "variant": "production", "intent": "billing"}
+    assert val(registry, "ragmon_rag_queries_total", **labels) == 1
+    assert (
+        val(registry, "ragmon_feedback_total", **labels, release="v1", kind="regenerate", reason="none") == 1
+    )
+    assert val(registry, "ragmon_feedback_traces_total", **labels, release="v1", kind="any") == 1
