@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import html
+import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any, ParamSpec
 from urllib.parse import parse_qsl, urlsplit
 
+import psycopg
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import FormData, UploadFile
@@ -39,6 +41,7 @@ from service.review.reports import all_reports, signals_report, store_reports
 from service.review.store import ForeignItem, LabelInput, NotAssigned
 
 router = APIRouter(prefix="/review", include_in_schema=False)
+log = logging.getLogger("ragmon.api.review")
 P = ParamSpec("P")
 REASONS = (
     "",
@@ -250,14 +253,28 @@ def _page(handler: Callable[P, Awaitable[Response]]) -> Callable[P, Awaitable[Re
 
     @functools.wraps(handler)
     async def answer(*args: P.args, **kwargs: P.kwargs) -> Response:
+        request = kwargs["request"]
+        assert isinstance(request, Request)
         try:
             return await handler(*args, **kwargs)
         except PageError as exc:
-            request = kwargs["request"]
-            assert isinstance(request, Request)
             return _error_page(request, exc)
+        except psycopg.OperationalError as exc:  # PoolTimeout included: PostgreSQL down or unreachable
+            return _error_page(request, _store_down(request, exc))
 
     return answer
+
+
+def _store_down(request: Request, exc: psycopg.OperationalError) -> PageError:
+    """The review store is unreachable: a 503 with Retry-After, not a 500; the pool
+    reconnects by itself when PostgreSQL is back (docs/architecture.md "Delivery semantics")."""
+    log.warning("review store unreachable, answering 503: %s", exc)
+    state: ApiState = getattr(request.state, STATE_KEY)
+    return PageError(
+        503,
+        "the review store (PostgreSQL) is unreachable; try again shortly",
+        {"Retry-After": str(state.settings.retry_after_s)},
+    )
 
 
 @router.get("/static/review.js")

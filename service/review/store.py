@@ -216,6 +216,15 @@ class ReviewStore:
         return [(r[0], int(r[1])) for r in rows]
 
 
+# How long a request waits for a connection before the store counts as down (a page answers 503): the
+# pool's own default, 30 s, held a reviewer's request and an executor thread that long before a 500.
+CONNECTION_WAIT_S = 5.0
+# How long one reconnection attempt backs off (1 s doubling) before it is given up; the next request starts
+# a new one at once. The pool's default, 300 s, let the backoff grow to minutes: pages stayed 503 for about
+# as long again as PostgreSQL had been down.
+RECONNECT_GIVE_UP_S = 10.0
+
+
 def open_pool(url: str, max_size: int = 8) -> ConnectionPool:
     """A small pool; opened (and the schema migrated) by the caller at start."""
     try:
@@ -227,6 +236,8 @@ def open_pool(url: str, max_size: int = 8) -> ConnectionPool:
             max_size=max_size,
             open=False,
             check=ConnectionPool.check_connection,
+            timeout=CONNECTION_WAIT_S,
+            reconnect_timeout=RECONNECT_GIVE_UP_S,
             kwargs={"autocommit": True, "connect_timeout": 5},
         )
         pool.open(wait=True, timeout=15)

@@ -163,6 +163,10 @@ class ChangeDetector:
         self._markers = markers
         self._pending: dict[tuple[str, str], Counter[str]] = {}
 
+    def discard_pending(self) -> None:
+        """Forget what a batch observed without flushing it (its try failed: the retry observes it again)."""
+        self._pending = {}
+
     def observe(self, tenant: str, trace: Any) -> None:
         for component, value in watched_values(trace):
             if value is not None:

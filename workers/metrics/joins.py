@@ -5,7 +5,10 @@ trace and its feedback at the same moment cannot both miss each other: the
 trace side stores its join info and takes every parked feedback atomically;
 the feedback side reads the join info or parks itself atomically. Parked
 feedback is counted exactly once, by whoever removes it from the park
-(a trace arriving, or the sweeper declaring it unjoined).
+(a trace arriving, or the sweeper declaring it unjoined); the trace event that
+took it gets it again when it is retried (`ragmon:join:taken:<tenant>:<trace>`,
+kept as long as the join info), since a retry follows a try whose counts were
+never applied.
 
 The same scripts mark, per trace, the first feedback of each kind and the first
 of any kind (a hash field holding that event's id): the "traces with at least one
@@ -44,24 +47,36 @@ local function first_of(key, field, event_id, ttl)
 end
 """
 
-# KEYS: info, park, the tenant's deadline set, firsts, the deadline index. ARGV: payload, ttl, member prefix,
-# tenant.
+# KEYS: info, park, the tenant's deadline set, firsts, the deadline index, taken. ARGV: payload, ttl, member
+# prefix, tenant, the trace's event id.
+# The feedback a trace event takes out of the park is kept (`taken`) under that event's id: when the reply is
+# lost (Redis slow or gone after running the script) the runtime retries the same event, and the retry takes
+# the same feedback again instead of finding the park empty, so it is counted once, not never.
 _TRACE_ARRIVES = (
     _FIRST_OF
     + REINDEX_LUA
     + """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 local parked = redis.call('HGETALL', KEYS[2])
-local firsts = {}
 if #parked > 0 then
   redis.call('DEL', KEYS[2])
   for i = 1, #parked, 2 do
     redis.call('ZREM', KEYS[3], ARGV[3] .. parked[i])
-    local kind = tostring(cjson.decode(parked[i + 1])['kind'])
-    firsts[#firsts + 1] = first_of(KEYS[4], kind, parked[i], ARGV[2])
-    firsts[#firsts + 1] = first_of(KEYS[4], '*', parked[i], ARGV[2])
   end
   reindex(KEYS[3], KEYS[5], ARGV[4])
+  redis.call('SET', KEYS[6], cjson.encode({ARGV[5], parked}), 'EX', ARGV[2])
+else
+  local taken = redis.call('GET', KEYS[6])
+  if taken then
+    local kept = cjson.decode(taken)
+    if kept[1] == ARGV[5] then parked = kept[2] end
+  end
+end
+local firsts = {}
+for i = 1, #parked, 2 do
+  local kind = tostring(cjson.decode(parked[i + 1])['kind'])
+  firsts[#firsts + 1] = first_of(KEYS[4], kind, parked[i], ARGV[2])
+  firsts[#firsts + 1] = first_of(KEYS[4], '*', parked[i], ARGV[2])
 end
 return {parked, firsts}
 """
@@ -154,6 +169,7 @@ class FeedbackJoin:
             self._deadlines.key(tenant),
             self._firsts_key(tenant, trace_id),
             self._deadlines.index_key,
+            f"{self._prefix}:taken:{tenant}:{trace_id}",
         ]
 
     @staticmethod
@@ -161,11 +177,14 @@ class FeedbackJoin:
         # '\x1f' cannot appear in tenants or identifiers (contract patterns), so members split unambiguously.
         return f"{tenant}\x1f{trace_id}\x1f"
 
-    def trace_arrived(self, tenant: str, trace_id: str, info: JoinInfo) -> list[ParkedFeedback]:
-        """Store the trace's join info; return the feedback that was waiting for it (now joined)."""
-        return self.parked_from(self.queue_trace(self._client, tenant, trace_id, info))
+    def trace_arrived(
+        self, tenant: str, trace_id: str, event_id: str, info: JoinInfo
+    ) -> list[ParkedFeedback]:
+        """Store the trace's join info; return the feedback that was waiting for it (now joined). The trace
+        event `event_id` tried again gets the same feedback; another trace event of the trace gets none."""
+        return self.parked_from(self.queue_trace(self._client, tenant, trace_id, event_id, info))
 
-    def queue_trace(self, client: Any, tenant: str, trace_id: str, info: JoinInfo) -> Any:
+    def queue_trace(self, client: Any, tenant: str, trace_id: str, event_id: str, info: JoinInfo) -> Any:
         """Run (or queue on a pipeline) the trace side; parked_from() reads its result."""
         fields: dict[str, object] = {"variant": info.variant, "release": info.release, "intent": info.intent}
         if info.errored:  # only when set: entries written before the field read as not errored
@@ -173,7 +192,7 @@ class FeedbackJoin:
         payload = orjson.dumps(fields)
         return self._trace_script(
             keys=self._keys(tenant, trace_id),
-            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id), tenant],
+            args=[payload, self._join_ttl_s, self._member_prefix(tenant, trace_id), tenant, event_id],
             client=client,
         )
 

@@ -26,7 +26,7 @@ from workers.metrics.pricing import UNKNOWN, PriceTable, cap_stages
 from workers.metrics.releases import ALWAYS_KEPT_VARIANT, CurrentReleases, Marker, RecentReleases
 from workers.metrics.views import VIEWS, MetricsFeedback, MetricsRelease, MetricsTrace
 from workers.runtime.contract import Processor
-from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, WindowedCap, prune
+from workers.runtime.labels import NONE, OTHER, Children, ClosedSet, DeferredCounts, WindowedCap, prune
 from workers.runtime.types import Event, Rejection
 
 ANY = "any"  # ragmon_feedback_traces_total: traces with feedback of any kind
@@ -85,13 +85,32 @@ class MetricsProcessor(Processor):
         self._exported_changes: dict[tuple[str, str], tuple[str, str, str]] = {}
         self.clock = clock
         self.join = FeedbackJoin(client, config.join_ttl_s, config.park_s)
-        self.child = Children()
+        self._children = Children()
+        # What counts in process: the children themselves outside a batch, a DeferredCounts during one.
+        self.child: Children | DeferredCounts = self._children
         self._next_sweep = 0.0
         self._next_series_sweep = clock() + config.series_sweep_s
         self._next_release_refresh = 0.0
         self._exported_releases: dict[tuple[str, str], str] = {}
 
     def process(self, events: list[Event]) -> list[Rejection]:
+        """The batch's counts, applied in process only once all its Redis work succeeded.
+
+        A Redis call that fails (an outage: the runtime retries the same events) or a poison record (the
+        runtime processes halves again) leaves no count behind, so a retried batch counts each event once;
+        the change detector drops what a failed try observed for the same reason.
+        """
+        counts = DeferredCounts(self._children)
+        self.detector.discard_pending()
+        self.child = counts
+        try:
+            rejections = self._process(events)
+        finally:
+            self.child = self._children
+        counts.apply()
+        return rejections
+
+    def _process(self, events: list[Event]) -> list[Rejection]:
         """In-process counts first, then every join of the batch in one Redis round trip.
 
         The join scripts run in event order inside one pipeline, so a trace and
@@ -102,7 +121,9 @@ class MetricsProcessor(Processor):
         now = self.clock()
         for event in events:
             if event.type == "trace":
-                pending.append(("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now)))
+                pending.append(
+                    ("trace", event.tenant, self._trace(pipe, event.tenant, event.body, now, event.id))
+                )
             elif event.type == "feedback":
                 f: MetricsFeedback = event.body
                 payload = self._payload(f)
@@ -133,7 +154,7 @@ class MetricsProcessor(Processor):
 
     # -- traces ---------------------------------------------------------------
 
-    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float) -> JoinInfo:
+    def _trace(self, pipe: Any, tenant: str, t: MetricsTrace, now: float, event_id: str) -> JoinInfo:
         c, m = self.child, self.m
         variant = self.variant(tenant, t.variant, now)
         intent = self.intent(t.intent)
@@ -144,7 +165,7 @@ class MetricsProcessor(Processor):
             self.detector.observe(tenant, t)
         if t.error is not None:
             info = JoinInfo(variant, release, intent, errored=True)
-            return self._errored(pipe, tenant, t, t.error, info, weight)
+            return self._errored(pipe, tenant, t, t.error, info, weight, event_id)
         for stage, seconds in cap_stages(t.timings, self.stages):
             c(m.stage_seconds, *tv, stage).observe(seconds)
             if stage in INTENT_STAGES:
@@ -170,7 +191,7 @@ class MetricsProcessor(Processor):
         self._cost(tv, t, weight, intent=intent)
         c(m.release_queries, *tv, release or NONE).inc()
         info = JoinInfo(variant, release, intent)
-        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        self.join.queue_trace(pipe, tenant, t.trace_id, event_id, info)
         return info
 
     def _release_label(self, tenant: str, release: str, now: float) -> str:
@@ -186,7 +207,7 @@ class MetricsProcessor(Processor):
     def _make_live(self, tenant: str, release: str, now: float) -> None:
         displaced = self.release_labels.force(tenant, release, now)
         if displaced is not None:
-            prune(self.m.release_families, {"tenant": tenant, "release": displaced}, self.child)
+            prune(self.m.release_families, {"tenant": tenant, "release": displaced}, self._children)
 
     def _fold(self, tenant: str, label: str) -> None:
         self.child(self.m.folded, tenant, label).inc()
@@ -198,14 +219,21 @@ class MetricsProcessor(Processor):
             self.child(self.m.checks, *tv, intent, check, outcome).inc()
 
     def _errored(
-        self, pipe: Any, tenant: str, t: MetricsTrace, error: TraceError, info: JoinInfo, weight: float
+        self,
+        pipe: Any,
+        tenant: str,
+        t: MetricsTrace,
+        error: TraceError,
+        info: JoinInfo,
+        weight: float,
+        event_id: str,
     ) -> JoinInfo:
         """A failed request: an error of its stage and type, its tokens and spend; no query, latency, cost per
         query or answer count, so it never moves a quality or latency signal or their denominators."""
         stage = error.stage if error.stage in self.stages else OTHER
         self.child(self.m.errors, tenant, info.variant, info.intent or NONE, stage, error.type).inc()
         self._cost((tenant, info.variant), t, weight, per_query=False)
-        self.join.queue_trace(pipe, tenant, t.trace_id, info)
+        self.join.queue_trace(pipe, tenant, t.trace_id, event_id, info)
         return info
 
     def _cost(
@@ -331,9 +359,9 @@ class MetricsProcessor(Processor):
     def _sweep_series(self, now: float) -> None:
         """Remove the series of variants and releases no trace named within their window."""
         for tenant, variant in self.variant.expire(now):
-            prune(self.m.variant_families, {"tenant": tenant, "variant": variant}, self.child)
+            prune(self.m.variant_families, {"tenant": tenant, "variant": variant}, self._children)
         for tenant, release in self.release_labels.expire(now):
-            prune(self.m.release_families, {"tenant": tenant, "release": release}, self.child)
+            prune(self.m.release_families, {"tenant": tenant, "release": release}, self._children)
 
     def tick(self, now: float) -> None:
         if now >= self._next_series_sweep:

@@ -54,6 +54,15 @@ class _Rebalance(ConsumerRebalanceListener):
         log.info("%s assigned %s", self.runtime.name, sorted((tp.topic, tp.partition) for tp in assigned))
 
 
+class _Progress:
+    """How far one batch got: set once the processor finished it (events, duplicates, rejections)."""
+
+    __slots__ = ("processed",)
+
+    def __init__(self) -> None:
+        self.processed: tuple[list[Event], list[Event], list[Rejection]] | None = None
+
+
 class ConsumerRuntime:
     def __init__(
         self,
@@ -223,7 +232,8 @@ class ConsumerRuntime:
         except DlqLimitExceeded as exc:
             self._halt("dead_letter_ratio", str(exc), polled)
             return False
-        done = self._with_retries(lambda: self._apply(events, dead, offsets), polled)
+        progress = _Progress()
+        done = self._with_retries(lambda: self._apply(events, dead, offsets, progress), polled)
         if done:
             self.metrics.batch_seconds.labels(self.name).observe(time.perf_counter() - started)
         return done
@@ -249,10 +259,19 @@ class ConsumerRuntime:
             )
 
     def _apply(
-        self, events: list[Event], dead: list[Undecodable], offsets: dict[TopicPartition, OffsetAndMetadata]
+        self,
+        events: list[Event],
+        dead: list[Undecodable],
+        offsets: dict[TopicPartition, OffsetAndMetadata],
+        progress: _Progress,
     ) -> None:
-        fresh, duplicates = self.dedupe.split_new(events)
-        rejections: list[Rejection] = self._process_isolating(fresh) if fresh else []
+        """One try of the batch. A try that failed after the processor finished (its emits acknowledged)
+        goes on from there: processing again would count the batch's in-process counts twice."""
+        if progress.processed is None:
+            fresh, duplicates = self.dedupe.split_new(events)
+            rejections: list[Rejection] = self._process_isolating(fresh) if fresh else []
+            progress.processed = (fresh, duplicates, rejections)
+        fresh, duplicates, rejections = progress.processed
         for u in dead:
             emit_dead_letter(
                 self.emitter,

@@ -163,6 +163,47 @@ class Children:
             self._by_first.pop(scope, None)
 
 
+class DeferredCounts:
+    """Children (as `Children`) whose updates wait: `inc`, `observe`, `set` on a child are kept and applied by
+    `apply()`, once the work they count has succeeded. The child itself is created at once (a series
+    exported at 0 from its first event stays so).
+
+    A processor counts in process while a batch's Redis work may still fail: the runtime then retries the
+    same events (workers/runtime/outage.py), or halves the batch around a poison record, and counts made
+    on the failed try would be counted again. Counting into a DeferredCounts and applying it after the
+    batch's last Redis call counts each event once.
+    """
+
+    def __init__(self, children: Children) -> None:
+        self._children = children
+        self._updates: list[Callable[[], None]] = []
+
+    def __call__(self, metric: Any, *labels: str) -> _DeferredChild:
+        return _DeferredChild(self._children(metric, *labels), self._updates)
+
+    def apply(self) -> None:
+        updates, self._updates = self._updates, []
+        for update in updates:
+            update()
+
+
+class _DeferredChild:
+    __slots__ = ("_child", "_updates")
+
+    def __init__(self, child: Any, updates: list[Callable[[], None]]) -> None:
+        self._child = child
+        self._updates = updates
+
+    def inc(self, amount: float = 1.0) -> None:
+        self._updates.append(lambda: self._child.inc(amount))
+
+    def observe(self, value: float) -> None:
+        self._updates.append(lambda: self._child.observe(value))
+
+    def set(self, value: float) -> None:
+        self._updates.append(lambda: self._child.set(value))
+
+
 def prune(metrics: Iterable[Any], match: dict[str, str], children: Children | None = None) -> None:
     """Remove every series with the labels in `match` from each metric that has all those labels: the
     registry stops exporting them (a removed counter restarts from 0 if its labels come back, which

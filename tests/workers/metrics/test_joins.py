@@ -31,7 +31,7 @@ def test_a_tenant_parking_thousands_does_not_delay_another_tenants_unjoined(
 def test_a_trace_arriving_takes_its_feedback_out_of_the_sweep(redis_client: redis.Redis) -> None:
     join = FeedbackJoin(redis_client, join_ttl_s=600, park_s=10)
     _park(join, "acme", 2, T0)
-    [parked] = join.trace_arrived("acme", "trace0", JoinInfo("prod", None, None))
+    [parked] = join.trace_arrived("acme", "trace0", "t0", JoinInfo("prod", None, None))
     assert parked.event_id == "acme-fb0"
     assert [p.event_id for _, p in join.claim_expired(now=T0 + 11)] == ["acme-fb1"]
     assert redis_client.zcard("ragmon:join:due") == 0, "no tenant left in the index"

@@ -164,7 +164,7 @@ def test_parked_feedback_is_claimed_once_by_competing_processes(redis_client: re
     joined = [
         p
         for i in range(0, 20, 2)
-        for p in b.trace_arrived("acme", f"tr{i}", JoinInfo("production", None, None))
+        for p in b.trace_arrived("acme", f"tr{i}", f"t{i}", JoinInfo("production", None, None))
     ]
     expired_a = a.claim_expired(now=t0 + 11)
     expired_b = b.claim_expired(now=t0 + 11)
@@ -174,12 +174,23 @@ def test_parked_feedback_is_claimed_once_by_competing_processes(redis_client: re
     assert len(claimed) == len(set(claimed))
 
 
-def test_a_redelivered_trace_does_not_recount_parked_feedback(redis_client: redis.Redis) -> None:
+def test_another_trace_event_does_not_recount_parked_feedback(redis_client: redis.Redis) -> None:
     join = FeedbackJoin(redis_client, join_ttl_s=600, park_s=10)
     join.feedback_arrived("acme", "tr", "ev", {"kind": "copy"})
-    first = join.trace_arrived("acme", "tr", JoinInfo("production", "v1", "billing"))
-    again = join.trace_arrived("acme", "tr", JoinInfo("production", "v1", "billing"))
-    assert [p.event_id for p in first] == ["ev"] and again == []
+    first = join.trace_arrived("acme", "tr", "t1", JoinInfo("production", "v1", "billing"))
+    other = join.trace_arrived("acme", "tr", "t2", JoinInfo("production", "v1", "billing"))
+    assert [p.event_id for p in first] == ["ev"] and other == []
+
+
+def test_a_retried_trace_event_takes_the_same_parked_feedback_again(redis_client: redis.Redis) -> None:
+    """The retry after a lost reply (the script ran, redis-py raised): the feedback it took is not lost."""
+    join = FeedbackJoin(redis_client, join_ttl_s=600, park_s=10)
+    join.feedback_arrived("acme", "tr", "ev", {"kind": "copy"})
+    first = join.trace_arrived("acme", "tr", "t1", JoinInfo("production", "v1", "billing"))
+    retried = join.trace_arrived("acme", "tr", "t1", JoinInfo("production", "v1", "billing"))
+    assert [(p.event_id, p.first_of_kind, p.first_of_any) for p in first] == [("ev", True, True)]
+    assert [(p.event_id, p.first_of_kind, p.first_of_any) for p in retried] == [("ev", True, True)]
+    assert 0 < redis_client.ttl("ragmon:join:taken:acme:tr") <= 600
 
 
 def test_release_markers_newest_wins_and_replace_the_info_series(
@@ -267,7 +278,7 @@ def test_direction_dwell_and_first_of_kind_survive_waiting_for_the_trace(
 def test_a_retried_feedback_is_first_again_and_another_is_not(redis_client: redis.Redis) -> None:
     """A batch retried after an outage runs the scripts again: the same event id stays the first."""
     join = FeedbackJoin(redis_client, join_ttl_s=600, park_s=10)
-    join.trace_arrived("acme", "tr", JoinInfo("production", "v1", "billing"))
+    join.trace_arrived("acme", "tr", "t1", JoinInfo("production", "v1", "billing"))
     payload = {"kind": "edit"}
     first = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev1", payload))
     retried = join.joined_from(join.queue_feedback(redis_client, "acme", "tr", "ev1", payload))

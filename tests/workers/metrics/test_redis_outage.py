@@ -5,20 +5,33 @@ second; before the runtime gave tick the outage handling a batch gets, the
 first tick after Redis went away raised ConnectionError and the worker died.
 Redis here is stopped with SHUTDOWN SAVE and restarted from its snapshot, so
 the parked feedback survives: every event must be counted exactly once.
+
+The processor-level tests below fail one Redis call of a batch the way a slow or
+vanishing Redis does (redis-py raises; the runtime retries the same events): before
+the batch's counts were deferred to its last Redis call, a retried trace was counted twice.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import redis
+from prometheus_client import CollectorRegistry
+from redis.client import Pipeline
 
 from service.contracts import Topics
 from service.local.embedded import ChildProcess, start_redis
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
+from tests.workers.metrics.test_processor import as_event, val
+from workers.metrics.config import MetricsConfig
+from workers.metrics.metrics import MetricsWorkerMetrics
+from workers.metrics.processor import MetricsProcessor
 
 PARK_S = 2  # feedback without its trace is swept as unjoined after this long: the tick has real work
 
@@ -105,3 +118,60 @@ def test_a_redis_outage_while_processing_and_ticking_loses_and_doubles_nothing(
         writer.close()
         worker.stop()
         server.stop()
+
+
+def fail_next_pipeline(monkeypatch: pytest.MonkeyPatch, executed: bool) -> None:
+    """The next pipeline of the process raises ConnectionError, after Redis ran it (`executed`: the reply
+    was lost) or before (Redis went away first)."""
+    real: Callable[..., Any] = Pipeline.execute
+    armed = [True]
+
+    def execute(self: Pipeline, *args: Any, **kwargs: Any) -> Any:
+        if armed[0]:
+            armed[0] = False
+            if executed:
+                real(self, *args, **kwargs)
+            raise redis.ConnectionError("Connection closed by server (test)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "execute", execute)
+
+
+def test_a_batch_retried_after_redis_failed_counts_its_traces_once(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = CollectorRegistry()
+    proc = MetricsProcessor(MetricsConfig(park_s=60), MetricsWorkerMetrics(registry), redis_client)
+    proc.process([as_event(feedback("trace-1"))])  # parked: its trace comes in the failing batch
+    batch = [as_event(stored("trace", trace_body(i))) for i in range(1, 4)]
+    fail_next_pipeline(monkeypatch, executed=False)
+    with pytest.raises(redis.ConnectionError):
+        proc.process(batch)
+    labels = {"tenant": "acme", "variant": "production", "intent": "billing"}
+    assert val(registry, "ragmon_rag_queries_total", **labels) == 0, "nothing counted by the failed try"
+    proc.process(batch)  # the runtime's retry: the same events
+    assert val(registry, "ragmon_rag_queries_total", **labels) == 3
+    assert (
+        val(registry, "ragmon_feedback_total", **labels, release="v1", kind="regenerate", reason="none") == 1
+    )
+
+
+def test_a_trace_whose_join_reply_was_lost_still_counts_its_parked_feedback(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis ran the batch's join scripts (the park emptied) but the reply never came: the retry of the same
+    events takes the same feedback again. Before, it found the park empty and the feedback was never counted."""
+    registry = CollectorRegistry()
+    proc = MetricsProcessor(MetricsConfig(park_s=60), MetricsWorkerMetrics(registry), redis_client)
+    proc.process([as_event(feedback("trace-1"))])
+    batch = [as_event(stored("trace", trace_body(1)))]
+    fail_next_pipeline(monkeypatch, executed=True)
+    with pytest.raises(redis.ConnectionError):
+        proc.process(batch)
+    proc.process(batch)
+    labels = {"tenant": "acme", "variant": "production", "intent": "billing"}
+    assert val(registry, "ragmon_rag_queries_total", **labels) == 1
+    assert (
+        val(registry, "ragmon_feedback_total", **labels, release="v1", kind="regenerate", reason="none") == 1
+    )
+    assert val(registry, "ragmon_feedback_traces_total", **labels, release="v1", kind="any") == 1

@@ -1,23 +1,36 @@
 """Delivery semantics of the consumer runtime, on a real broker and a real Redis.
 
 Workers run as real processes (`python -m tests.workers.runtime.probe_worker`)
-so that SIGTERM, kill -9 and restarts are the real thing.
+so that SIGTERM, kill -9 and restarts are the real thing; the runtime runs in this
+process where a test must fail one given step of a batch.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry
 
 from service.contracts import Topics
+from service.contracts.kafka import ensure_topics
 from service.local.embedded import ChildProcess, start_redis
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, committed_total, read_all, stored, trace_body, wait_until
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
+from workers.runtime.consumer import ConsumerRuntime
+from workers.runtime.contract import Processor
+from workers.runtime.dedupe import Dedupe
+from workers.runtime.emitter import KafkaEmitter
+from workers.runtime.metrics import RuntimeMetrics
+from workers.runtime.settings import WorkerSettings
+from workers.runtime.types import Event, Rejection
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = [sys.executable, "-m", "tests.workers.runtime.probe_worker"]
@@ -242,3 +255,69 @@ def test_dead_letter_flood_halts_the_worker_without_committing(
     assert len(read_all(kafka_bootstrap, topics.dlq, timeout_s=1.5)) < 60
     assert w.proc.poll() is None, "halted, not crashed: no restart loop"
     writer.close()
+
+
+class SeenOnce(Processor):
+    """Counts how often process() saw each event: an in-process count, as a real worker keeps."""
+
+    name = "seen"
+    event_types = ("trace",)
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+
+    def process(self, events: list[Event]) -> list[Rejection]:
+        self.seen.update(e.id for e in events)
+        return []
+
+
+def test_redis_failing_after_processing_retries_the_rest_of_the_batch_not_the_processing(
+    kafka_bootstrap: str,
+    redis_client: redis.Redis,
+    topic_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Redis goes away between process() and marking the ids done: the retry marks them and commits; it
+    does not hand the batch to the processor again, whose in-process counts would then count it twice."""
+    settings = WorkerSettings(
+        kafka_bootstrap_servers=kafka_bootstrap,
+        kafka_topic_prefix=topic_prefix,
+        kafka_partitions=1,
+        worker_poll_timeout_ms=100,
+        worker_retry_initial_s=0.05,
+    )
+    ensure_topics(settings)
+    registry = CollectorRegistry()
+    metrics = RuntimeMetrics(registry, "seen")
+    emitter = KafkaEmitter(settings, client_id="test-seen")
+    processor = SeenOnce()
+    runtime = ConsumerRuntime(processor, settings, metrics, emitter, redis_client)
+    real_mark_done = Dedupe.mark_done
+    failures = [redis.ConnectionError("Connection closed by server (test)")]
+
+    def mark_done(self: Dedupe, events: list[Event]) -> Any:
+        if failures:
+            raise failures.pop()
+        return real_mark_done(self, events)
+
+    monkeypatch.setattr(Dedupe, "mark_done", mark_done)
+    writer = RecordWriter(kafka_bootstrap, Topics(topic_prefix))
+    sent = send_traces(writer, 0, 10)
+    processed = {"worker": "seen", "type": "trace", "outcome": "processed"}
+    try:
+        deadline = time.monotonic() + 30
+        while registry.get_sample_value("ragmon_worker_events_total", processed) != 10:
+            assert time.monotonic() < deadline, f"not accounted; seen {processor.seen}, failures {failures}"
+            runtime._step()
+        assert not failures, "the failure was met"
+        retries = {"worker": "seen", "error": "ConnectionError"}
+        assert registry.get_sample_value("ragmon_worker_retries_total", retries) == 1
+        assert processor.seen == Counter(dict.fromkeys(sent, 1))
+        assert committed_total(kafka_bootstrap, f"{topic_prefix}-seen", settings.topics.traces)[0] == 10
+        assert all(redis_client.exists(f"ragmon:done:seen:acme:{i}") for i in sent), (
+            "marked done by the retry"
+        )
+    finally:
+        writer.close()
+        runtime.consumer.close()
+        emitter.close()

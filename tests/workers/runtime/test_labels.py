@@ -8,7 +8,7 @@ from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
 from workers.exclusion.metrics import ExclusionMetrics
 from workers.faithfulness.metrics import FaithfulnessMetrics
-from workers.runtime.labels import Children, WindowedCap, families_with, prune
+from workers.runtime.labels import Children, DeferredCounts, WindowedCap, families_with, prune
 
 
 def test_windowed_cap_keeps_the_recent_values_folds_the_rest_and_expires_the_old() -> None:
@@ -82,3 +82,21 @@ def test_the_faithfulness_worker_forgets_a_variant_s_series_and_recreates_them_w
     assert variants() == {"production"}
     metrics.touch("t", "cand-a")  # back in the window: its series at 0 again
     assert variants() == {"cand-a", "production"}
+
+
+def test_deferred_counts_create_the_series_at_once_and_count_only_when_applied() -> None:
+    registry = CollectorRegistry()
+    counter = Counter("ragmon_test_deferred_total", "t", ["tenant"], registry=registry)
+    children = Children()
+    counts = DeferredCounts(children)
+    counts(counter, "acme").inc(2)
+    counts(counter, "acme").inc()
+    # The series exists at 0 (an alert sees the first increase), the increments wait.
+    assert registry.get_sample_value("ragmon_test_deferred_total", {"tenant": "acme"}) == 0
+    counts.apply()
+    assert registry.get_sample_value("ragmon_test_deferred_total", {"tenant": "acme"}) == 3
+    counts.apply()  # applied once
+    assert registry.get_sample_value("ragmon_test_deferred_total", {"tenant": "acme"}) == 3
+    abandoned = DeferredCounts(children)
+    abandoned(counter, "acme").inc(5)  # a try that failed: never applied
+    assert registry.get_sample_value("ragmon_test_deferred_total", {"tenant": "acme"}) == 3
