@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from workers.exclusion.config import ExclusionConfig
 from workers.exclusion.evaluate import QueryOutcome
@@ -100,3 +100,22 @@ def test_deferred_counts_create_the_series_at_once_and_count_only_when_applied()
     abandoned = DeferredCounts(children)
     abandoned(counter, "acme").inc(5)  # a try that failed: never applied
     assert registry.get_sample_value("ragmon_test_deferred_total", {"tenant": "acme"}) == 3
+
+
+def test_deferred_observations_are_applied_in_order_and_the_last_set_wins() -> None:
+    registry = CollectorRegistry()
+    histogram = Histogram("ragmon_test_deferred_seconds", "t", ["tenant"], buckets=(1, 2), registry=registry)
+    gauge = Gauge("ragmon_test_deferred_ratio", "t", ["tenant"], registry=registry)
+    counts = DeferredCounts(Children())
+    for value in (0.5, 1.5, 3.0):
+        counts(histogram, "acme").observe(value)
+    counts(gauge, "acme").set(0.25)
+    counts(gauge, "acme").set(0.75)
+    assert registry.get_sample_value("ragmon_test_deferred_seconds_count", {"tenant": "acme"}) == 0
+    counts.apply()
+    sample = registry.get_sample_value
+    assert sample("ragmon_test_deferred_seconds_count", {"tenant": "acme"}) == 3
+    assert sample("ragmon_test_deferred_seconds_bucket", {"tenant": "acme", "le": "1.0"}) == 1
+    assert sample("ragmon_test_deferred_seconds_bucket", {"tenant": "acme", "le": "2.0"}) == 2
+    assert sample("ragmon_test_deferred_seconds_sum", {"tenant": "acme"}) == 5.0
+    assert sample("ragmon_test_deferred_ratio", {"tenant": "acme"}) == 0.75
