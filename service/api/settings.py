@@ -127,6 +127,11 @@ class ApiSettings(CommonSettings):
         description="a request's headers must be complete within this; "
         "else the connection is closed (slow clients)",
     )
+    max_header_bytes: int = Field(
+        65_536,
+        ge=4096,
+        description="a request's line and headers together at most this many bytes; else 431",
+    )
     body_timeout_s: float = Field(
         30.0, gt=0, description="a request's body must arrive within this; else 408"
     )
