@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
-from redis.exceptions import RedisError
 
 from service.api import admission
 from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
@@ -168,14 +167,7 @@ def _bucket(state: ApiState, principal: Principal) -> tuple[float, int]:
 
 async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
     """Tokens taken for work already done, refused or not (the bucket may go into debt); no answer changes."""
-    if tokens <= 0:
-        return
-    rate, burst = _bucket(state, principal)
-    try:
-        await state.limiter.take(principal.tenant, min(tokens, burst), rate, burst, debit=True)
-        state.metrics.cpu_debt.labels(principal.tenant).inc(tokens)
-    except (RedisError, OSError) as exc:
-        log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)
+    await admission.charge(state, principal, tokens, state.settings.max_events_per_batch, log)
 
 
 async def _rate_limit(
