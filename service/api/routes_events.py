@@ -39,11 +39,18 @@ OFF_LOOP_COMPRESSED_ABOVE_BYTES = 4 * 1024
 BYTES_PER_TOKEN = 4096
 
 
-async def off_loop(size: int, compressed: bool, work: Callable[..., T], *args: Any) -> T:
+async def off_loop(
+    size: int, compressed: bool, work: Callable[..., T], *args: Any, slots: asyncio.Semaphore | None = None
+) -> T:
     """`work(*args)` in a worker thread when the body is big enough to hold the loop, else inline
-    (a thread hop costs more than a small body's whole decode)."""
+    (a thread hop costs more than a small body's whole decode). A thread is taken only within
+    `slots`, the tenant's share (ApiState.thread_slots): the worker threads are one queue for every
+    tenant, and one tenant's many slow bodies in it made another's big batch wait seconds."""
     if size > OFF_LOOP_ABOVE_BYTES or (compressed and size > OFF_LOOP_COMPRESSED_ABOVE_BYTES):
-        return await asyncio.to_thread(work, *args)
+        if slots is None:
+            return await asyncio.to_thread(work, *args)
+        async with slots:
+            return await asyncio.to_thread(work, *args)
     return work(*args)
 
 
@@ -285,8 +292,15 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             limited = await _rate_limit(state, principal, paid)
             if limited is not None:
                 return limited
+            slots = state.thread_slots(principal.tenant)
             data = await off_loop(
-                len(raw), bool(encoding), decompress, raw, encoding, state.settings.max_decompressed_bytes
+                len(raw),
+                bool(encoding),
+                decompress,
+                raw,
+                encoding,
+                state.settings.max_decompressed_bytes,
+                slots=slots,
             )
             prepaid = max(0, prepaid_tokens(len(data)) - paid)
             limited = await _rate_limit(
@@ -296,7 +310,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
                 return limited
             paid += prepaid
             (plain, events), decode_cpu_s = await off_loop(
-                len(data), False, cpu_timed, _decode, state, data, principal.tenant
+                len(data), False, cpu_timed, _decode, state, data, principal.tenant, slots=slots
             )
             refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
@@ -319,6 +333,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
                 principal.tenant,
                 current_traceparent(),
                 refused_labels,
+                slots=slots,
             )
         except IngestError as exc:
             return _error(exc.status, exc.body())

@@ -242,8 +242,15 @@ async def _decode(request: Request, state: ApiState, signal: _Signal) -> _Decode
     limited = await _rate_limit(state, principal, paid, encoding, what=signal.json_items)
     if limited is not None:
         raise _Limited(limited)
+    slots = state.thread_slots(principal.tenant)
     data = await off_loop(
-        len(raw), bool(content_encoding), decompress_body, raw, content_encoding, s.max_decompressed_bytes
+        len(raw),
+        bool(content_encoding),
+        decompress_body,
+        raw,
+        content_encoding,
+        s.max_decompressed_bytes,
+        slots=slots,
     )
     # paid before the parse, so a refused big body costs its sender
     prepaid = max(0, prepaid_tokens(len(data)) - paid)
@@ -254,7 +261,7 @@ async def _decode(request: Request, state: ApiState, signal: _Signal) -> _Decode
         raise _Limited(limited)
     prepaid += paid
     (export, counts), cpu_s = await off_loop(
-        len(data), False, cpu_timed, _parse, data, encoding, s.otlp_max_spans_per_request, signal
+        len(data), False, cpu_timed, _parse, data, encoding, s.otlp_max_spans_per_request, signal, slots=slots
     )
     paid = rate_cost(counts, len(data))
     return _Decoded(principal, encoding, export, paid - prepaid, paid, len(data), cpu_s)
@@ -359,6 +366,7 @@ async def _export(request: Request, signal: _Signal) -> Response:
             decoded.export,
             principal.tenant,
             current_traceparent(),
+            slots=state.thread_slots(principal.tenant),
         )
         # CPU beyond twice what the export paid (thousands of empty attributes in one span cost
         # ~20 times an ordinary span's per token): debt of the tenant's bucket, as on /v1/events

@@ -127,6 +127,12 @@ class ApiSettings(CommonSettings):
         description="a request's headers must be complete within this; "
         "else the connection is closed (slow clients)",
     )
+    threads_per_tenant: int = Field(
+        2,
+        ge=1,
+        description="bodies of one tenant decoded in worker threads at once (per API process); "
+        "its others wait for these, not in the queue every tenant shares",
+    )
     max_header_bytes: int = Field(
         65_536,
         ge=4096,

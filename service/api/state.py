@@ -6,7 +6,8 @@ that to every request as `request.state`, and handlers declare `ApiStateDep`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
 import redis.asyncio as aioredis
@@ -36,6 +37,16 @@ class ApiState:
     span_preparer: SpanPreparer
     inflight_events: int = 0
     review: ReviewService | None = None  # the review page; None without RAGMON_DATABASE_URL
+    # Per tenant (tenants come from the configured keys): its bodies in worker threads at once.
+    _thread_slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    def thread_slots(self, tenant: str) -> asyncio.Semaphore:
+        """The tenant's share of the worker threads that decode big bodies (`threads_per_tenant`):
+        one tenant's slow bodies wait for its own slots, never in front of another tenant's."""
+        slots = self._thread_slots.get(tenant)
+        if slots is None:
+            slots = self._thread_slots[tenant] = asyncio.Semaphore(self.settings.threads_per_tenant)
+        return slots
 
 
 STATE_KEY = "ragmon"
