@@ -16,7 +16,9 @@ header value (and the URL) split over reads with `bytes +=`, so one header
 of 96 MB sent within the deadline cost seconds of CPU on the event loop
 (quadratic) and its whole size in memory, every other request waiting. The
 protocol feeds the parser at most `max_header_bytes` while a request's
-headers are incomplete and answers 431 naming the rule beyond it.
+headers are incomplete and answers 431 naming the rule beyond it; after
+them, a chunked body's framing (chunk sizes, extensions, trailers, which
+are headers after the body) may exceed the body by as much (else 413).
 """
 
 from __future__ import annotations
@@ -43,14 +45,23 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
         self._header_deadline: asyncio.TimerHandle | None = None
         # Bytes fed to the parser while a request's headers are incomplete; None while a body is read.
         self._header_bytes: int | None = 0
+        # While a body is read: the bytes fed (framing included) and the body's own bytes.
+        self._body_wire = self._body_bytes = 0
 
     def data_received(self, data: bytes) -> None:
-        """The parser gets at most max_header_bytes before a request's headers are complete (a
-        body is fed as it comes); one more byte of request line and headers is a 431."""
+        """The parser gets at most max_header_bytes before a request's headers are complete (one
+        more byte of request line and headers is a 431); a body is fed as it comes, but its chunked
+        framing (chunk sizes, extensions, trailers: headers after the body) may exceed the body by
+        max_header_bytes at most (413), so trailers are not a way around the header limit."""
         while self._header_bytes is not None and data:
             room = self.max_header_bytes - self._header_bytes
             if room <= 0:
-                self._refuse_headers()
+                self._refuse(
+                    b"431 Request Header Fields Too Large",
+                    f"the request line and headers exceed {self.max_header_bytes} bytes",
+                    "headers",
+                    "max_header_bytes",
+                )
                 return
             piece, data = (data, b"") if len(data) <= room else (data[:room], data[room:])
             self._header_bytes += len(piece)
@@ -58,22 +69,31 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
             if self.transport.is_closing():
                 return
         if data:
+            self._body_wire += len(data)
             super().data_received(data)
+            if self._header_bytes is None and self._body_wire - 2 * self._body_bytes > self.max_header_bytes:
+                self._refuse(
+                    b"413 Content Too Large",
+                    f"the chunked framing (chunk sizes, extensions and trailers) exceeds the body by more "
+                    f"than {self.max_header_bytes} bytes",
+                    "body",
+                    "chunked_framing",
+                )
 
-    def _refuse_headers(self) -> None:
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def _refuse(self, status: bytes, message: str, field: str, rule: str) -> None:
         self._disarm()
         self._header_bytes = None
-        if self.cycle is None or self.cycle.response_complete:  # else a response is being written: just close
-            body = json.dumps(
-                {
-                    "error": f"the request line and headers exceed {self.max_header_bytes} bytes",
-                    "field": "headers",
-                    "rule": "max_header_bytes",
-                }
-            ).encode()
+        cycle = self.cycle
+        # The application waiting for this body sees a disconnect (its own answer is not written).
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            body = json.dumps({"error": message, "field": field, "rule": rule}).encode()
             self.transport.write(
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
-                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+                b"HTTP/1.1 %s\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, len(body), body)
             )
         self.transport.close()
 
@@ -98,6 +118,7 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._disarm()
         self._header_bytes = None
+        self._body_wire = self._body_bytes = 0
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:

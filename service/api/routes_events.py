@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
+from starlette.requests import ClientDisconnect
 
 from service.api import admission
 from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
@@ -74,6 +75,13 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
                 if total > limit:
                     raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
                 chunks.append(chunk)
+    except ClientDisconnect:  # the client went (or was closed: connections.py): nobody reads an answer
+        raise IngestError(
+            400,
+            f"the connection closed before the body was sent ({total} bytes came)",
+            field="body",
+            rule="body",
+        ) from None
     except TimeoutError:
         raise IngestError(
             408,

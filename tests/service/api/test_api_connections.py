@@ -8,6 +8,7 @@ Request line and headers over max_header_bytes are a 431 naming the rule, before
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -161,3 +162,43 @@ def test_headers_under_the_limit_and_big_bodies_are_served(
         sock.sendall(_request("/healthz", near) + _request("/healthz", near))  # pipelined: each counted alone
         assert _reply(sock).startswith(b"HTTP/1.1 200")
         assert _reply(sock).startswith(b"HTTP/1.1 200")
+
+
+def _chunked(body: bytes, size: int, trailer: bytes = b"") -> bytes:
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(body[i : i + size]), body[i : i + size]) for i in range(0, len(body), size)
+    )
+    return chunks + b"0\r\n" + trailer + b"\r\n"
+
+
+_CHUNKED_POST = (
+    b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer "
+    + ACME_KEY.encode()
+    + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+)
+
+
+@pytest.mark.slow
+def test_trailers_and_chunk_framing_over_the_limit_are_a_413(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
+    """Trailers are headers after a chunked body: they went around the header limit (a 48 MB trailer
+    held the event loop 1.6 s). The framing of a body (chunk sizes, extensions, trailers) may exceed the
+    body by max_header_bytes at most; beyond that a 413 names the rule."""
+    api = start_api()
+    batch = orjson.dumps({"events": [event("trace", trace_body())]})
+    for attack in (
+        _chunked(batch, 1024, b"X-T: " + b"a" * (4 * 1024 * 1024) + b"\r\n"),  # one long trailer
+        _chunked(batch[:-1] + b" " * 100_000 + b"}", 1),  # five bytes of framing for each byte of body
+        b"%x;e=%s\r\n%s\r\n0\r\n\r\n" % (len(batch), b"a" * (4 * 1024 * 1024), batch),  # a chunk extension
+    ):
+        with _connect(api) as sock:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(_CHUNKED_POST + attack)
+            reply = _reply(sock)
+        assert reply.startswith(b"HTTP/1.1 413"), reply[:200]
+        assert json.loads(reply.partition(b"\r\n\r\n")[2])["rule"] == "chunked_framing"
+    assert api.http.get("/healthz").status_code == 200
+    with _connect(api) as sock:  # small chunks and a few trailers are a body as any other
+        sock.sendall(_CHUNKED_POST + _chunked(batch, 16, b"X-Checksum: 0123456789abcdef\r\n"))
+        assert _reply(sock).startswith(b"HTTP/1.1 202")
