@@ -21,7 +21,7 @@ from service.api.ingest_body import check_tenant_fields, decompress, parse_envel
 from service.api.ingest_errors import IngestError
 from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
-from service.api.state import ApiState, ApiStateDep
+from service.api.state import ApiState, ApiStateDep, BodyHold
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import vocabulary as L
 
@@ -59,8 +59,23 @@ def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = N
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
-    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408)."""
+def _over_share(state: ApiState, tenant: str) -> IngestError:
+    share = max(state.settings.body_bytes_per_tenant, state.settings.max_body_bytes)
+    return IngestError(
+        429,
+        f"tenant '{tenant}' has {state.body_bytes.get(tenant, 0)} bytes of bodies in flight; at most {share} "
+        "at once: send fewer requests at a time, retry",
+        field="body",
+        rule="body_bytes_per_tenant",
+        headers={"Retry-After": str(state.settings.retry_after_s)},
+    )
+
+
+async def _read_body(
+    request: Request, limit: int, timeout_s: float = 30.0, hold: BodyHold | None = None, tenant: str = ""
+) -> bytes:
+    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408),
+    each chunk taken from the tenant's share of body bytes by `hold` (429 beyond it)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise IngestError(
@@ -74,6 +89,8 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
                 total += len(chunk)
                 if total > limit:
                     raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
+                if hold is not None and not hold.take(tenant, len(chunk)):
+                    raise _over_share(hold.state, tenant)
                 chunks.append(chunk)
     except ClientDisconnect:  # the client went (or was closed: connections.py): nobody reads an answer
         raise IngestError(
@@ -287,6 +304,14 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     openapi_extra=ingest_openapi_extra(),
 )
 async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
+    hold = BodyHold(state)
+    try:
+        return await _ingest_events(request, state, hold)
+    finally:
+        hold.release()
+
+
+async def _ingest_events(request: Request, state: ApiState, hold: BodyHold) -> JSONResponse:
     with tracer.start_as_current_span(
         "ingest.events", context=extract_context(dict(request.headers))
     ) as span:
@@ -294,7 +319,9 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             principal = state.keys.authenticate(request.headers.get("authorization"))
             span.set_attribute("ragmon.tenant", principal.tenant)
             _check_content_type(request)
-            raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
+            raw = await _read_body(
+                request, state.settings.max_body_bytes, state.settings.body_timeout_s, hold, principal.tenant
+            )
             encoding = request.headers.get("content-encoding")
             paid = pretoken(encoding)
             limited = await _rate_limit(state, principal, paid)
@@ -324,7 +351,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
         except AuthError as exc:
             return _error(exc.status, {"error": exc.message, "rule": "api_key"}, admission.challenge(exc))
         except IngestError as exc:
-            return _error(exc.status, exc.body())
+            return _error(exc.status, exc.body(), exc.headers)
         limited = await _rate_limit(state, principal, len(events) - paid)
         if limited is not None:
             return limited

@@ -40,7 +40,7 @@ from service.api.routes_events import (
     prepaid_tokens,
     pretoken,
 )
-from service.api.state import STATE_KEY, ApiState
+from service.api.state import STATE_KEY, ApiState, BodyHold
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import vocabulary as L
 
@@ -231,12 +231,12 @@ class _Decoded:
     cpu_s: float  # thread CPU of the parse
 
 
-async def _decode(request: Request, state: ApiState, signal: _Signal) -> _Decoded:
+async def _decode(request: Request, state: ApiState, signal: _Signal, hold: BodyHold) -> _Decoded:
     """The caller, the body's encoding, the export, its rate-limit cost, decompressed size and parse CPU."""
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
     encoding = _content_type(request)
-    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
+    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s, hold, principal.tenant)
     content_encoding = request.headers.get("content-encoding")
     paid = pretoken(content_encoding)  # over its rate: refused before inflating
     limited = await _rate_limit(state, principal, paid, encoding, what=signal.json_items)
@@ -340,19 +340,27 @@ async def export_logs(request: Request) -> Response:
 
 async def _export(request: Request, signal: _Signal) -> Response:
     state: ApiState = getattr(request.state, STATE_KEY)
+    hold = BodyHold(state)
+    try:
+        return await _export_held(request, signal, state, hold)
+    finally:
+        hold.release()
+
+
+async def _export_held(request: Request, signal: _Signal, state: ApiState, hold: BodyHold) -> Response:
     # Until the Content-Type is known, errors go out as JSON (readable by every client).
     encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
     name = "ingest.otlp" if signal is TRACES else "ingest.otlp_logs"
     with tracer.start_as_current_span(name, context=extract_context(dict(request.headers))) as span:
         try:
-            decoded = await _decode(request, state, signal)
+            decoded = await _decode(request, state, signal, hold)
         except AuthError as exc:
             return _refuse(exc.status, exc.message, encoding, admission.challenge(exc))
         except _Limited as limited_early:
             return limited_early.response
         except IngestError as exc:
             where = f" ({exc.field}: {exc.rule})" if exc.field else ""
-            return _refuse(exc.status, exc.message + where, encoding)
+            return _refuse(exc.status, exc.message + where, encoding, exc.headers)
         principal, encoding = decoded.principal, decoded.encoding
         span.set_attribute("ragmon.tenant", principal.tenant)
         limited = await _rate_limit(state, principal, decoded.cost, encoding, what=signal.json_items)

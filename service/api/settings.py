@@ -127,6 +127,12 @@ class ApiSettings(CommonSettings):
         description="a request's headers must be complete within this; "
         "else the connection is closed (slow clients)",
     )
+    body_bytes_per_tenant: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="bytes of request bodies one tenant's requests hold at once (per API process, at least "
+        "max_body_bytes); a body that would pass it is a 429",
+    )
     threads_per_tenant: int = Field(
         2,
         ge=1,

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 import orjson
 import pytest
+from google.rpc.status_pb2 import Status
 
-from tests.service.api.api_events import ACME_KEY, event, trace_body
+from tests.service.api.api_events import ACME_KEY, GLOBEX_KEY, event, trace_body
 from tests.service.api.api_harness import RunningApi
 
 
@@ -202,3 +203,32 @@ def test_trailers_and_chunk_framing_over_the_limit_are_a_413(
     with _connect(api) as sock:  # small chunks and a few trailers are a body as any other
         sock.sendall(_CHUNKED_POST + _chunked(batch, 16, b"X-Checksum: 0123456789abcdef\r\n"))
         assert _reply(sock).startswith(b"HTTP/1.1 202")
+
+
+@pytest.mark.slow
+def test_a_tenants_bodies_in_flight_are_bounded_and_another_tenant_is_not(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
+    """Bodies are read before the rate limiter can count them: one tenant's concurrent uploads could
+    hold limit_concurrency x max_body_bytes (1,000 x 10 MiB) in the process every tenant shares. Its requests
+    now hold at most body_bytes_per_tenant of body bytes; a body passing it is a 429 naming the rule,
+    another tenant's share is its own, and a finished request gives its bytes back."""
+    api = start_api(body_bytes_per_tenant=300_000)
+    padded = b'{"events": [' + orjson.dumps(event("trace", trace_body())) + b"]" + b" " * 200_000 + b"}"
+    auth = b"Content-Type: application/json\r\nAuthorization: Bearer " + ACME_KEY.encode() + b"\r\n"
+    with _connect(api) as slow:  # acme's upload under way: 200 KB of its body held
+        slow.sendall(_request("/v1/events", auth, padded, b"POST")[:-10_000])
+        time.sleep(0.5)
+        second = api.post(content=padded)
+        assert second.status_code == 429 and second.json()["rule"] == "body_bytes_per_tenant", second.text
+        assert second.headers["Retry-After"]
+        otlp = api.http.post(
+            "/v1/traces",
+            content=b"\n" + b"\x00" * 200_000,
+            headers={"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {ACME_KEY}"},
+        )
+        assert otlp.status_code == 429 and "body_bytes_per_tenant" in Status.FromString(otlp.content).message
+        assert api.post(content=padded, key=GLOBEX_KEY).status_code == 202
+        slow.sendall(_request("/v1/events", auth, padded, b"POST")[-10_000:])
+        assert _reply(slow).startswith(b"HTTP/1.1 202")
+    assert api.post(content=padded).status_code == 202
