@@ -79,3 +79,19 @@ async def take(
         return None
     state.metrics.rate_limited.labels(principal.tenant).inc()
     return OverRate(principal.tenant, rate, burst, decision.retry_after_s)
+
+
+async def charge(
+    state: ApiState, principal: Principal, tokens: int, least_burst: int, log: logging.Logger
+) -> None:
+    """Tokens taken for work already done, refused or not (the bucket may go up to one burst into
+    debt), counted in ragmon_api_cpu_debt_tokens_total; no answer changes, and the limiter
+    unreachable charges nothing."""
+    if tokens <= 0:
+        return
+    rate, burst = bucket(state, principal, least_burst)
+    try:
+        await state.limiter.take(principal.tenant, min(tokens, burst), rate, burst, debit=True)
+        state.metrics.cpu_debt.labels(principal.tenant).inc(tokens)
+    except (RedisError, OSError) as exc:
+        log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)

@@ -10,11 +10,21 @@ within `header_timeout_s` of the connection opening or of the request's
 first byte, else the connection is closed (an idle keep-alive connection is
 uvicorn's timeout_keep_alive's). The body has its own deadline,
 enforced where it is read (routes_events._read_body: 408).
+
+Nor does uvicorn bound a request's size before its body: httptools joins a
+header value (and the URL) split over reads with `bytes +=`, so one header
+of 96 MB sent within the deadline cost seconds of CPU on the event loop
+(quadratic) and its whole size in memory, every other request waiting. The
+protocol feeds the parser at most `max_header_bytes` while a request's
+headers are incomplete and answers 431 naming the rule beyond it; after
+them, a chunked body's framing (chunk sizes, extensions, trailers, which
+are headers after the body) may exceed the body by as much (else 413).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -28,10 +38,64 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
     """HttpToolsProtocol that closes a connection whose request headers are not complete in time."""
 
     header_timeout_s = 10.0
+    max_header_bytes = 65_536
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_deadline: asyncio.TimerHandle | None = None
+        # Bytes fed to the parser while a request's headers are incomplete; None while a body is read.
+        self._header_bytes: int | None = 0
+        # While a body is read: the bytes fed (framing included) and the body's own bytes.
+        self._body_wire = self._body_bytes = 0
+
+    def data_received(self, data: bytes) -> None:
+        """The parser gets at most max_header_bytes before a request's headers are complete (one
+        more byte of request line and headers is a 431); a body is fed as it comes, but its chunked
+        framing (chunk sizes, extensions, trailers: headers after the body) may exceed the body by
+        max_header_bytes at most (413), so trailers are not a way around the header limit."""
+        while self._header_bytes is not None and data:
+            room = self.max_header_bytes - self._header_bytes
+            if room <= 0:
+                self._refuse(
+                    b"431 Request Header Fields Too Large",
+                    f"the request line and headers exceed {self.max_header_bytes} bytes",
+                    "headers",
+                    "max_header_bytes",
+                )
+                return
+            piece, data = (data, b"") if len(data) <= room else (data[:room], data[room:])
+            self._header_bytes += len(piece)
+            super().data_received(piece)
+            if self.transport.is_closing():
+                return
+        if data:
+            self._body_wire += len(data)
+            super().data_received(data)
+            if self._header_bytes is None and self._body_wire - 2 * self._body_bytes > self.max_header_bytes:
+                self._refuse(
+                    b"413 Content Too Large",
+                    f"the chunked framing (chunk sizes, extensions and trailers) exceeds the body by more "
+                    f"than {self.max_header_bytes} bytes",
+                    "body",
+                    "chunked_framing",
+                )
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        super().on_body(body)
+
+    def _refuse(self, status: bytes, message: str, field: str, rule: str) -> None:
+        self._disarm()
+        self._header_bytes = None
+        cycle = self.cycle
+        # The application waiting for this body sees a disconnect (its own answer is not written).
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            body = json.dumps({"error": message, "field": field, "rule": rule}).encode()
+            self.transport.write(
+                b"HTTP/1.1 %s\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, len(body), body)
+            )
+        self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
@@ -53,7 +117,13 @@ class HeaderDeadlineProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self._header_bytes = None
+        self._body_wire = self._body_bytes = 0
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._header_bytes = 0  # the next request's headers are counted from here
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -75,7 +145,11 @@ def tune_process() -> None:
 
 
 def protocol_for(settings: ApiSettings) -> type[HeaderDeadlineProtocol]:
-    return type("ApiHttpProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": settings.header_timeout_s})
+    return type(
+        "ApiHttpProtocol",
+        (HeaderDeadlineProtocol,),
+        {"header_timeout_s": settings.header_timeout_s, "max_header_bytes": settings.max_header_bytes},
+    )
 
 
 # Seconds uvicorn lets in-flight requests finish after SIGTERM; deploy grace periods must outlast it.

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from opentelemetry import trace
-from redis.exceptions import RedisError
+from starlette.requests import ClientDisconnect
 
 from service.api import admission
 from service.api.auth import AuthError, Principal, authorize_labels, refuse_events
@@ -21,7 +21,7 @@ from service.api.ingest_body import check_tenant_fields, decompress, parse_envel
 from service.api.ingest_errors import IngestError
 from service.api.producer import BrokerUnavailable, OutgoingRecord, oversized, record_bytes
 from service.api.schemas import INGEST_RESPONSES, ingest_openapi_extra
-from service.api.state import ApiState, ApiStateDep
+from service.api.state import ApiState, ApiStateDep, BodyHold
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import vocabulary as L
 
@@ -40,11 +40,18 @@ OFF_LOOP_COMPRESSED_ABOVE_BYTES = 4 * 1024
 BYTES_PER_TOKEN = 4096
 
 
-async def off_loop(size: int, compressed: bool, work: Callable[..., T], *args: Any) -> T:
+async def off_loop(
+    size: int, compressed: bool, work: Callable[..., T], *args: Any, slots: asyncio.Semaphore | None = None
+) -> T:
     """`work(*args)` in a worker thread when the body is big enough to hold the loop, else inline
-    (a thread hop costs more than a small body's whole decode)."""
+    (a thread hop costs more than a small body's whole decode). A thread is taken only within
+    `slots`, the tenant's share (ApiState.thread_slots): the worker threads are one queue for every
+    tenant, and one tenant's many slow bodies in it made another's big batch wait seconds."""
     if size > OFF_LOOP_ABOVE_BYTES or (compressed and size > OFF_LOOP_COMPRESSED_ABOVE_BYTES):
-        return await asyncio.to_thread(work, *args)
+        if slots is None:
+            return await asyncio.to_thread(work, *args)
+        async with slots:
+            return await asyncio.to_thread(work, *args)
     return work(*args)
 
 
@@ -52,8 +59,23 @@ def _error(status: int, body: dict[str, Any], headers: dict[str, str] | None = N
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> bytes:
-    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408)."""
+def _over_share(state: ApiState, tenant: str) -> IngestError:
+    share = max(state.settings.body_bytes_per_tenant, state.settings.max_body_bytes)
+    return IngestError(
+        429,
+        f"tenant '{tenant}' has {state.body_bytes.get(tenant, 0)} bytes of bodies in flight; at most {share} "
+        "at once: send fewer requests at a time, retry",
+        field="body",
+        rule="body_bytes_per_tenant",
+        headers={"Retry-After": str(state.settings.retry_after_s)},
+    )
+
+
+async def _read_body(
+    request: Request, limit: int, timeout_s: float = 30.0, hold: BodyHold | None = None, tenant: str = ""
+) -> bytes:
+    """The body, at most `limit` bytes, all of it within `timeout_s` (a slow sender gets a 408),
+    each chunk taken from the tenant's share of body bytes by `hold` (429 beyond it)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise IngestError(
@@ -67,7 +89,16 @@ async def _read_body(request: Request, limit: int, timeout_s: float = 30.0) -> b
                 total += len(chunk)
                 if total > limit:
                     raise IngestError(413, f"body exceeds {limit} bytes", field="body", rule="max_body_bytes")
+                if hold is not None and not hold.take(tenant, len(chunk)):
+                    raise _over_share(hold.state, tenant)
                 chunks.append(chunk)
+    except ClientDisconnect:  # the client went (or was closed: connections.py): nobody reads an answer
+        raise IngestError(
+            400,
+            f"the connection closed before the body was sent ({total} bytes came)",
+            field="body",
+            rule="body",
+        ) from None
     except TimeoutError:
         raise IngestError(
             408,
@@ -168,14 +199,7 @@ def _bucket(state: ApiState, principal: Principal) -> tuple[float, int]:
 
 async def _charge_debt(state: ApiState, principal: Principal, tokens: int) -> None:
     """Tokens taken for work already done, refused or not (the bucket may go into debt); no answer changes."""
-    if tokens <= 0:
-        return
-    rate, burst = _bucket(state, principal)
-    try:
-        await state.limiter.take(principal.tenant, min(tokens, burst), rate, burst, debit=True)
-        state.metrics.cpu_debt.labels(principal.tenant).inc(tokens)
-    except (RedisError, OSError) as exc:
-        log.warning("rate limiter unavailable, CPU debt not charged: %s", exc)
+    await admission.charge(state, principal, tokens, state.settings.max_events_per_batch, log)
 
 
 async def _rate_limit(
@@ -280,6 +304,14 @@ async def _produce(state: ApiState, principal: Principal, batch: PreparedBatch) 
     openapi_extra=ingest_openapi_extra(),
 )
 async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
+    hold = BodyHold(state)
+    try:
+        return await _ingest_events(request, state, hold)
+    finally:
+        hold.release()
+
+
+async def _ingest_events(request: Request, state: ApiState, hold: BodyHold) -> JSONResponse:
     with tracer.start_as_current_span(
         "ingest.events", context=extract_context(dict(request.headers))
     ) as span:
@@ -287,14 +319,23 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
             principal = state.keys.authenticate(request.headers.get("authorization"))
             span.set_attribute("ragmon.tenant", principal.tenant)
             _check_content_type(request)
-            raw = await _read_body(request, state.settings.max_body_bytes, state.settings.body_timeout_s)
+            raw = await _read_body(
+                request, state.settings.max_body_bytes, state.settings.body_timeout_s, hold, principal.tenant
+            )
             encoding = request.headers.get("content-encoding")
             paid = pretoken(encoding)
             limited = await _rate_limit(state, principal, paid)
             if limited is not None:
                 return limited
+            slots = state.thread_slots(principal.tenant)
             data = await off_loop(
-                len(raw), bool(encoding), decompress, raw, encoding, state.settings.max_decompressed_bytes
+                len(raw),
+                bool(encoding),
+                decompress,
+                raw,
+                encoding,
+                state.settings.max_decompressed_bytes,
+                slots=slots,
             )
             prepaid = max(0, prepaid_tokens(len(data)) - paid)
             limited = await _rate_limit(
@@ -304,13 +345,13 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
                 return limited
             paid += prepaid
             (plain, events), decode_cpu_s = await off_loop(
-                len(data), False, cpu_timed, _decode, state, data, principal.tenant
+                len(data), False, cpu_timed, _decode, state, data, principal.tenant, slots=slots
             )
             refused_labels = authorize_labels(events, principal) if plain is None else {}
         except AuthError as exc:
             return _error(exc.status, {"error": exc.message, "rule": "api_key"}, admission.challenge(exc))
         except IngestError as exc:
-            return _error(exc.status, exc.body())
+            return _error(exc.status, exc.body(), exc.headers)
         limited = await _rate_limit(state, principal, len(events) - paid)
         if limited is not None:
             return limited
@@ -327,6 +368,7 @@ async def ingest_events(request: Request, state: ApiStateDep) -> JSONResponse:
                 principal.tenant,
                 current_traceparent(),
                 refused_labels,
+                slots=slots,
             )
         except IngestError as exc:
             return _error(exc.status, exc.body())

@@ -31,8 +31,16 @@ from service.api.ingest_body import refuse_deep
 from service.api.ingest_errors import IngestError
 from service.api.otlp import JSON, PROTOBUF, OtlpBatch, decompress_body, parse_logs_request, parse_request
 from service.api.producer import BrokerUnavailable
-from service.api.routes_events import BYTES_PER_TOKEN, _read_body, off_loop, prepaid_tokens, pretoken
-from service.api.state import STATE_KEY, ApiState
+from service.api.routes_events import (
+    BYTES_PER_TOKEN,
+    _read_body,
+    cpu_debt,
+    cpu_timed,
+    off_loop,
+    prepaid_tokens,
+    pretoken,
+)
+from service.api.state import STATE_KEY, ApiState, BodyHold
 from service.api.telemetry import current_traceparent, extract_context
 from service.contracts import vocabulary as L
 
@@ -212,19 +220,37 @@ async def _produce(state: ApiState, batch: OtlpBatch, encoding: str, rejected: C
     return None
 
 
-async def _decode(request: Request, state: ApiState, signal: _Signal) -> tuple[Principal, str, Any, int, int]:
-    """The caller, the body's encoding, the export, its rate-limit cost and its decompressed size."""
+@dataclass(frozen=True, slots=True)
+class _Decoded:
+    principal: Principal
+    encoding: str
+    export: Any
+    cost: int  # tokens still to take (what it costs beyond what was taken before the parse)
+    paid: int  # tokens it costs in all
+    size: int  # decompressed bytes
+    cpu_s: float  # thread CPU of the parse
+
+
+async def _decode(request: Request, state: ApiState, signal: _Signal, hold: BodyHold) -> _Decoded:
+    """The caller, the body's encoding, the export, its rate-limit cost, decompressed size and parse CPU."""
     s = state.settings
     principal = state.keys.authenticate(request.headers.get("authorization"))
     encoding = _content_type(request)
-    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s)
+    raw = await _read_body(request, s.max_body_bytes, s.body_timeout_s, hold, principal.tenant)
     content_encoding = request.headers.get("content-encoding")
     paid = pretoken(content_encoding)  # over its rate: refused before inflating
     limited = await _rate_limit(state, principal, paid, encoding, what=signal.json_items)
     if limited is not None:
         raise _Limited(limited)
+    slots = state.thread_slots(principal.tenant)
     data = await off_loop(
-        len(raw), bool(content_encoding), decompress_body, raw, content_encoding, s.max_decompressed_bytes
+        len(raw),
+        bool(content_encoding),
+        decompress_body,
+        raw,
+        content_encoding,
+        s.max_decompressed_bytes,
+        slots=slots,
     )
     # paid before the parse, so a refused big body costs its sender
     prepaid = max(0, prepaid_tokens(len(data)) - paid)
@@ -234,10 +260,11 @@ async def _decode(request: Request, state: ApiState, signal: _Signal) -> tuple[P
     if limited is not None:
         raise _Limited(limited)
     prepaid += paid
-    export, counts = await off_loop(
-        len(data), False, _parse, data, encoding, s.otlp_max_spans_per_request, signal
+    (export, counts), cpu_s = await off_loop(
+        len(data), False, cpu_timed, _parse, data, encoding, s.otlp_max_spans_per_request, signal, slots=slots
     )
-    return principal, encoding, export, rate_cost(counts, len(data)) - prepaid, len(data)
+    paid = rate_cost(counts, len(data))
+    return _Decoded(principal, encoding, export, paid - prepaid, paid, len(data), cpu_s)
 
 
 @dataclass(frozen=True)
@@ -313,26 +340,46 @@ async def export_logs(request: Request) -> Response:
 
 async def _export(request: Request, signal: _Signal) -> Response:
     state: ApiState = getattr(request.state, STATE_KEY)
+    hold = BodyHold(state)
+    try:
+        return await _export_held(request, signal, state, hold)
+    finally:
+        hold.release()
+
+
+async def _export_held(request: Request, signal: _Signal, state: ApiState, hold: BodyHold) -> Response:
     # Until the Content-Type is known, errors go out as JSON (readable by every client).
     encoding = _CONTENT_TYPES.get(request.headers.get("content-type", "").split(";")[0].strip().lower(), JSON)
     name = "ingest.otlp" if signal is TRACES else "ingest.otlp_logs"
     with tracer.start_as_current_span(name, context=extract_context(dict(request.headers))) as span:
         try:
-            principal, encoding, export, cost, size = await _decode(request, state, signal)
+            decoded = await _decode(request, state, signal, hold)
         except AuthError as exc:
             return _refuse(exc.status, exc.message, encoding, admission.challenge(exc))
         except _Limited as limited_early:
             return limited_early.response
         except IngestError as exc:
             where = f" ({exc.field}: {exc.rule})" if exc.field else ""
-            return _refuse(exc.status, exc.message + where, encoding)
+            return _refuse(exc.status, exc.message + where, encoding, exc.headers)
+        principal, encoding = decoded.principal, decoded.encoding
         span.set_attribute("ragmon.tenant", principal.tenant)
-        limited = await _rate_limit(state, principal, cost, encoding, what=signal.json_items)
+        limited = await _rate_limit(state, principal, decoded.cost, encoding, what=signal.json_items)
         if limited is not None:
             return limited
-        batch = await off_loop(
-            size, False, signal.prepare(state), export, principal.tenant, current_traceparent()
+        batch, prepare_cpu_s = await off_loop(
+            decoded.size,
+            False,
+            cpu_timed,
+            signal.prepare(state),
+            decoded.export,
+            principal.tenant,
+            current_traceparent(),
+            slots=state.thread_slots(principal.tenant),
         )
+        # CPU beyond twice what the export paid (thousands of empty attributes in one span cost
+        # ~20 times an ordinary span's per token): debt of the tenant's bucket, as on /v1/events
+        owed = cpu_debt(decoded.cpu_s + prepare_cpu_s, decoded.paid)
+        await admission.charge(state, principal, owed, state.settings.otlp_max_spans_per_request, log)
         rejected = signal.rejected(state)
         _count(state, batch, rejected)
         message = batch.message(state.settings.otlp_max_attribute_chars)

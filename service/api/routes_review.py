@@ -435,6 +435,8 @@ def parse_label(form: FormData, allowed_docs: set[str], review: ReviewService) -
     note = form.get("note") or ""
     if not isinstance(note, str) or len(note) > L.MAX_NOTE_CHARS:
         raise PageError(422, f"note: at most {L.MAX_NOTE_CHARS} characters")
+    if "\x00" in note:  # PostgreSQL text cannot hold it: the save raised, a 500
+        raise PageError(422, "note: the NUL character (%00, U+0000) cannot be stored (no_nul)")
     if note and review.redactor is not None:  # what reviewers type joins the golden set: no PII there either
         note = review.redactor.redact(note, Counter())
     return LabelInput(

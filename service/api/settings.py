@@ -127,6 +127,11 @@ class ApiSettings(CommonSettings):
         description="a request's headers must be complete within this; "
         "else the connection is closed (slow clients)",
     )
+    # Per API process: body bytes one tenant's requests hold at once (at least max_body_bytes), and
+    # its bodies decoded in worker threads at once (its others wait for these, not in a shared queue).
+    body_bytes_per_tenant: int = Field(64 * 1024 * 1024, ge=1024, description="429 beyond this")
+    threads_per_tenant: int = Field(2, ge=1, description="a tenant's further big bodies wait")
+    max_header_bytes: int = Field(65_536, ge=4096, description="request line and headers; 431 beyond")
     body_timeout_s: float = Field(
         30.0, gt=0, description="a request's body must arrive within this; else 408"
     )

@@ -6,7 +6,8 @@ that to every request as `request.state`, and handlers declare `ApiStateDep`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
 import redis.asyncio as aioredis
@@ -36,6 +37,48 @@ class ApiState:
     span_preparer: SpanPreparer
     inflight_events: int = 0
     review: ReviewService | None = None  # the review page; None without RAGMON_DATABASE_URL
+    # Per tenant (tenants come from the configured keys): its bodies in worker threads at once,
+    # and the bytes of the bodies its requests hold (BodyHold).
+    _thread_slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    body_bytes: dict[str, int] = field(default_factory=dict)
+
+    def thread_slots(self, tenant: str) -> asyncio.Semaphore:
+        """The tenant's share of the worker threads that decode big bodies (`threads_per_tenant`):
+        one tenant's slow bodies wait for its own slots, never in front of another tenant's."""
+        slots = self._thread_slots.get(tenant)
+        if slots is None:
+            slots = self._thread_slots[tenant] = asyncio.Semaphore(self.settings.threads_per_tenant)
+        return slots
+
+
+@dataclass
+class BodyHold:
+    """The body bytes one request holds of its tenant's share, `body_bytes_per_tenant` (at least one
+    largest body): a tenant's thousand concurrent uploads are refused as they pass its share instead
+    of being held in memory before any rate limit could count them. Released when the request ends."""
+
+    state: ApiState
+    tenant: str = ""
+    held: int = 0
+
+    def take(self, tenant: str, size: int) -> bool:
+        settings = self.state.settings
+        share = max(settings.body_bytes_per_tenant, settings.max_body_bytes)
+        now = self.state.body_bytes.get(tenant, 0)
+        if now + size > share:
+            return False
+        self.state.body_bytes[tenant] = now + size
+        self.tenant, self.held = tenant, self.held + size
+        return True
+
+    def release(self) -> None:
+        if self.held:
+            left = self.state.body_bytes[self.tenant] - self.held
+            if left:
+                self.state.body_bytes[self.tenant] = left
+            else:
+                del self.state.body_bytes[self.tenant]
+            self.held = 0
 
 
 STATE_KEY = "ragmon"

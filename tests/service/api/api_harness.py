@@ -206,9 +206,10 @@ class KafkaReader:
         return [orjson.loads(r.value) for r in self.records(topic)]
 
     def event_records(self, topics: Topics) -> list[ConsumerRecord]:
-        """Every record of the four event topics and the dead-letter topic."""
+        """Every record of the four event topics, the probes topic (traces with a probe mark go there)
+        and the dead-letter topic."""
         out: list[ConsumerRecord] = []
-        for name in (*EVENT_TOPICS, "dlq"):
+        for name in (*EVENT_TOPICS, "probes", "dlq"):
             out.extend(self.records(getattr(topics, name)))
         return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -218,3 +219,91 @@ def test_a_batch_pays_for_cpu_beyond_twice_what_it_paid() -> None:
     assert cpu_debt(20 * CPU_S_PER_TOKEN, 10) == 0  # within the slack
     assert cpu_debt(100 * CPU_S_PER_TOKEN, 10) == 80  # text built to be slow: the excess is owed
     assert cpu_debt(5 * CPU_S_PER_TOKEN, 0) == 3  # nothing paid counts as one token
+
+
+def _empty_attributes_export(n: int) -> bytes:
+    """One valid span followed by `n` empty attributes (KeyValue {}: two bytes each on the wire)."""
+    one = export_of([span(new_trace_id())])
+    tail = b"\x4a\x00" * n  # Span field 9 (attributes), length 0
+
+    def framed(tag: int, body: bytes) -> bytes:
+        size, out = len(body), bytearray()
+        while size > 0x7F:
+            out.append(size & 0x7F | 0x80)
+            size >>= 7
+        out.append(size)
+        return bytes([tag]) + bytes(out) + body
+
+    span_bytes = one.resource_spans[0].scope_spans[0].spans[0].SerializeToString() + tail
+    return framed(0x0A, framed(0x12, framed(0x12, span_bytes)))
+
+
+@pytest.mark.slow
+def test_an_export_built_to_be_slow_pays_for_its_cpu(
+    start_api: Callable[..., RunningApi], redis_client: object
+) -> None:
+    """Half a million empty attributes in one span (1 MB, a few KB gzipped) cost ~0.5 s of CPU to
+    parse and clean, 20 times an ordinary span per token paid, and /v1/traces charged only the
+    tokens of its bytes: a tenant's rate did not bound its share of the API's CPU. Now the CPU beyond
+    twice what it paid is the tenant's debt, as on /v1/events; another tenant is not charged."""
+    api = start_api(rate_limit_eps=1, rate_limit_burst=1000, otlp_max_spans_per_request=100, **BIG)
+    slow = _empty_attributes_export(500_000)
+    first = api.http.post("/v1/traces", content=slow, headers=PB)
+    assert first.status_code == 400, first.content  # the span cannot fit a record: refused, and paid
+    assert api.metric("ragmon_api_cpu_debt_tokens_total", {"tenant": "acme"}) > 0
+    ordinary = export_of([span(new_trace_id())]).SerializeToString()
+    assert api.http.post("/v1/traces", content=ordinary, headers=PB).status_code == 429
+    globex = {**PB, "Authorization": f"Bearer {GLOBEX_KEY}"}
+    assert api.http.post("/v1/traces", content=ordinary, headers=globex).status_code == 200
+
+
+@pytest.mark.slow
+def test_a_tenants_slow_bodies_wait_for_its_own_threads_not_another_tenants(
+    start_api: Callable[..., RunningApi], redis_client: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Big bodies are decoded in worker threads, one queue for every tenant: one tenant's exports
+    built to be slow (8 of 1M empty attributes at once) held every thread and another tenant's 300 KB
+    batch took 2.6 s instead of 13 ms. Now a tenant holds at most `threads_per_tenant` of them; its
+    other bodies wait for those. Here acme's preparations block until globex's export is answered."""
+    import os
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.api.otlp import SpanPreparer
+
+    api = start_api(threads_per_tenant=2, **BIG)
+    release, lock = threading.Event(), threading.Lock()
+    running = {"now": 0, "most": 0}
+    prepare = SpanPreparer.prepare
+
+    def blocking_prepare(self: SpanPreparer, request: Any, tenant: str, traceparent: bytes | None) -> Any:
+        if tenant == "acme":
+            with lock:
+                running["now"] += 1
+                running["most"] = max(running["most"], running["now"])
+            release.wait(30)
+            with lock:
+                running["now"] -= 1
+        return prepare(self, request, tenant, traceparent)
+
+    monkeypatch.setattr(SpanPreparer, "prepare", blocking_prepare)
+
+    def big_export() -> bytes:  # over 256 KiB: prepared in a worker thread
+        return export_of([span(new_trace_id(), attrs={"input.value": "x" * 300_000})]).SerializeToString()
+
+    threads = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor: every worker thread
+    globex = {**PB, "Authorization": f"Bearer {GLOBEX_KEY}"}
+    with ThreadPoolExecutor(threads + 1) as pool:
+        acme = [
+            pool.submit(api.http.post, "/v1/traces", content=big_export(), headers=PB) for _ in range(threads)
+        ]
+        try:
+            deadline = time.monotonic() + 10
+            while running["now"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            other = api.http.post("/v1/traces", content=big_export(), headers=globex, timeout=5)
+            assert other.status_code == 200, other.content
+        finally:
+            release.set()
+        assert [f.result().status_code for f in acme] == [200] * threads
+    assert running["most"] == 2

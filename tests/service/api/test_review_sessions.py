@@ -205,3 +205,22 @@ def test_malformed_cookies_are_a_4xx_without_internal_text(review_api: RunningAp
             timeout=20,
         )
         assert posted.status_code == 403 and "csrf_token" in posted.text
+
+
+@pytest.mark.slow
+def test_a_note_with_a_nul_character_is_a_422_naming_the_note(
+    review_api: RunningApi, review_db_url: str, redis_client: redis.Redis
+) -> None:
+    """PostgreSQL text cannot hold U+0000: a note with `%00` made the save raise, a 500. Now the form
+    is refused naming the field and the rule, nothing is saved, and the reviewer can send it again."""
+    seed_queue(review_db_url, redis_client, [1])
+    (item,) = item_ids(review_db_url)
+    with signed_in(review_api.url, ANN_KEY) as ann:
+        assert ann.get("/review/next").headers["location"] == f"/review/items/{item}"
+        page = ann.get(f"/review/items/{item}").text
+        refused = ann.post(f"/review/items/{item}/label", data={**_label_form(page), "note": "a\x00b"})
+        assert refused.status_code == 422 and "note:" in refused.text and "no_nul" in refused.text
+        with reviewdb.connect(review_db_url) as conn:
+            assert conn.execute("SELECT count(*) FROM review_label").fetchone() == (0,)
+        saved = ann.post(f"/review/items/{item}/label", data={**_label_form(page), "note": "ab"})
+        assert saved.status_code == 303
