@@ -133,7 +133,21 @@ ON CONFLICT (tenant, trace_id, signal) DO UPDATE SET first_at = LEAST(s.first_at
 
 
 def _dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
+    """JSON text for a jsonb column. JSON and the contract allow U+0000 in any text, jsonb cannot hold it
+    (`UntranslatableCharacter`, which the runtime would take for an outage and retry for ever): it is stored
+    as U+FFFD, so the item keeps its place and shows where the character was."""
+    text = orjson.dumps(value).decode()
+    return orjson.dumps(_without_nul(value)).decode() if "\\u0000" in text else text
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nul(v) for v in value]
+    return value
 
 
 def _columns(rows: Iterable[tuple[Any, ...]]) -> tuple[list[Any], ...]:

@@ -33,7 +33,18 @@ DETAIL_CHARS = 300
 
 
 def is_poison(exc: BaseException) -> bool:
-    return isinstance(exc, RecordTooLarge) or (isinstance(exc, POISON) and not isinstance(exc, OUTAGES))
+    return (
+        isinstance(exc, RecordTooLarge)
+        or (isinstance(exc, POISON) and not isinstance(exc, OUTAGES))
+        or _is_database_data_error(exc)
+    )
+
+
+def _is_database_data_error(exc: BaseException) -> bool:
+    """PostgreSQL refusing a value (psycopg's DataError: a NUL in text, a number out of range, an
+    untranslatable character) refuses it however often it is sent; a lost connection is an OperationalError,
+    an outage. Found by name so the runtime imports no database driver."""
+    return any(c.__name__ == "DataError" and c.__module__.startswith("psycopg") for c in type(exc).__mro__)
 
 
 def poison_reason(exc: BaseException) -> DeadLetterReason:

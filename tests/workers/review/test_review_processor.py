@@ -170,3 +170,28 @@ def test_config_shares_must_fit_one_capacity(tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match=r"review.shares.thumbs"):
         load_section("review", ReviewConfig, path)
     assert ReviewConfig(capacity_per_day=10, tenant_capacity={"acme": 100}).quota("acme", "blind") == 40
+
+
+def test_a_nul_character_in_a_trace_is_queued_with_a_replacement_never_a_stalled_batch(
+    make: Any, review_db_url: str
+) -> None:
+    """JSON allows \\u0000 and the contract takes it in any text; PostgreSQL's jsonb cannot hold it. Before,
+    the item's INSERT raised DataError, an outage to the runtime: the batch was retried for ever and the
+    review queue stalled for every tenant. The character is stored as U+FFFD and the rest of the batch
+    queues."""
+    proc, reg = make(blind_rate=1.0)
+    proc.process(
+        [
+            trace_event(1, query={"text": "question\x00 1"}, answer={"text": "a\x00b", "citations": ["d1"]}),
+            trace_event(2, tenant="globex"),
+        ]
+    )
+    got = items(review_db_url)
+    assert set(got) == {"trace-1", "trace-2"}
+    assert got["trace-1"][6] == "question\ufffd 1"
+    with reviewdb.connect(review_db_url) as conn:
+        [(answer,)] = conn.execute(
+            "SELECT content->>'answer' FROM review_item WHERE trace_id = 'trace-1'"
+        ).fetchall()
+    assert answer == "a\ufffdb"
+    assert val(reg, "ragmon_review_queued_total", tenant="globex", stratum="blind") == 1

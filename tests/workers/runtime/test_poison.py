@@ -59,3 +59,19 @@ def test_a_record_nested_past_the_recursion_limit_is_a_dead_letter(views: object
     assert out.reason in (DeadLetterReason.UNDECODABLE, DeadLetterReason.INVALID_BODY)
     assert "nested" in out.detail or "depth" in out.detail
     assert out.value == value  # dead-lettered unchanged
+
+
+def test_postgresql_refusing_a_value_is_poison_and_a_lost_connection_an_outage(review_db_url: str) -> None:
+    """A NUL in a text parameter (an index version, a document id the contract lets through) is refused by
+    PostgreSQL however often it is retried: isolated and dead-lettered, never a batch retried for ever."""
+    import psycopg
+
+    from service.contracts import reviewdb
+    from workers.runtime.poison import is_poison
+
+    with reviewdb.connect(review_db_url) as conn, pytest.raises(psycopg.DataError) as text_nul:
+        conn.execute("SELECT %s::text", ("v\x00",))
+    with reviewdb.connect(review_db_url) as conn, pytest.raises(psycopg.DataError) as jsonb_nul:
+        conn.execute("SELECT %s::jsonb", ('{"q": "\\u0000"}',))
+    assert is_poison(text_nul.value) and is_poison(jsonb_nul.value)
+    assert not is_poison(psycopg.OperationalError("connection lost"))
