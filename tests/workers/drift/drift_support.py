@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 from prometheus_client import CollectorRegistry
 
 from service.contracts import StoredEvent
-from service.contracts.stored import stored_document
-from service.simulate.records import SimEvent
 from tests.support.decoded import decoded_event
 from workers.drift.config import DriftConfig
 from workers.drift.encoder import EncoderSlot, PinnedEncoder
@@ -65,18 +63,6 @@ def make_event(
     # Another type on the traces topic, as a processor would see it without the runtime's type check.
     source = SourceRecord("ragmon.traces", 0, offset, None, timestamp_ms)
     return Event(source=source, stored=stored, body=raw)
-
-
-def stored_record(sim: SimEvent, anchor: datetime) -> dict[str, object]:
-    """The Kafka record the API would write for a simulated event."""
-    return stored_document(
-        sim.id,
-        sim.type,
-        sim.tenant,
-        (anchor + timedelta(seconds=sim.at_s)).isoformat(),
-        datetime.now(UTC).isoformat(),
-        sim.body,
-    )
 
 
 def app_config(**overrides: object) -> DriftConfig:

@@ -22,8 +22,8 @@ from service.simulate import generate_events, parse_scenario
 from service.simulate.records import TraceFacts
 from tests.conftest import LOG_DIR
 from tests.support.kafka import RecordWriter, wait_until
+from tests.support.simulated import stored_record
 from tests.support.workers import WorkerProcess, wait_ready, worker_env
-from tests.workers.drift.drift_support import stored_record
 
 pytestmark = pytest.mark.slow
 WINDOW = 50

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from service.simulate.scenario import parse_scenario
 from service.simulate.stream import generate_events
 from tests.support.decoded import decoded_event
-from tests.workers.drift.drift_support import build_processor, stored_record
+from tests.support.simulated import stored_record
+from tests.workers.drift.drift_support import build_processor
 from workers.drift.config import DriftConfig
 from workers.drift.views import VIEWS
 
