@@ -260,8 +260,13 @@ class WindowStore:
     @staticmethod
     def _matrix(raw: list[Any], dim: int) -> np.ndarray:
         rows = [np.frombuffer(v, dtype="<f4") for v in raw if v is not None and len(v) == 4 * dim]
-        rows = [row for row in rows if comparable(row)]  # an earlier version stored such rows too
-        return np.stack(rows).astype(np.float32) if rows else np.empty((0, dim), dtype=np.float32)
+        if not rows:
+            return np.empty((0, dim), dtype=np.float32)
+        matrix = np.stack(rows).astype(np.float32)
+        # An earlier version stored rows `comparable` refuses: checked for the whole matrix at once.
+        with np.errstate(over="ignore", invalid="ignore"):
+            keep = np.einsum("ij,ij->i", matrix, matrix) <= MAX_SQUARED_NORM
+        return matrix if keep.all() else matrix[keep]
 
     def acquire_lease(self, sig: SignalKey, lease_s: float) -> str | None:
         token = uuid.uuid4().hex
