@@ -12,6 +12,7 @@ import contextlib
 import json
 import socket
 import time
+import weakref
 from collections.abc import Callable
 
 import orjson
@@ -93,10 +94,15 @@ def _request(path: str, headers: bytes = b"", body: bytes = b"", method: bytes =
     return method + b" " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n" + headers + length + b"\r\n" + body
 
 
+# Bytes read past one reply (pipelined replies may arrive in one read), kept for the next _reply.
+_UNREAD: weakref.WeakKeyDictionary[socket.socket, bytes] = weakref.WeakKeyDictionary()
+
+
 def _reply(sock: socket.socket) -> bytes:
-    """One reply of a server that answers with a Content-Length (or closes)."""
+    """One reply of a server that answers with a Content-Length (or closes); what was read past
+    it is the start of the next reply on that socket."""
     sock.settimeout(10)
-    data = b""
+    data = _UNREAD.pop(sock, b"")
     while b"\r\n\r\n" not in data:
         chunk = sock.recv(65536)
         if not chunk:
@@ -109,7 +115,9 @@ def _reply(sock: socket.socket) -> bytes:
         if not chunk:
             break
         rest += chunk
-    return head + b"\r\n\r\n" + rest
+    if len(rest) > length:
+        _UNREAD[sock] = rest[length:]
+    return head + b"\r\n\r\n" + rest[:length]
 
 
 @pytest.mark.slow
